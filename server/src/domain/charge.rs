@@ -1,0 +1,254 @@
+//! Charges: what `POST /charges` asks for and what it creates.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Minor units (cents), 1 to 100 000 000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Amount(i64);
+
+/// Three lowercase ASCII letters (`usd`, `eur`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Currency(String);
+
+/// A free text of at most 500 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Description(String);
+
+/// A charge's id: `ch_` and a time-ordered UUID (v7), so ids sort by
+/// creation and new rows append to the end of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ChargeId(String);
+
+/// Why a charge request was refused before it ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NewChargeError {
+    /// Not an object of the expected fields.
+    #[error("{0}")]
+    Shape(String),
+    /// `amount` outside 1..=100000000.
+    #[error("amount must be an integer of minor units from 1 to 100000000")]
+    Amount,
+    /// `currency` is not three lowercase letters.
+    #[error("currency must be three lowercase letters, such as \"usd\"")]
+    Currency,
+    /// `description` longer than 500 characters.
+    #[error("description must be at most 500 characters")]
+    Description,
+}
+
+impl Amount {
+    /// The smallest and largest amounts a charge may have.
+    pub const RANGE: std::ops::RangeInclusive<i64> = 1..=100_000_000;
+
+    /// Parses an amount of minor units.
+    pub fn parse(raw: i64) -> Result<Self, NewChargeError> {
+        if Self::RANGE.contains(&raw) {
+            Ok(Self(raw))
+        } else {
+            Err(NewChargeError::Amount)
+        }
+    }
+
+    /// The amount in minor units.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl Currency {
+    /// Parses a three-letter lowercase currency code.
+    pub fn parse(raw: &str) -> Result<Self, NewChargeError> {
+        if raw.len() == 3 && raw.bytes().all(|b| b.is_ascii_lowercase()) {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(NewChargeError::Currency)
+        }
+    }
+}
+
+impl AsRef<str> for Currency {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Description {
+    /// The longest description, in characters.
+    pub const MAX_CHARS: usize = 500;
+
+    /// Parses a description of at most 500 characters.
+    pub fn parse(raw: String) -> Result<Self, NewChargeError> {
+        if raw.chars().count() <= Self::MAX_CHARS {
+            Ok(Self(raw))
+        } else {
+            Err(NewChargeError::Description)
+        }
+    }
+}
+
+impl AsRef<str> for Description {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl ChargeId {
+    /// A new, time-ordered id.
+    pub fn generate() -> Self {
+        Self(format!("ch_{}", uuid::Uuid::now_v7().simple()))
+    }
+
+    /// Parses an id sent by a caller (`starting_after`).
+    pub fn parse(raw: &str) -> Option<Self> {
+        let hex = raw.strip_prefix("ch_")?;
+        (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Self(raw.to_owned()))
+    }
+
+    /// Rebuilds an id read from the database.
+    pub fn from_stored(raw: String) -> Self {
+        Self(raw)
+    }
+}
+
+impl AsRef<str> for ChargeId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ChargeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A validated `POST /charges` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCharge {
+    /// How much, in minor units.
+    pub amount: Amount,
+    /// In which currency.
+    pub currency: Currency,
+    /// What for, if the caller said.
+    pub description: Option<Description>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewChargeBody {
+    amount: i64,
+    currency: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl NewCharge {
+    /// Parses the JSON body of `POST /charges`.
+    pub fn parse(body: &serde_json::Value) -> Result<Self, NewChargeError> {
+        let raw = NewChargeBody::deserialize(body).map_err(|e| NewChargeError::Shape(e.to_string()))?;
+        Ok(Self {
+            amount: Amount::parse(raw.amount)?,
+            currency: Currency::parse(&raw.currency)?,
+            description: raw.description.map(Description::parse).transpose()?,
+        })
+    }
+}
+
+/// A charge as stored and as answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Charge {
+    /// `ch_…`
+    pub id: ChargeId,
+    /// Minor units.
+    pub amount: Amount,
+    /// Currency code.
+    pub currency: Currency,
+    /// The caller's description, or `null`.
+    pub description: Option<Description>,
+    /// Always `succeeded` in this demo.
+    pub status: &'static str,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+impl Charge {
+    /// The charge a request creates, at `created` (Unix seconds).
+    pub fn new(request: NewCharge, created: i64) -> Self {
+        Self {
+            id: ChargeId::generate(),
+            amount: request.amount,
+            currency: request.currency,
+            description: request.description,
+            status: "succeeded",
+            created,
+        }
+    }
+
+    /// Rebuilds a stored charge (columns are trusted: they were validated
+    /// before they were written).
+    pub fn from_stored(id: String, amount: i64, currency: String, description: Option<String>, created: i64) -> Self {
+        Self {
+            id: ChargeId(id),
+            amount: Amount(amount),
+            currency: Currency(currency),
+            description: description.map(Description),
+            status: "succeeded",
+            created,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn charge_bodies_are_checked_field_by_field() {
+        let ok = [
+            json!({"amount": 1999, "currency": "usd"}),
+            json!({"amount": 1, "currency": "eur", "description": "cart 42"}),
+            json!({"amount": 100000000, "currency": "jpy", "description": null}),
+            json!({"amount": 5, "currency": "usd", "description": "é".repeat(500)}),
+        ];
+        for body in ok {
+            assert!(NewCharge::parse(&body).is_ok(), "{body}");
+        }
+        let bad = [
+            (json!({"amount": 0, "currency": "usd"}), NewChargeError::Amount),
+            (json!({"amount": -5, "currency": "usd"}), NewChargeError::Amount),
+            (json!({"amount": 100000001, "currency": "usd"}), NewChargeError::Amount),
+            (json!({"amount": 10, "currency": "USD"}), NewChargeError::Currency),
+            (json!({"amount": 10, "currency": "us"}), NewChargeError::Currency),
+            (json!({"amount": 10, "currency": "usd", "description": "x".repeat(501)}), NewChargeError::Description),
+        ];
+        for (body, want) in bad {
+            assert_eq!(NewCharge::parse(&body), Err(want), "{body}");
+        }
+        for shape in [
+            json!([1, 2]),
+            json!({"amount": 19.99, "currency": "usd"}),
+            json!({"amount": "1999", "currency": "usd"}),
+            json!({"currency": "usd"}),
+            json!({"amount": 1999, "currency": "usd", "extra": 1}),
+            json!({"amount": 1e30, "currency": "usd"}),
+        ] {
+            assert!(matches!(NewCharge::parse(&shape), Err(NewChargeError::Shape(_))), "{shape}");
+        }
+    }
+
+    #[test]
+    fn charge_ids_sort_by_creation() {
+        let a = ChargeId::generate();
+        let b = ChargeId::generate();
+        assert!(a.0 < b.0);
+        assert_eq!(ChargeId::parse(a.as_ref()), Some(a));
+        assert_eq!(ChargeId::parse("ch_nothex"), None);
+        assert_eq!(ChargeId::parse("res_0123456789abcdef0123456789abcdef"), None);
+    }
+}

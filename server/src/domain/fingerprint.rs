@@ -1,0 +1,168 @@
+//! What makes two requests "the same request" for one key.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// SHA-256 over the method, the path and the body as a JSON value.
+///
+/// The body is canonicalised first (object keys sorted, no whitespace), so
+/// the same JSON sent with other spacing or key order is the same request,
+/// while any change of a value (`1999` vs `2000`, `"usd"` vs `"eur"`) is not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    /// Fingerprints a request whose body was parsed as JSON.
+    pub fn new(method: &http::Method, path: &str, body: &Value) -> Self {
+        let mut canonical = Vec::with_capacity(128);
+        canonical.extend_from_slice(method.as_str().as_bytes());
+        canonical.push(b' ');
+        canonical.extend_from_slice(path.as_bytes());
+        canonical.push(b'\n');
+        write_canonical(body, &mut canonical);
+        Self(Sha256::digest(&canonical).into())
+    }
+
+    /// The digest as stored in the database.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Rebuilds a fingerprint from its stored digest.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", hex::encode(&self.0[..8]))
+    }
+}
+
+/// Writes `value` with sorted object keys and no insignificant whitespace,
+/// whatever map type serde_json was built with.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                write_canonical(value, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        Value::String(s) => write_string(s, out),
+        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+    }
+}
+
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    // serde_json's string escaping is canonical: one spelling per string.
+    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn fp(method: Method, path: &str, body: &str) -> Fingerprint {
+        Fingerprint::new(&method, path, &serde_json::from_str(body).unwrap())
+    }
+
+    #[test]
+    fn spacing_and_key_order_do_not_matter() {
+        let a = fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd"}"#);
+        let b = fp(Method::POST, "/charges", "{ \"currency\" : \"usd\",\n \"amount\": 1999 }");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn method_path_and_every_value_matter() {
+        let base = fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd"}"#);
+        for other in [
+            fp(Method::PUT, "/charges", r#"{"amount":1999,"currency":"usd"}"#),
+            fp(Method::POST, "/reservations", r#"{"amount":1999,"currency":"usd"}"#),
+            fp(Method::POST, "/charges", r#"{"amount":2000,"currency":"usd"}"#),
+            fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"eur"}"#),
+            fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd","description":null}"#),
+            fp(Method::POST, "/charges", r#"{"amount":"1999","currency":"usd"}"#),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn nested_objects_are_canonical_too() {
+        let a = fp(Method::POST, "/x", r#"{"a":[{"y":1,"x":2}],"b":{"d":1,"c":2}}"#);
+        let b = fp(Method::POST, "/x", r#"{"b":{"c":2,"d":1},"a":[{"x":2,"y":1}]}"#);
+        assert_eq!(a, b);
+        let c = fp(Method::POST, "/x", r#"{"b":{"c":2,"d":1},"a":[{"x":2},{"y":1}]}"#);
+        assert_ne!(a, c);
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-z\"\\\\ é]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_same_value_however_spelled_has_the_same_fingerprint(v in arb_json()) {
+            let compact = serde_json::to_string(&v).unwrap();
+            let pretty = serde_json::to_string_pretty(&v).unwrap();
+            prop_assert_eq!(
+                fp(Method::POST, "/charges", &compact),
+                fp(Method::POST, "/charges", &pretty)
+            );
+        }
+
+        #[test]
+        fn different_values_have_different_fingerprints(a in arb_json(), b in arb_json()) {
+            prop_assume!(a != b);
+            prop_assert_ne!(
+                Fingerprint::new(&Method::POST, "/charges", &a),
+                Fingerprint::new(&Method::POST, "/charges", &b)
+            );
+        }
+    }
+
+    #[test]
+    fn a_json_literal_example() {
+        let v = json!({"b": 1, "a": [true, null, "x"]});
+        let mut out = Vec::new();
+        write_canonical(&v, &mut out);
+        assert_eq!(out, br#"{"a":[true,null,"x"],"b":1}"#);
+    }
+}

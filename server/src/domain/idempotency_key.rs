@@ -1,0 +1,201 @@
+//! The `Idempotency-Key` header: bare, or as a structured-field string.
+
+use std::fmt;
+
+/// The longest key the contract allows, in characters.
+const MAX_KEY_LEN: usize = 255;
+
+/// A key: 1 to 255 visible ASCII characters (0x21 to 0x7E).
+///
+/// `Idempotency-Key: abc` and `Idempotency-Key: "abc"` (an RFC 8941 string,
+/// as the IETF draft spells it) parse to the same key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+/// Why a header value is not a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdempotencyKeyError {
+    /// The header is absent.
+    #[error("this request needs an Idempotency-Key header")]
+    Missing,
+    /// No characters between the quotes, or an empty header.
+    #[error("the Idempotency-Key is empty")]
+    Empty,
+    /// Longer than 255 characters.
+    #[error("the Idempotency-Key is longer than 255 characters")]
+    TooLong,
+    /// A character outside 0x21..=0x7E (space, control, non-ASCII).
+    #[error("the Idempotency-Key may hold only visible ASCII characters (0x21 to 0x7E)")]
+    InvalidCharacter,
+    /// A quoted form that is not one valid structured-field string.
+    #[error("the quoted Idempotency-Key is not a valid structured-field string")]
+    BadQuoting,
+    /// The header was sent more than once.
+    #[error("the Idempotency-Key header was sent more than once")]
+    Repeated,
+}
+
+impl IdempotencyKey {
+    /// Parses one header value. Surrounding spaces (HTTP's optional
+    /// whitespace) are ignored.
+    pub fn parse(raw: &[u8]) -> Result<Self, IdempotencyKeyError> {
+        let raw = trim_ows(raw);
+        let key = match raw.first() {
+            Some(b'"') => unquote(raw)?,
+            _ => raw.to_vec(),
+        };
+        if key.is_empty() {
+            return Err(IdempotencyKeyError::Empty);
+        }
+        if key.len() > MAX_KEY_LEN {
+            return Err(IdempotencyKeyError::TooLong);
+        }
+        if !key.iter().all(|b| (0x21..=0x7e).contains(b)) {
+            return Err(IdempotencyKeyError::InvalidCharacter);
+        }
+        // Only visible ASCII is left, so this cannot fail.
+        String::from_utf8(key)
+            .map(Self)
+            .map_err(|_| IdempotencyKeyError::InvalidCharacter)
+    }
+
+    /// Reads the key of a request: exactly one `Idempotency-Key` header.
+    pub fn from_headers(headers: &http::HeaderMap) -> Result<Self, IdempotencyKeyError> {
+        let mut values = headers.get_all("idempotency-key").iter();
+        let first = values.next().ok_or(IdempotencyKeyError::Missing)?;
+        if values.next().is_some() {
+            return Err(IdempotencyKeyError::Repeated);
+        }
+        Self::parse(first.as_bytes())
+    }
+}
+
+impl AsRef<str> for IdempotencyKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdempotencyKey({:?})", self.0)
+    }
+}
+
+fn trim_ows(mut raw: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = raw {
+        raw = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = raw {
+        raw = rest;
+    }
+    raw
+}
+
+/// RFC 8941 §4.2.5: a string is `"` chars `"`, where `\"` and `\\` are the
+/// only escapes and nothing may follow the closing quote.
+fn unquote(raw: &[u8]) -> Result<Vec<u8>, IdempotencyKeyError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut bytes = raw[1..].iter();
+    while let Some(&b) = bytes.next() {
+        match b {
+            b'\\' => match bytes.next() {
+                Some(&escaped @ (b'"' | b'\\')) => out.push(escaped),
+                _ => return Err(IdempotencyKeyError::BadQuoting),
+            },
+            b'"' => {
+                return if bytes.next().is_none() {
+                    Ok(out)
+                } else {
+                    Err(IdempotencyKeyError::BadQuoting)
+                };
+            }
+            _ => out.push(b),
+        }
+    }
+    Err(IdempotencyKeyError::BadQuoting)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use IdempotencyKeyError::*;
+
+    #[test]
+    fn keys_parse_as_the_contract_says() {
+        let long = "k".repeat(255);
+        let too_long = "k".repeat(256);
+        let quoted_long = format!("\"{long}\"");
+        let cases: &[(&str, Result<&str, IdempotencyKeyError>)] = &[
+            ("8e03978e-40d5-43e8-bc93-6894a57f9324", Ok("8e03978e-40d5-43e8-bc93-6894a57f9324")),
+            ("\"8e03978e\"", Ok("8e03978e")),
+            ("  abc  ", Ok("abc")),
+            ("a", Ok("a")),
+            ("!~", Ok("!~")),
+            (&long, Ok(&long)),
+            (&quoted_long, Ok(&long)),
+            ("\"a\\\"b\"", Ok("a\"b")),
+            ("a\"b", Ok("a\"b")),
+            ("\"a\\\\b\"", Ok("a\\b")),
+            ("", Err(Empty)),
+            ("\"\"", Err(Empty)),
+            (&too_long, Err(TooLong)),
+            ("a b", Err(InvalidCharacter)),
+            ("\"a b\"", Err(InvalidCharacter)),
+            ("a\tb", Err(InvalidCharacter)),
+            ("\"abc", Err(BadQuoting)),
+            ("\"\"abc\"\"", Err(BadQuoting)),
+            ("\"abc\"x", Err(BadQuoting)),
+            ("\"a\\nb\"", Err(BadQuoting)),
+        ];
+        for (raw, want) in cases {
+            let got = IdempotencyKey::parse(raw.as_bytes()).map(|k| k.0);
+            assert_eq!(got.as_deref().map_err(Clone::clone), want.clone(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn non_ascii_and_control_bytes_are_refused() {
+        assert_eq!(IdempotencyKey::parse("clé".as_bytes()), Err(InvalidCharacter));
+        assert_eq!(IdempotencyKey::parse(b"a\x01b"), Err(InvalidCharacter));
+        assert_eq!(IdempotencyKey::parse(b"a\x7fb"), Err(InvalidCharacter));
+    }
+
+    #[test]
+    fn the_header_must_be_sent_exactly_once() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(IdempotencyKey::from_headers(&headers), Err(Missing));
+        headers.append("idempotency-key", "a".parse().unwrap());
+        assert!(IdempotencyKey::from_headers(&headers).is_ok());
+        headers.append("idempotency-key", "b".parse().unwrap());
+        assert_eq!(IdempotencyKey::from_headers(&headers), Err(Repeated));
+    }
+
+    proptest! {
+        #[test]
+        fn bare_and_quoted_spell_the_same_key(key in "[!-~]{1,255}") {
+            let quoted = format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""));
+            let bare = IdempotencyKey::parse(key.as_bytes()).map(|k| k.0);
+            // A bare key that starts with a quote is read as a quoted string.
+            if !key.starts_with('"') {
+                prop_assert_eq!(bare, Ok(key.clone()));
+            }
+            prop_assert_eq!(IdempotencyKey::parse(quoted.as_bytes()).map(|k| k.0), Ok(key));
+        }
+
+        #[test]
+        fn parsing_never_panics_and_accepts_only_visible_ascii(raw in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Ok(key) = IdempotencyKey::parse(&raw) {
+                prop_assert!(!key.0.is_empty() && key.0.len() <= 255);
+                prop_assert!(key.0.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! One error type for the whole API, rendered as `application/problem+json`
+//! (RFC 9457). Internal details are logged, never sent.
+
+use crate::domain::{CallerError, IdempotencyKeyError};
+use crate::store::StoreError;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, HeaderValue, StatusCode};
+use serde::Serialize;
+
+/// The media type of every error answer.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Seconds a caller should wait before retrying a 503 or a 409 in-use.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// Everything that can go wrong in a request, each with its problem type.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No usable caller credentials.
+    #[error(transparent)]
+    Unauthorized(#[from] CallerError),
+    /// The `Idempotency-Key` header is absent.
+    #[error("this request needs an Idempotency-Key header")]
+    MissingIdempotencyKey,
+    /// The `Idempotency-Key` header is not a valid key.
+    #[error(transparent)]
+    InvalidIdempotencyKey(IdempotencyKeyError),
+    /// The body, a query parameter or a header is not what the API takes.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The body is not JSON.
+    #[error("send the body as application/json")]
+    UnsupportedMediaType,
+    /// The body is over the limit.
+    #[error("the body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// The key was used before with another method, path or body.
+    #[error("this Idempotency-Key was used with a different request; use a new key for a new request")]
+    IdempotencyKeyMismatch,
+    /// The first request with this key is still running.
+    #[error("a request with this Idempotency-Key is still running; retry after a moment")]
+    IdempotencyKeyInUse,
+    /// No such resource.
+    #[error("{0}")]
+    NotFound(String),
+    /// The database cannot be reached: nothing ran, retry later.
+    #[error("the database is unavailable; nothing was done, retry later")]
+    Unavailable(String),
+    /// A bug or an unexpected database error: everything was rolled back.
+    #[error("internal error; nothing was done")]
+    Internal(String),
+}
+
+impl From<IdempotencyKeyError> for ApiError {
+    fn from(e: IdempotencyKeyError) -> Self {
+        match e {
+            IdempotencyKeyError::Missing => Self::MissingIdempotencyKey,
+            other => Self::InvalidIdempotencyKey(other),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(why) => Self::Unavailable(why),
+            StoreError::Internal(why) => Self::Internal(why),
+        }
+    }
+}
+
+impl ApiError {
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use ApiError::*;
+        match self {
+            Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            MissingIdempotencyKey => (
+                StatusCode::BAD_REQUEST,
+                "missing-idempotency-key",
+                "Missing Idempotency-Key",
+            ),
+            InvalidIdempotencyKey(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid-idempotency-key",
+                "Invalid Idempotency-Key",
+            ),
+            InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid-request", "Invalid request"),
+            UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid-request",
+                "Unsupported media type",
+            ),
+            PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            IdempotencyKeyMismatch => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-mismatch",
+                "Idempotency-Key reused with a different request",
+            ),
+            IdempotencyKeyInUse => (StatusCode::CONFLICT, "idempotency-key-in-use", "Idempotency-Key in use"),
+            NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable"),
+            Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
+        }
+    }
+
+    /// The status code this error answers with.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+}
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Serialize)]
+pub struct Problem<'a> {
+    /// `/problems/<slug>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short, human, constant per type.
+    pub title: &'a str,
+    /// The HTTP status.
+    pub status: u16,
+    /// What happened to this request.
+    pub detail: &'a str,
+}
+
+impl<'a> Problem<'a> {
+    /// A problem of type `/problems/<slug>`.
+    pub fn new(status: StatusCode, slug: &str, title: &'a str, detail: &'a str) -> Self {
+        Self {
+            kind: format!("/problems/{slug}"),
+            title,
+            status: status.as_u16(),
+            detail,
+        }
+    }
+
+    /// The JSON body.
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("a problem always serialises"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let detail = match &self {
+            ApiError::Unavailable(why) | ApiError::Internal(why) => {
+                tracing::error!(status = status.as_u16(), error = %why, "request failed; rolled back");
+                self.to_string()
+            }
+            other => other.to_string(),
+        };
+        let body = Problem::new(status, slug, title, &detail).to_bytes();
+        let mut response = (status, [(header::CONTENT_TYPE, PROBLEM_JSON)], body).into_response();
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unavailable(_) | ApiError::IdempotencyKeyInUse => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::Unauthorized(_) => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        response
+    }
+}

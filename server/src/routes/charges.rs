@@ -1,0 +1,67 @@
+//! `POST /charges` and `GET /charges`.
+
+use super::Authenticated;
+use crate::domain::{ChargeId, NewCharge};
+use crate::error::ApiError;
+use crate::idempotency::{self, Keyed};
+use crate::operation::Operation;
+use crate::state::AppState;
+use axum::extract::{rejection::QueryRejection, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use crate::domain::Charge;
+use serde::{Deserialize, Serialize};
+
+/// `POST /charges`: creates a charge, at most once per key.
+pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
+    let charge = NewCharge::parse(&keyed.body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    idempotency::run(&state, keyed, Operation::CreateCharge(charge)).await
+}
+
+/// A page of charges, fields in the order the contract shows them.
+#[derive(Serialize)]
+struct ChargeList<'a> {
+    data: &'a [Charge],
+    has_more: bool,
+}
+
+/// Query of `GET /charges`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<String>,
+    starting_after: Option<String>,
+}
+
+/// `GET /charges?limit=N&starting_after=ID`: the caller's charges, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    Authenticated(caller): Authenticated,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    let limit = match query.limit.as_deref() {
+        None => 100,
+        Some(raw) => raw
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ApiError::InvalidRequest("limit must be an integer from 1 to 1000".into()))?,
+    };
+    let starting_after = query
+        .starting_after
+        .as_deref()
+        .map(|raw| {
+            ChargeId::parse(raw)
+                .ok_or_else(|| ApiError::InvalidRequest(format!("starting_after {raw:?} is not a charge id")))
+        })
+        .transpose()?;
+    let page = state
+        .store
+        .list_charges(&caller, limit, starting_after.as_ref())
+        .await?;
+    Ok(Json(ChargeList {
+        data: &page.data,
+        has_more: page.has_more,
+    })
+    .into_response())
+}

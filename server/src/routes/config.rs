@@ -1,0 +1,11 @@
+//! `GET /config`: what the demo page needs to know about this server.
+
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+/// `{"chaos": bool}`: whether the page may offer the chaos panel.
+pub async fn show(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({ "chaos": state.chaos }))
+}

@@ -1,0 +1,13 @@
+//! `GET /healthz`.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+/// 200 once the database is reachable, migrated and writable; 503 otherwise.
+pub async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    state.store.health().await?;
+    Ok(Json(json!({ "status": "ok" })))
+}

@@ -1,0 +1,40 @@
+//! The demo page: static files from `--www`, and the `sid` session cookie.
+
+use crate::domain::{session_cookie, SessionToken};
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use http::{header, HeaderValue, Method};
+use std::path::Path;
+use tower_http::services::ServeDir;
+
+/// Serves `dir` at `/`, and gives a browser without a valid `sid` cookie a
+/// fresh one when it loads a page.
+pub fn service(dir: &Path) -> Router {
+    let files = ServeDir::new(dir)
+        .append_index_html_on_directories(true)
+        .not_found_service(get(super::not_found));
+    Router::new()
+        .fallback_service(files)
+        .layer(middleware::from_fn(ensure_session))
+}
+
+async fn ensure_session(request: Request, next: Next) -> Response {
+    let is_page = request.method() == Method::GET
+        && (request.uri().path().ends_with('/') || request.uri().path().ends_with(".html"));
+    let has_session = session_cookie(request.headers()).is_some_and(|v| SessionToken::parse(v).is_ok());
+    let mut response = next.run(request).await;
+    if is_page && !has_session && response.status().is_success() {
+        let token = SessionToken::generate();
+        let cookie = format!(
+            "sid={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=31536000",
+            token.expose()
+        );
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}

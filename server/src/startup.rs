@@ -1,0 +1,144 @@
+//! Builds the application from its configuration: the store, the router,
+//! the bound listener. Tests and the binary start it the same way.
+
+use crate::config::{Config, DatabaseUrl};
+use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
+use crate::metrics::{self, Metrics};
+use crate::routes;
+use crate::serve;
+use crate::state::AppState;
+use crate::store::sqlite::{SqliteOptions, SqliteStore};
+use crate::store::{Store, StoreError};
+use crate::sweeper;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use http::{header, HeaderName, Method};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tower_http::cors::CorsLayer;
+use tower_http::trace::TraceLayer;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// The database could not be opened or migrated.
+    #[error("cannot open the database: {0}")]
+    Database(#[from] StoreError),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// This build has no PostgreSQL backend.
+    #[error("PostgreSQL is not supported by this build yet; use sqlite://PATH")]
+    PostgresUnsupported,
+}
+
+/// A bound, ready server.
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    state: AppState,
+    sweep_interval: Duration,
+}
+
+impl Application {
+    /// Opens the database (migrating it), builds the router and binds.
+    pub async fn build(config: Config) -> Result<Self, StartupError> {
+        let store: Arc<dyn Store> = match &config.database {
+            DatabaseUrl::Sqlite(path) => {
+                let options = SqliteOptions {
+                    path: path.clone(),
+                    durability: config.durability,
+                    key_ttl: config.key_ttl,
+                };
+                Arc::new(tokio::task::spawn_blocking(move || SqliteStore::open(options)).await.map_err(
+                    |e| StoreError::Internal(format!("the database opener panicked: {e}")),
+                )??)
+            }
+            DatabaseUrl::Postgres(_) => return Err(StartupError::PostgresUnsupported),
+        };
+        let state = AppState {
+            store,
+            metrics: Arc::new(Metrics::new()),
+            chaos: config.chaos,
+        };
+        let router = router(state.clone(), &config);
+        let listener = TcpListener::bind(&config.listen)
+            .await
+            .map_err(|source| StartupError::Bind {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        if config.chaos {
+            tracing::warn!("chaos mode is on: X-Chaos headers make requests fail on purpose");
+        }
+        Ok(Self {
+            listener,
+            router,
+            state,
+            sweep_interval: config.sweep_interval,
+        })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
+        let sweeper = tokio::spawn(sweeper::run(
+            self.state.store.clone(),
+            self.state.metrics.clone(),
+            self.sweep_interval,
+        ));
+        serve::serve(self.listener, self.router, shutdown).await;
+        sweeper.abort();
+    }
+}
+
+/// The HTTP API of CONTRACT section 3, with the demo page at `/`.
+pub fn router(state: AppState, config: &Config) -> Router {
+    let api = Router::new()
+        .route("/charges", post(routes::charges::create).get(routes::charges::list))
+        .route("/reservations", post(routes::reservations::create))
+        .route("/inventory/{item}", get(routes::inventory::show))
+        .route("/healthz", get(routes::health::healthz))
+        .route("/metrics", get(metrics::handler))
+        .route("/config", get(routes::config::show))
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .fallback_service(routes::www::service(&config.www_dir))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::track,
+        ));
+    let api = if config.cors_origins.is_empty() {
+        api
+    } else {
+        api.layer(
+            CorsLayer::new()
+                .allow_origin(config.cors_origins.clone())
+                .allow_methods([Method::GET, Method::POST])
+                .allow_headers([
+                    HeaderName::from_static("idempotency-key"),
+                    header::AUTHORIZATION,
+                    header::CONTENT_TYPE,
+                    HeaderName::from_static("x-chaos"),
+                ])
+                .expose_headers([IDEMPOTENT_REPLAYED.clone(), header::RETRY_AFTER])
+                .max_age(Duration::from_secs(600)),
+        )
+    };
+    api.layer(TraceLayer::new_for_http()).with_state(state)
+}

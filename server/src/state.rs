@@ -1,0 +1,22 @@
+//! What every handler can reach: cheap, cloneable handles.
+
+use crate::metrics::Metrics;
+use crate::store::Store;
+use std::sync::Arc;
+
+/// Shared application state.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database.
+    pub store: Arc<dyn Store>,
+    /// Counters and histograms for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Whether `X-Chaos` is honoured.
+    pub chaos: bool,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(state: &AppState) -> Self {
+        state.metrics.clone()
+    }
+}
