@@ -1,0 +1,197 @@
+//! Where operations' records live: `localStorage`, or page memory when
+//! `localStorage` is missing, disabled or full.
+//!
+//! One entry per operation, named `storagePrefix + operation`, holding a
+//! [`Record`] in the text format of [`record`]. Everything that can go wrong
+//! with the browser's storage is absorbed here: reads of garbage give
+//! `None`, and a storage that throws (missing, `SecurityError`,
+//! `QuotaExceededError`) makes this client keep its records in memory for
+//! the rest of the page's life, with one console warning per page.
+//!
+//! The backend is `web_sys::Storage` directly rather than gloo-storage:
+//! gloo's `LocalStorage::raw()` panics when `localStorage` is unavailable,
+//! which is exactly the case that must keep working. Swapping the backend
+//! means changing [`Store`] only.
+
+pub(crate) mod record;
+
+use std::cell::{Cell, RefCell};
+
+use wasm_bindgen::{JsCast, JsValue};
+
+pub(crate) use record::{Record, StoredRequest};
+
+thread_local! {
+    /// Records of clients that fell back to memory, by full storage name.
+    /// Shared by every client of the page, so a new instance sees the keys
+    /// of the old one.
+    /// A plain list: a page has a handful of operations, and a map type
+    /// would cost kilobytes of code.
+    static MEMORY: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+    /// Whether the page has been told about the fallback already.
+    static WARNED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The records of one client, under one prefix.
+pub(crate) struct Store {
+    prefix: String,
+    /// `localStorage`, while it works for this client.
+    local: RefCell<Option<web_sys::Storage>>,
+}
+
+impl Store {
+    /// Opens `localStorage` (probing that it accepts writes) or falls back
+    /// to memory.
+    pub(crate) fn open(prefix: String) -> Store {
+        let store = Store {
+            prefix,
+            local: RefCell::new(None),
+        };
+        match local_storage() {
+            Ok(storage) => {
+                let probe = store.name("\u{0}probe");
+                match storage.set_item(&probe, "1") {
+                    Ok(()) => {
+                        let _ = storage.remove_item(&probe);
+                        *store.local.borrow_mut() = Some(storage);
+                    }
+                    Err(e) => store.fall_back(&e),
+                }
+            }
+            Err(e) => store.fall_back(&e),
+        }
+        store
+    }
+
+    /// The storage entry name of an operation.
+    fn name(&self, operation: &str) -> String {
+        let mut name = String::with_capacity(self.prefix.len() + operation.len());
+        name.push_str(&self.prefix);
+        name.push_str(operation);
+        name
+    }
+
+    /// Switches to memory and warns, once per page.
+    fn fall_back(&self, cause: &JsValue) {
+        *self.local.borrow_mut() = None;
+        if !WARNED.with(|w| w.replace(true)) {
+            let mut msg = String::from(
+                "IdempotentClient: localStorage is unavailable or full; idempotency keys are kept in memory for this page only (",
+            );
+            msg.push_str(&crate::js::error_text(cause));
+            msg.push(')');
+            crate::js::console_warn(&msg);
+        }
+    }
+
+    /// The raw text of an entry: memory first (it holds what this page wrote
+    /// after a fallback), then `localStorage`.
+    fn read(&self, name: &str) -> Option<String> {
+        if let Some(text) = memory_get(name) {
+            return Some(text);
+        }
+        let local = self.local.borrow();
+        local.as_ref()?.get_item(name).ok().flatten()
+    }
+
+    /// The record of an operation; `None` when absent or unreadable.
+    /// Expiry is the caller's business.
+    pub(crate) fn get(&self, operation: &str) -> Option<Record> {
+        Record::decode(&self.read(&self.name(operation))?)
+    }
+
+    /// Writes the record of an operation. Never fails: when `localStorage`
+    /// refuses the write, the record goes to memory from now on.
+    pub(crate) fn put(&self, operation: &str, record: &Record) {
+        let name = self.name(operation);
+        let text = record.encode();
+        let refused = {
+            let local = self.local.borrow();
+            match local.as_ref() {
+                Some(storage) => match storage.set_item(&name, &text) {
+                    Ok(()) => {
+                        // A memory copy from an earlier fallback would shadow it.
+                        memory_remove(&name);
+                        return;
+                    }
+                    Err(e) => Some(e),
+                },
+                None => None,
+            }
+        };
+        if let Some(e) = refused {
+            self.fall_back(&e);
+        }
+        memory_remove(&name);
+        MEMORY.with(|m| m.borrow_mut().push((name, text)));
+    }
+
+    /// Forgets an operation, wherever its record is.
+    pub(crate) fn remove(&self, operation: &str) {
+        let name = self.name(operation);
+        memory_remove(&name);
+        // Removing from localStorage also works after a fallback for lack of
+        // space, and must: a stale record there would come back.
+        if let Ok(storage) = local_storage() {
+            let _ = storage.remove_item(&name);
+        }
+    }
+
+    /// Every readable record under this prefix, with its operation.
+    pub(crate) fn records(&self) -> Vec<(String, Record)> {
+        let mut names: Vec<String> = Vec::new();
+        MEMORY.with(|m| names.extend(m.borrow().iter().map(|(name, _)| name.clone())));
+        if let Some(storage) = self.local.borrow().as_ref() {
+            for i in 0..storage.length().unwrap_or(0) {
+                if let Ok(Some(name)) = storage.key(i) {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        names.retain(|name| name.starts_with(&self.prefix));
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let record = Record::decode(&self.read(&name)?)?;
+                let operation = name.strip_prefix(&self.prefix)?.to_owned();
+                Some((operation, record))
+            })
+            .collect()
+    }
+
+    /// Deletes the records whose keys expired before `now_ms`.
+    pub(crate) fn purge_expired(&self, now_ms: u64) {
+        for (operation, record) in self.records() {
+            if !record.is_live(now_ms) {
+                self.remove(&operation);
+            }
+        }
+    }
+}
+
+fn memory_get(name: &str) -> Option<String> {
+    MEMORY.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, text)| text.clone())
+    })
+}
+
+fn memory_remove(name: &str) {
+    MEMORY.with(|m| m.borrow_mut().retain(|(n, _)| n != name));
+}
+
+/// `globalThis.localStorage`, or why it cannot be had. Reading the property
+/// itself throws where storage is disabled (opaque origins, some privacy
+/// settings).
+fn local_storage() -> Result<web_sys::Storage, JsValue> {
+    let value = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("localStorage"))?;
+    if value.is_object() {
+        Ok(value.unchecked_into())
+    } else {
+        Err(JsValue::from_str("localStorage is not available"))
+    }
+}
