@@ -74,14 +74,29 @@ mod tests {
 
     #[test]
     fn chaos_values_parse_as_the_contract_names_them() {
-        assert_eq!(Chaos::parse("crash-before-commit"), Ok(Chaos::CrashBeforeCommit));
-        assert_eq!(Chaos::parse("drop-after-commit"), Ok(Chaos::DropAfterCommit));
-        assert_eq!(Chaos::parse("exit-after-commit"), Ok(Chaos::ExitAfterCommit));
+        assert_eq!(
+            Chaos::parse("crash-before-commit"),
+            Ok(Chaos::CrashBeforeCommit)
+        );
+        assert_eq!(
+            Chaos::parse("drop-after-commit"),
+            Ok(Chaos::DropAfterCommit)
+        );
+        assert_eq!(
+            Chaos::parse("exit-after-commit"),
+            Ok(Chaos::ExitAfterCommit)
+        );
         assert_eq!(
             Chaos::parse("delay-after-commit=1500"),
             Ok(Chaos::DelayAfterCommit(Duration::from_millis(1500)))
         );
-        for bad in ["", "explode", "delay-after-commit", "delay-after-commit=x", "delay-after-commit=9999999"] {
+        for bad in [
+            "",
+            "explode",
+            "delay-after-commit",
+            "delay-after-commit=x",
+            "delay-after-commit=9999999",
+        ] {
             assert!(Chaos::parse(bad).is_err(), "{bad}");
         }
     }

@@ -15,7 +15,12 @@ use std::time::Duration;
 )]
 pub struct Config {
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
-    #[arg(long, env = "LISTEN", default_value = "127.0.0.1:3000", value_name = "ADDR")]
+    #[arg(
+        long,
+        env = "LISTEN",
+        default_value = "127.0.0.1:3000",
+        value_name = "ADDR"
+    )]
     pub listen: String,
 
     /// `sqlite://PATH` (created with its folder if missing) or `postgres://...`.
@@ -37,7 +42,12 @@ pub struct Config {
     pub sweep_interval: Duration,
 
     /// Static files served at `/`.
-    #[arg(long = "www", env = "WWW_DIR", default_value = "www", value_name = "DIR")]
+    #[arg(
+        long = "www",
+        env = "WWW_DIR",
+        default_value = "www",
+        value_name = "DIR"
+    )]
     pub www_dir: PathBuf,
 
     /// Origins allowed to call the API from another page (repeat the flag,
@@ -91,7 +101,9 @@ impl DatabaseUrl {
         if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
             return Ok(Self::Postgres(raw.to_owned()));
         }
-        Err(format!("{raw:?} is neither sqlite://PATH nor postgres://..."))
+        Err(format!(
+            "{raw:?} is neither sqlite://PATH nor postgres://..."
+        ))
     }
 }
 
@@ -110,7 +122,9 @@ fn parse_origin(raw: &str) -> Result<HeaderValue, String> {
         .or_else(|| raw.strip_prefix("https://"))
         .ok_or_else(|| format!("{raw:?} is not an origin such as http://localhost:8080"))?;
     if rest.is_empty() || rest.contains('/') {
-        return Err(format!("{raw:?} is not an origin such as http://localhost:8080 (no path)"));
+        return Err(format!(
+            "{raw:?} is not an origin such as http://localhost:8080 (no path)"
+        ));
     }
     HeaderValue::from_str(raw).map_err(|e| e.to_string())
 }
@@ -139,9 +153,19 @@ mod tests {
     #[test]
     fn flags_parse_durations_origins_and_modes() {
         let c = parse(&[
-            "--key-ttl", "7d", "--sweep-interval", "2s", "--cors-origin", "http://a:1",
-            "--cors-origin", "https://b.example", "--durability", "relaxed", "--chaos",
-            "--database", "sqlite:///tmp/x/shop.db",
+            "--key-ttl",
+            "7d",
+            "--sweep-interval",
+            "2s",
+            "--cors-origin",
+            "http://a:1",
+            "--cors-origin",
+            "https://b.example",
+            "--durability",
+            "relaxed",
+            "--chaos",
+            "--database",
+            "sqlite:///tmp/x/shop.db",
         ])
         .unwrap();
         assert_eq!(c.key_ttl, Duration::from_secs(7 * 86400));

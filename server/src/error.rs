@@ -29,6 +29,9 @@ pub enum ApiError {
     /// The body, a query parameter or a header is not what the API takes.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The path exists but not with this method.
+    #[error("this method is not allowed on this path")]
+    MethodNotAllowed,
     /// The body is not JSON.
     #[error("send the body as application/json")]
     UnsupportedMediaType,
@@ -36,7 +39,9 @@ pub enum ApiError {
     #[error("the body is larger than {0} bytes")]
     PayloadTooLarge(usize),
     /// The key was used before with another method, path or body.
-    #[error("this Idempotency-Key was used with a different request; use a new key for a new request")]
+    #[error(
+        "this Idempotency-Key was used with a different request; use a new key for a new request"
+    )]
     IdempotencyKeyMismatch,
     /// The first request with this key is still running.
     #[error("a request with this Idempotency-Key is still running; retry after a moment")]
@@ -85,22 +90,47 @@ impl ApiError {
                 "invalid-idempotency-key",
                 "Invalid Idempotency-Key",
             ),
-            InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid-request", "Invalid request"),
+            InvalidRequest(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid-request",
+                "Invalid request",
+            ),
+            MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid-request",
+                "Method not allowed",
+            ),
             UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid-request",
                 "Unsupported media type",
             ),
-            PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                "Payload too large",
+            ),
             IdempotencyKeyMismatch => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "idempotency-key-mismatch",
                 "Idempotency-Key reused with a different request",
             ),
-            IdempotencyKeyInUse => (StatusCode::CONFLICT, "idempotency-key-in-use", "Idempotency-Key in use"),
+            IdempotencyKeyInUse => (
+                StatusCode::CONFLICT,
+                "idempotency-key-in-use",
+                "Idempotency-Key in use",
+            ),
             NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
-            Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable"),
-            Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
+            Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+            ),
+            Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+            ),
         }
     }
 

@@ -22,7 +22,7 @@ use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::error::ApiError;
 use crate::operation::{Operation, StoredResponse};
 use crate::state::AppState;
-use crate::store::{Execution, ExecuteOptions, IdempotentRequest};
+use crate::store::{ExecuteOptions, Execution, IdempotentRequest};
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::response::Response;
@@ -92,20 +92,37 @@ impl FromRequest<AppState> for Keyed {
 }
 
 fn is_json(headers: &http::HeaderMap) -> bool {
-    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
         return false;
     };
-    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// Runs `operation` at most once for the request's key and answers.
-pub async fn run(state: &AppState, keyed: Keyed, operation: Operation) -> Result<Response, ApiError> {
+/// Runs the request's operation at most once for its key and answers.
+///
+/// `operation` parses the body into the route's operation. It is called
+/// only when the key has no finished record, so a key reused with another
+/// request is a 422 even when that request would not parse.
+pub async fn run(
+    state: &AppState,
+    keyed: Keyed,
+    operation: impl FnOnce(&serde_json::Value) -> Result<Operation, ApiError>,
+) -> Result<Response, ApiError> {
     let Keyed {
         request,
+        body,
         chaos,
         connection,
-        ..
     } = keyed;
     let caller = request.caller;
     let key = request.key.clone();
@@ -122,6 +139,7 @@ pub async fn run(state: &AppState, keyed: Keyed, operation: Operation) -> Result
         };
     }
 
+    let operation = operation(&body)?;
     let options = ExecuteOptions {
         roll_back: chaos == Some(Chaos::CrashBeforeCommit),
     };
@@ -155,7 +173,10 @@ pub async fn run(state: &AppState, keyed: Keyed, operation: Operation) -> Result
 }
 
 /// Chaos after a commit: the work is durable, now the answer misbehaves.
-async fn after_commit(chaos: Option<Chaos>, connection: Option<ConnectionControl>) -> Result<(), ApiError> {
+async fn after_commit(
+    chaos: Option<Chaos>,
+    connection: Option<ConnectionControl>,
+) -> Result<(), ApiError> {
     match chaos {
         Some(Chaos::DropAfterCommit) => {
             tracing::warn!("chaos: committed, dropping the connection");
@@ -190,15 +211,22 @@ async fn drop_connection<T>(connection: Option<ConnectionControl>) -> Result<T, 
 /// Builds the HTTP answer from a stored response.
 pub fn respond(stored: StoredResponse, replayed: bool) -> Response {
     let mut response = Response::new(Body::from(stored.body));
-    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
     for (name, value) in &stored.headers {
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
             headers.append(name, value);
         }
     }
     if replayed {
-        headers.insert(IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
+        headers.insert(
+            IDEMPOTENT_REPLAYED.clone(),
+            HeaderValue::from_static("true"),
+        );
     }
     response
 }

@@ -40,7 +40,8 @@ fn main() -> ExitCode {
             }
         };
         println!("listening on http://{}", app.local_addr());
-        app.run_until_stopped(server::serve::shutdown_signal()).await;
+        app.run_until_stopped(server::serve::shutdown_signal())
+            .await;
         ExitCode::SUCCESS
     })
 }

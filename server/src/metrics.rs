@@ -62,14 +62,21 @@ impl Metrics {
             expired.clone(),
         );
         let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0])
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ])
         });
         registry.register(
             "http_request_duration_seconds",
             "Time from request to response head, by route and status",
             latency.clone(),
         );
-        for outcome in [Decision::executed, Decision::replayed, Decision::conflict, Decision::mismatch] {
+        for outcome in [
+            Decision::executed,
+            Decision::replayed,
+            Decision::conflict,
+            Decision::mismatch,
+        ] {
             let _ = decisions.get_or_create(&DecisionLabels { outcome });
         }
         Self {
@@ -81,7 +88,9 @@ impl Metrics {
     }
 
     fn decided(&self, outcome: Decision) {
-        self.decisions.get_or_create(&DecisionLabels { outcome }).inc();
+        self.decisions
+            .get_or_create(&DecisionLabels { outcome })
+            .inc();
     }
 
     /// An operation ran.

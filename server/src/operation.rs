@@ -103,12 +103,21 @@ impl Outcome {
                     "Insufficient inventory",
                     &detail,
                 );
-                StoredResponse::json(StatusCode::CONFLICT, PROBLEM_JSON, problem.to_bytes().to_vec())
+                StoredResponse::json(
+                    StatusCode::CONFLICT,
+                    PROBLEM_JSON,
+                    problem.to_bytes().to_vec(),
+                )
             }
             Outcome::UnknownItem(item_id) => {
                 let detail = format!("there is no item {}", item_id.as_ref());
-                let problem = Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", &detail);
-                StoredResponse::json(StatusCode::NOT_FOUND, PROBLEM_JSON, problem.to_bytes().to_vec())
+                let problem =
+                    Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", &detail);
+                StoredResponse::json(
+                    StatusCode::NOT_FOUND,
+                    PROBLEM_JSON,
+                    problem.to_bytes().to_vec(),
+                )
             }
         }
     }
@@ -121,6 +130,9 @@ mod tests {
     #[test]
     fn stored_headers_round_trip() {
         let r = StoredResponse::json(StatusCode::CREATED, "application/json", b"{}".to_vec());
-        assert_eq!(StoredResponse::headers_from_text(&r.headers_to_text()), r.headers);
+        assert_eq!(
+            StoredResponse::headers_from_text(&r.headers_to_text()),
+            r.headers
+        );
     }
 }

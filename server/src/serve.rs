@@ -38,10 +38,12 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
         let _ = stream.set_nodelay(true);
         let control = ConnectionControl::default();
         let in_request = control.clone();
-        let service = router.clone().map_request(move |mut request: http::Request<_>| {
-            request.extensions_mut().insert(in_request.clone());
-            request
-        });
+        let service = router
+            .clone()
+            .map_request(move |mut request: http::Request<_>| {
+                request.extensions_mut().insert(in_request.clone());
+                request
+            });
         let connection = builder
             .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
             .into_owned();
@@ -60,7 +62,10 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
     }
     drop(listener);
     tracing::info!("shutting down: draining in-flight requests");
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
     }
 }

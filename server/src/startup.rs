@@ -59,9 +59,13 @@ impl Application {
                     durability: config.durability,
                     key_ttl: config.key_ttl,
                 };
-                Arc::new(tokio::task::spawn_blocking(move || SqliteStore::open(options)).await.map_err(
-                    |e| StoreError::Internal(format!("the database opener panicked: {e}")),
-                )??)
+                Arc::new(
+                    tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                        .await
+                        .map_err(|e| {
+                            StoreError::Internal(format!("the database opener panicked: {e}"))
+                        })??,
+                )
             }
             DatabaseUrl::Postgres(_) => return Err(StartupError::PostgresUnsupported),
         };
@@ -71,12 +75,13 @@ impl Application {
             chaos: config.chaos,
         };
         let router = router(state.clone(), &config);
-        let listener = TcpListener::bind(&config.listen)
-            .await
-            .map_err(|source| StartupError::Bind {
-                addr: config.listen.clone(),
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(&config.listen)
+                .await
+                .map_err(|source| StartupError::Bind {
+                    addr: config.listen.clone(),
+                    source,
+                })?;
         if config.chaos {
             tracing::warn!("chaos mode is on: X-Chaos headers make requests fail on purpose");
         }
@@ -110,7 +115,10 @@ impl Application {
 /// The HTTP API of CONTRACT section 3, with the demo page at `/`.
 pub fn router(state: AppState, config: &Config) -> Router {
     let api = Router::new()
-        .route("/charges", post(routes::charges::create).get(routes::charges::list))
+        .route(
+            "/charges",
+            post(routes::charges::create).get(routes::charges::list),
+        )
         .route("/reservations", post(routes::reservations::create))
         .route("/inventory/{item}", get(routes::inventory::show))
         .route("/healthz", get(routes::health::healthz))

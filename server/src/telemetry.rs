@@ -5,8 +5,11 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber; a second call is a no-op.
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = if std::env::var("LOG_FORMAT").is_ok_and(|v| v == "json") {
         builder.json().try_init()
     } else {

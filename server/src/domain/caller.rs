@@ -73,7 +73,8 @@ impl Caller {
             if !scheme.eq_ignore_ascii_case("bearer") {
                 return Err(CallerError::NotBearer);
             }
-            return SessionToken::parse(token.trim_start_matches(' ')).map(|t| Self::from_token(&t));
+            return SessionToken::parse(token.trim_start_matches(' '))
+                .map(|t| Self::from_token(&t));
         }
         match session_cookie(headers) {
             Some(raw) => SessionToken::parse(raw).map(|t| Self::from_token(&t)),
@@ -152,9 +153,11 @@ mod tests {
     #[test]
     fn bearer_wins_over_the_cookie_and_both_identify_the_same_token_alike() {
         let t = "token-aaaaaaaaaaaaaaaa";
-        let by_bearer = Caller::from_headers(&headers(&[(header::AUTHORIZATION, &format!("Bearer {t}"))]));
-        let by_cookie = Caller::from_headers(&headers(&[(header::COOKIE, &format!("a=b; sid={t}"))]));
-        assert_eq!(by_bearer.unwrap(), by_cookie.unwrap());
+        let by_bearer =
+            Caller::from_headers(&headers(&[(header::AUTHORIZATION, &format!("Bearer {t}"))]));
+        let by_cookie =
+            Caller::from_headers(&headers(&[(header::COOKIE, &format!("a=b; sid={t}"))]));
+        assert_eq!(by_bearer.clone().unwrap(), by_cookie.clone().unwrap());
         let both = Caller::from_headers(&headers(&[
             (header::AUTHORIZATION, "bearer other-token-bbbbbbbbbb"),
             (header::COOKIE, &format!("sid={t}")),
@@ -164,9 +167,15 @@ mod tests {
 
     #[test]
     fn missing_or_malformed_credentials_are_refused() {
-        assert_eq!(Caller::from_headers(&HeaderMap::new()), Err(CallerError::Missing));
         assert_eq!(
-            Caller::from_headers(&headers(&[(header::AUTHORIZATION, "Basic abcdefghijklmnopq")])),
+            Caller::from_headers(&HeaderMap::new()),
+            Err(CallerError::Missing)
+        );
+        assert_eq!(
+            Caller::from_headers(&headers(&[(
+                header::AUTHORIZATION,
+                "Basic abcdefghijklmnopq"
+            )])),
             Err(CallerError::NotBearer)
         );
         assert_eq!(

@@ -106,7 +106,8 @@ impl ChargeId {
     /// Parses an id sent by a caller (`starting_after`).
     pub fn parse(raw: &str) -> Option<Self> {
         let hex = raw.strip_prefix("ch_")?;
-        (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Self(raw.to_owned()))
+        (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| Self(raw.to_owned()))
     }
 
     /// Rebuilds an id read from the database.
@@ -150,7 +151,8 @@ struct NewChargeBody {
 impl NewCharge {
     /// Parses the JSON body of `POST /charges`.
     pub fn parse(body: &serde_json::Value) -> Result<Self, NewChargeError> {
-        let raw = NewChargeBody::deserialize(body).map_err(|e| NewChargeError::Shape(e.to_string()))?;
+        let raw =
+            NewChargeBody::deserialize(body).map_err(|e| NewChargeError::Shape(e.to_string()))?;
         Ok(Self {
             amount: Amount::parse(raw.amount)?,
             currency: Currency::parse(&raw.currency)?,
@@ -191,7 +193,13 @@ impl Charge {
 
     /// Rebuilds a stored charge (columns are trusted: they were validated
     /// before they were written).
-    pub fn from_stored(id: String, amount: i64, currency: String, description: Option<String>, created: i64) -> Self {
+    pub fn from_stored(
+        id: String,
+        amount: i64,
+        currency: String,
+        description: Option<String>,
+        created: i64,
+    ) -> Self {
         Self {
             id: ChargeId(id),
             amount: Amount(amount),
@@ -220,12 +228,30 @@ mod tests {
             assert!(NewCharge::parse(&body).is_ok(), "{body}");
         }
         let bad = [
-            (json!({"amount": 0, "currency": "usd"}), NewChargeError::Amount),
-            (json!({"amount": -5, "currency": "usd"}), NewChargeError::Amount),
-            (json!({"amount": 100000001, "currency": "usd"}), NewChargeError::Amount),
-            (json!({"amount": 10, "currency": "USD"}), NewChargeError::Currency),
-            (json!({"amount": 10, "currency": "us"}), NewChargeError::Currency),
-            (json!({"amount": 10, "currency": "usd", "description": "x".repeat(501)}), NewChargeError::Description),
+            (
+                json!({"amount": 0, "currency": "usd"}),
+                NewChargeError::Amount,
+            ),
+            (
+                json!({"amount": -5, "currency": "usd"}),
+                NewChargeError::Amount,
+            ),
+            (
+                json!({"amount": 100000001, "currency": "usd"}),
+                NewChargeError::Amount,
+            ),
+            (
+                json!({"amount": 10, "currency": "USD"}),
+                NewChargeError::Currency,
+            ),
+            (
+                json!({"amount": 10, "currency": "us"}),
+                NewChargeError::Currency,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "description": "x".repeat(501)}),
+                NewChargeError::Description,
+            ),
         ];
         for (body, want) in bad {
             assert_eq!(NewCharge::parse(&body), Err(want), "{body}");
@@ -238,7 +264,10 @@ mod tests {
             json!({"amount": 1999, "currency": "usd", "extra": 1}),
             json!({"amount": 1e30, "currency": "usd"}),
         ] {
-            assert!(matches!(NewCharge::parse(&shape), Err(NewChargeError::Shape(_))), "{shape}");
+            assert!(
+                matches!(NewCharge::parse(&shape), Err(NewChargeError::Shape(_))),
+                "{shape}"
+            );
         }
     }
 
@@ -249,6 +278,9 @@ mod tests {
         assert!(a.0 < b.0);
         assert_eq!(ChargeId::parse(a.as_ref()), Some(a));
         assert_eq!(ChargeId::parse("ch_nothex"), None);
-        assert_eq!(ChargeId::parse("res_0123456789abcdef0123456789abcdef"), None);
+        assert_eq!(
+            ChargeId::parse("res_0123456789abcdef0123456789abcdef"),
+            None
+        );
     }
 }

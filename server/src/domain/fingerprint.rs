@@ -92,21 +92,57 @@ mod tests {
 
     #[test]
     fn spacing_and_key_order_do_not_matter() {
-        let a = fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd"}"#);
-        let b = fp(Method::POST, "/charges", "{ \"currency\" : \"usd\",\n \"amount\": 1999 }");
+        let a = fp(
+            Method::POST,
+            "/charges",
+            r#"{"amount":1999,"currency":"usd"}"#,
+        );
+        let b = fp(
+            Method::POST,
+            "/charges",
+            "{ \"currency\" : \"usd\",\n \"amount\": 1999 }",
+        );
         assert_eq!(a, b);
     }
 
     #[test]
     fn method_path_and_every_value_matter() {
-        let base = fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd"}"#);
+        let base = fp(
+            Method::POST,
+            "/charges",
+            r#"{"amount":1999,"currency":"usd"}"#,
+        );
         for other in [
-            fp(Method::PUT, "/charges", r#"{"amount":1999,"currency":"usd"}"#),
-            fp(Method::POST, "/reservations", r#"{"amount":1999,"currency":"usd"}"#),
-            fp(Method::POST, "/charges", r#"{"amount":2000,"currency":"usd"}"#),
-            fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"eur"}"#),
-            fp(Method::POST, "/charges", r#"{"amount":1999,"currency":"usd","description":null}"#),
-            fp(Method::POST, "/charges", r#"{"amount":"1999","currency":"usd"}"#),
+            fp(
+                Method::PUT,
+                "/charges",
+                r#"{"amount":1999,"currency":"usd"}"#,
+            ),
+            fp(
+                Method::POST,
+                "/reservations",
+                r#"{"amount":1999,"currency":"usd"}"#,
+            ),
+            fp(
+                Method::POST,
+                "/charges",
+                r#"{"amount":2000,"currency":"usd"}"#,
+            ),
+            fp(
+                Method::POST,
+                "/charges",
+                r#"{"amount":1999,"currency":"eur"}"#,
+            ),
+            fp(
+                Method::POST,
+                "/charges",
+                r#"{"amount":1999,"currency":"usd","description":null}"#,
+            ),
+            fp(
+                Method::POST,
+                "/charges",
+                r#"{"amount":"1999","currency":"usd"}"#,
+            ),
         ] {
             assert_ne!(base, other);
         }
@@ -114,10 +150,22 @@ mod tests {
 
     #[test]
     fn nested_objects_are_canonical_too() {
-        let a = fp(Method::POST, "/x", r#"{"a":[{"y":1,"x":2}],"b":{"d":1,"c":2}}"#);
-        let b = fp(Method::POST, "/x", r#"{"b":{"c":2,"d":1},"a":[{"x":2,"y":1}]}"#);
+        let a = fp(
+            Method::POST,
+            "/x",
+            r#"{"a":[{"y":1,"x":2}],"b":{"d":1,"c":2}}"#,
+        );
+        let b = fp(
+            Method::POST,
+            "/x",
+            r#"{"b":{"c":2,"d":1},"a":[{"x":2,"y":1}]}"#,
+        );
         assert_eq!(a, b);
-        let c = fp(Method::POST, "/x", r#"{"b":{"c":2,"d":1},"a":[{"x":2},{"y":1}]}"#);
+        let c = fp(
+            Method::POST,
+            "/x",
+            r#"{"b":{"c":2,"d":1},"a":[{"x":2},{"y":1}]}"#,
+        );
         assert_ne!(a, c);
     }
 

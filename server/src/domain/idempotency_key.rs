@@ -134,7 +134,10 @@ mod tests {
         let too_long = "k".repeat(256);
         let quoted_long = format!("\"{long}\"");
         let cases: &[(&str, Result<&str, IdempotencyKeyError>)] = &[
-            ("8e03978e-40d5-43e8-bc93-6894a57f9324", Ok("8e03978e-40d5-43e8-bc93-6894a57f9324")),
+            (
+                "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                Ok("8e03978e-40d5-43e8-bc93-6894a57f9324"),
+            ),
             ("\"8e03978e\"", Ok("8e03978e")),
             ("  abc  ", Ok("abc")),
             ("a", Ok("a")),
@@ -157,13 +160,20 @@ mod tests {
         ];
         for (raw, want) in cases {
             let got = IdempotencyKey::parse(raw.as_bytes()).map(|k| k.0);
-            assert_eq!(got.as_deref().map_err(Clone::clone), want.clone(), "{raw:?}");
+            assert_eq!(
+                got.as_deref().map_err(Clone::clone),
+                want.clone(),
+                "{raw:?}"
+            );
         }
     }
 
     #[test]
     fn non_ascii_and_control_bytes_are_refused() {
-        assert_eq!(IdempotencyKey::parse("clé".as_bytes()), Err(InvalidCharacter));
+        assert_eq!(
+            IdempotencyKey::parse("clé".as_bytes()),
+            Err(InvalidCharacter)
+        );
         assert_eq!(IdempotencyKey::parse(b"a\x01b"), Err(InvalidCharacter));
         assert_eq!(IdempotencyKey::parse(b"a\x7fb"), Err(InvalidCharacter));
     }

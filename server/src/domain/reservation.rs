@@ -78,8 +78,8 @@ struct NewReservationBody {
 impl NewReservation {
     /// Parses the JSON body of `POST /reservations`.
     pub fn parse(body: &serde_json::Value) -> Result<Self, NewReservationError> {
-        let raw =
-            NewReservationBody::deserialize(body).map_err(|e| NewReservationError::Shape(e.to_string()))?;
+        let raw = NewReservationBody::deserialize(body)
+            .map_err(|e| NewReservationError::Shape(e.to_string()))?;
         Ok(Self {
             item_id: ItemId::parse(&raw.item_id).ok_or(NewReservationError::ItemId)?,
             quantity: Quantity::parse(raw.quantity)?,
@@ -122,10 +122,22 @@ mod tests {
         assert!(NewReservation::parse(&json!({"item_id": "sku-poster", "quantity": 1})).is_ok());
         assert!(NewReservation::parse(&json!({"item_id": "sku-poster", "quantity": 1000})).is_ok());
         let cases = [
-            (json!({"item_id": "sku-poster", "quantity": 0}), NewReservationError::Quantity),
-            (json!({"item_id": "sku-poster", "quantity": 1001}), NewReservationError::Quantity),
-            (json!({"item_id": "SKU", "quantity": 1}), NewReservationError::ItemId),
-            (json!({"item_id": "", "quantity": 1}), NewReservationError::ItemId),
+            (
+                json!({"item_id": "sku-poster", "quantity": 0}),
+                NewReservationError::Quantity,
+            ),
+            (
+                json!({"item_id": "sku-poster", "quantity": 1001}),
+                NewReservationError::Quantity,
+            ),
+            (
+                json!({"item_id": "SKU", "quantity": 1}),
+                NewReservationError::ItemId,
+            ),
+            (
+                json!({"item_id": "", "quantity": 1}),
+                NewReservationError::ItemId,
+            ),
         ];
         for (body, want) in cases {
             assert_eq!(NewReservation::parse(&body), Err(want), "{body}");

@@ -1,6 +1,7 @@
 //! `POST /charges` and `GET /charges`.
 
 use super::Authenticated;
+use crate::domain::Charge;
 use crate::domain::{ChargeId, NewCharge};
 use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
@@ -9,13 +10,16 @@ use crate::state::AppState;
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use crate::domain::Charge;
 use serde::{Deserialize, Serialize};
 
 /// `POST /charges`: creates a charge, at most once per key.
 pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
-    let charge = NewCharge::parse(&keyed.body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    idempotency::run(&state, keyed, Operation::CreateCharge(charge)).await
+    idempotency::run(&state, keyed, |body| {
+        NewCharge::parse(body)
+            .map(Operation::CreateCharge)
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
+    })
+    .await
 }
 
 /// A page of charges, fields in the order the contract shows them.
@@ -45,14 +49,17 @@ pub async fn list(
             .parse::<u32>()
             .ok()
             .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| ApiError::InvalidRequest("limit must be an integer from 1 to 1000".into()))?,
+            .ok_or_else(|| {
+                ApiError::InvalidRequest("limit must be an integer from 1 to 1000".into())
+            })?,
     };
     let starting_after = query
         .starting_after
         .as_deref()
         .map(|raw| {
-            ChargeId::parse(raw)
-                .ok_or_else(|| ApiError::InvalidRequest(format!("starting_after {raw:?} is not a charge id")))
+            ChargeId::parse(raw).ok_or_else(|| {
+                ApiError::InvalidRequest(format!("starting_after {raw:?} is not a charge id"))
+            })
         })
         .transpose()?;
     let page = state

@@ -8,7 +8,10 @@ use axum::Json;
 use serde_json::{json, Value};
 
 /// The stock left of one item; 404 for an unknown item.
-pub async fn show(State(state): State<AppState>, Path(item): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn show(
+    State(state): State<AppState>,
+    Path(item): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let unknown = || ApiError::NotFound(format!("there is no item {item:?}"));
     let id = ItemId::parse(&item).ok_or_else(unknown)?;
     let available = state.store.inventory(&id).await?.ok_or_else(unknown)?;

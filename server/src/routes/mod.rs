@@ -7,8 +7,8 @@ pub mod inventory;
 pub mod reservations;
 pub mod www;
 
-use crate::error::ApiError;
 use crate::domain::Caller;
+use crate::error::ApiError;
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
@@ -26,7 +26,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
 
 /// Answers a method a route does not take, as problem+json.
 pub async fn method_not_allowed() -> ApiError {
-    ApiError::InvalidRequest("this method is not allowed on this path".into())
+    ApiError::MethodNotAllowed
 }
 
 /// Answers a path nothing serves, as problem+json.

@@ -11,7 +11,10 @@ use axum::response::Response;
 /// `POST /reservations`: takes stock, at most once per key; not enough
 /// stock is a recorded 409 `insufficient-inventory`.
 pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
-    let reservation =
-        NewReservation::parse(&keyed.body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    idempotency::run(&state, keyed, Operation::Reserve(reservation)).await
+    idempotency::run(&state, keyed, |body| {
+        NewReservation::parse(body)
+            .map(Operation::Reserve)
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
+    })
+    .await
 }

@@ -24,7 +24,8 @@ pub fn service(dir: &Path) -> Router {
 async fn ensure_session(request: Request, next: Next) -> Response {
     let is_page = request.method() == Method::GET
         && (request.uri().path().ends_with('/') || request.uri().path().ends_with(".html"));
-    let has_session = session_cookie(request.headers()).is_some_and(|v| SessionToken::parse(v).is_ok());
+    let has_session =
+        session_cookie(request.headers()).is_some_and(|v| SessionToken::parse(v).is_ok());
     let mut response = next.run(request).await;
     if is_page && !has_session && response.status().is_success() {
         let token = SessionToken::generate();

@@ -82,7 +82,11 @@ pub struct ExecuteOptions {
 pub trait Store: Send + Sync + 'static {
     /// A finished, unexpired record of `key` for `caller`, read without
     /// waiting for writers (the replay fast path).
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Record>, StoreError>;
+    async fn lookup(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Record>, StoreError>;
 
     /// Claims the key, runs the operation and records its response in one
     /// transaction; answers once the transaction is durable.

@@ -17,7 +17,7 @@
 //!   comes back, writing resumes.
 
 use super::{
-    now_ms, ChargePage, Execution, ExecuteOptions, IdempotentRequest, Record, Store, StoreError,
+    now_ms, ChargePage, ExecuteOptions, Execution, IdempotentRequest, Record, Store, StoreError,
 };
 use crate::config::Durability;
 use crate::domain::{Caller, Charge, ChargeId, Fingerprint, IdempotencyKey, ItemId, Reservation};
@@ -112,18 +112,29 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Record>, StoreError> {
+    async fn lookup(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Record>, StoreError> {
         self.readers.with(|conn| {
             conn.prepare_cached(
                 "SELECT fingerprint, status, headers, body FROM idempotency_keys
                  WHERE caller = ?1 AND key = ?2 AND expires_at > ?3",
             )?
-            .query_row(params![&caller.as_bytes()[..], key.as_ref(), now_ms()], |row| {
-                Ok(Record {
-                    fingerprint: Fingerprint::from_bytes(row.get(0)?),
-                    response: stored_response(row.get(1)?, &row.get::<_, String>(2)?, row.get(3)?),
-                })
-            })
+            .query_row(
+                params![&caller.as_bytes()[..], key.as_ref(), now_ms()],
+                |row| {
+                    Ok(Record {
+                        fingerprint: Fingerprint::from_bytes(row.get(0)?),
+                        response: stored_response(
+                            row.get(1)?,
+                            &row.get::<_, String>(2)?,
+                            row.get(3)?,
+                        ),
+                    })
+                },
+            )
             .optional()
         })
     }
@@ -134,7 +145,14 @@ impl Store for SqliteStore {
         operation: Operation,
         options: ExecuteOptions,
     ) -> Result<Execution, StoreError> {
-        match self.submit(Work::Execute { request, operation, options }).await? {
+        match self
+            .submit(Work::Execute {
+                request,
+                operation,
+                options,
+            })
+            .await?
+        {
             Output::Execution(execution) => Ok(execution),
             other => Err(unexpected(other)),
         }
@@ -153,9 +171,18 @@ impl Store for SqliteStore {
                 "SELECT id, amount, currency, description, created FROM charges
                  WHERE caller = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
             )?
-            .query_map(params![&caller.as_bytes()[..], before, i64::from(limit) + 1], |row| {
-                Ok(Charge::from_stored(row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
-            })?
+            .query_map(
+                params![&caller.as_bytes()[..], before, i64::from(limit) + 1],
+                |row| {
+                    Ok(Charge::from_stored(
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                    ))
+                },
+            )?
             .collect::<Result<Vec<_>, _>>()
         })?;
         let has_more = data.len() > limit as usize;
@@ -187,7 +214,9 @@ impl Store for SqliteStore {
 }
 
 fn unexpected(output: Output) -> StoreError {
-    StoreError::Internal(format!("the writer answered {output:?} to another question"))
+    StoreError::Internal(format!(
+        "the writer answered {output:?} to another question"
+    ))
 }
 
 /// A request to the writer thread.
@@ -265,7 +294,8 @@ impl Writer {
 
     fn commit_batch(&mut self, batch: &[Job]) -> Vec<Result<Output, StoreError>> {
         let conn = self.conn.as_mut().expect("ensure_open leaves a connection");
-        let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+        let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        {
             Ok(tx) => tx,
             Err(e) => {
                 let e = classify(e);
@@ -274,18 +304,15 @@ impl Writer {
         };
         let mut results = Vec::with_capacity(batch.len());
         for job in batch {
-            let result = tx
-                .savepoint()
-                .map_err(classify)
-                .and_then(|mut savepoint| {
-                    let (output, keep) = run_work(&savepoint, &job.work, self.ttl_ms)?;
-                    if keep {
-                        savepoint.commit().map_err(classify)?;
-                    } else {
-                        savepoint.rollback().map_err(classify)?;
-                    }
-                    Ok(output)
-                });
+            let result = tx.savepoint().map_err(classify).and_then(|mut savepoint| {
+                let (output, keep) = run_work(&savepoint, &job.work, self.ttl_ms)?;
+                if keep {
+                    savepoint.commit().map_err(classify)?;
+                } else {
+                    savepoint.rollback().map_err(classify)?;
+                }
+                Ok(output)
+            });
             results.push(result);
         }
         match tx.commit() {
@@ -493,7 +520,10 @@ struct ReadPool {
 impl ReadPool {
     /// Runs a short read on a pooled connection. Reads are point lookups
     /// and small pages, so they run inline rather than hopping threads.
-    fn with<R>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R, StoreError> {
+    fn with<R>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError> {
         let generation = self.generation.load(Ordering::Acquire);
         let pooled = {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -547,9 +577,11 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
            version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
     )?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row("SELECT coalesce(max(version), 0) FROM schema_migrations", [], |r| {
-        r.get(0)
-    })?;
+    let current: i64 = tx.query_row(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )?;
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         tx.execute_batch(sql)?;
         tx.execute(
@@ -564,7 +596,11 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 fn check_migrated(conn: &Connection) -> Result<(), StoreError> {
     let latest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
     let version: i64 = conn
-        .query_row("SELECT coalesce(max(version), 0) FROM schema_migrations", [], |r| r.get(0))
+        .query_row(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )
         .map_err(classify)?;
     if version == latest {
         Ok(())

@@ -1,0 +1,120 @@
+//! Bad input gets a clear problem+json answer and stores nothing.
+
+use crate::helpers::{assert_problem, new_key, TestApp};
+
+/// Keys outside the contract's grammar are 400 `invalid-idempotency-key`;
+/// an absent key is 400 `missing-idempotency-key`.
+#[tokio::test]
+async fn bad_keys_are_refused_and_store_nothing() {
+    let app = TestApp::spawn().await;
+    let body = r#"{"amount": 100, "currency": "usd"}"#;
+    let long = "k".repeat(256);
+    for bad in [
+        "\"\"",
+        &long,
+        "a b",
+        "\"a\"\"b\"",
+        "\"unterminated",
+        "\"\"doubly\"\"",
+    ] {
+        let r = app.post_raw(&app.token, "/charges", bad, body, &[]).await;
+        assert_problem(r, 400, "invalid-idempotency-key").await;
+    }
+    // Non-ASCII bytes: reqwest refuses to send them as &str; send raw bytes.
+    let value = reqwest::header::HeaderValue::from_bytes("clé".as_bytes()).unwrap();
+    let r = app
+        .client
+        .post(app.url("/charges"))
+        .bearer_auth(&app.token)
+        .header("Idempotency-Key", value)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 400, "invalid-idempotency-key").await;
+
+    let r = app
+        .client
+        .post(app.url("/charges"))
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 400, "missing-idempotency-key").await;
+    assert!(app.charges().await.is_empty());
+}
+
+/// Malformed bodies are 400 with a useful detail, never axum's plain text.
+#[tokio::test]
+async fn malformed_bodies_are_problem_json() {
+    let app = TestApp::spawn().await;
+    let nested = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    for body in [
+        "",
+        "{",
+        "null",
+        "[]",
+        r#"{"amount": 1e400, "currency": "usd"}"#,
+        r#"{"amount": 99999999999999999999999, "currency": "usd"}"#,
+        r#"{"amount": 100, "currency": "usd", "surprise": true}"#,
+        r#"{"amount": 100.5, "currency": "usd"}"#,
+        &nested,
+    ] {
+        let r = app
+            .post_raw(&app.token, "/charges", &new_key(), body.to_owned(), &[])
+            .await;
+        let problem = assert_problem(r, 400, "invalid-request").await;
+        assert!(!problem["detail"].as_str().unwrap().is_empty());
+    }
+    assert!(app.charges().await.is_empty());
+}
+
+/// Unknown paths and methods answer problem+json too.
+#[tokio::test]
+async fn unknown_paths_and_methods_are_problem_json() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .client
+        .get(app.url("/no/such/thing"))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 404, "not-found").await;
+    let r = app
+        .client
+        .delete(app.url("/charges"))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    assert_eq!(status, 405);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+}
+
+/// Bad bearer tokens and cookies are 401.
+#[tokio::test]
+async fn malformed_credentials_are_401() {
+    let app = TestApp::spawn().await;
+    for auth in [
+        "Bearer short",
+        "Basic dXNlcjpwYXNz",
+        "Bearer has space in it!!",
+        "Bearer",
+    ] {
+        let r = app
+            .client
+            .post(app.url("/charges"))
+            .header("authorization", auth)
+            .header("Idempotency-Key", new_key())
+            .header("content-type", "application/json")
+            .body(r#"{"amount": 100, "currency": "usd"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(r, 401, "unauthorized").await;
+    }
+}

@@ -1,0 +1,358 @@
+//! CONTRACT section 3, "Idempotency", clause by clause.
+
+use crate::helpers::{assert_problem, metric, new_key, new_token, TestApp};
+use serde_json::json;
+use std::time::Duration;
+
+/// The first answer is the operation's own: 201, no replay header.
+#[tokio::test]
+async fn a_new_key_runs_the_charge_and_answers_201_without_the_replay_header() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .post(
+            "/charges",
+            &new_key(),
+            &json!({"amount": 1999, "currency": "usd", "description": "cart 42"}),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    assert!(response.headers().get("idempotent-replayed").is_none());
+    let charge: serde_json::Value = response.json().await.unwrap();
+    assert!(charge["id"].as_str().unwrap().starts_with("ch_"));
+    assert_eq!(charge["amount"], 1999);
+    assert_eq!(charge["currency"], "usd");
+    assert_eq!(charge["description"], "cart 42");
+    assert_eq!(charge["status"], "succeeded");
+    assert!(charge["created"].as_i64().unwrap() > 1_700_000_000);
+    assert_eq!(app.charges().await, vec![charge]);
+}
+
+/// A retry gets the stored answer again, byte for byte, marked replayed.
+#[tokio::test]
+async fn a_retry_replays_the_stored_response_byte_for_byte() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let first = app.charge(&key, 500).await;
+    let first_status = first.status();
+    let first_type = first.headers()["content-type"].clone();
+    let first_body = first.bytes().await.unwrap();
+    for _ in 0..3 {
+        let again = app.charge(&key, 500).await;
+        assert_eq!(again.status(), first_status);
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+        assert_eq!(again.headers()["content-type"], first_type);
+        assert_eq!(again.bytes().await.unwrap(), first_body);
+    }
+    assert_eq!(app.charges().await.len(), 1);
+}
+
+/// `Idempotency-Key: abc` and `Idempotency-Key: "abc"` are one key.
+#[tokio::test]
+async fn quoted_and_bare_keys_are_the_same_key() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let bare = app.charge(&key, 700).await;
+    assert_eq!(bare.status(), 201);
+    let quoted = app.charge(&format!("\"{key}\""), 700).await;
+    assert_eq!(quoted.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.charges().await.len(), 1);
+}
+
+/// The fingerprint reads the body as JSON: spacing and key order do not
+/// make another request.
+#[tokio::test]
+async fn the_same_json_with_other_spacing_and_key_order_is_the_same_request() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let a = app
+        .post_raw(
+            &app.token,
+            "/charges",
+            &key,
+            r#"{"amount":1999,"currency":"usd"}"#,
+            &[],
+        )
+        .await;
+    assert_eq!(a.status(), 201);
+    let b = app
+        .post_raw(
+            &app.token,
+            "/charges",
+            &key,
+            "{\n  \"currency\": \"usd\",\n  \"amount\": 1999\n}",
+            &[],
+        )
+        .await;
+    assert_eq!(b.status(), 201);
+    assert_eq!(b.headers()["idempotent-replayed"], "true");
+}
+
+/// Same key, another body: 422 and nothing runs.
+#[tokio::test]
+async fn a_key_reused_with_another_body_is_refused_with_422_and_nothing_runs() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    assert_eq!(app.charge(&key, 1000).await.status(), 201);
+    assert_problem(
+        app.charge(&key, 2000).await,
+        422,
+        "idempotency-key-mismatch",
+    )
+    .await;
+    let charges = app.charges().await;
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0]["amount"], 1000);
+    assert_eq!(
+        metric(
+            &app.metrics().await,
+            "idempotency_requests_total{outcome=\"mismatch\"}"
+        ),
+        1.0
+    );
+}
+
+/// Same key, another path (same body): 422.
+#[tokio::test]
+async fn a_key_reused_on_another_path_is_refused_with_422() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = json!({"item_id": "sku-tee", "quantity": 1});
+    assert_eq!(app.post("/reservations", &key, &body).await.status(), 201);
+    assert_problem(
+        app.post("/charges", &key, &body).await,
+        422,
+        "idempotency-key-mismatch",
+    )
+    .await;
+    assert_eq!(app.available("sku-tee").await, 99);
+}
+
+/// A key belongs to its caller: another caller's same key is another
+/// operation, and neither sees the other's response.
+#[tokio::test]
+async fn the_same_key_from_another_caller_is_another_operation_and_leaks_nothing() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let alice = new_token();
+    let mallory = new_token();
+    let alices = app
+        .post_as(
+            &alice,
+            "/charges",
+            &key,
+            &json!({"amount": 4200, "currency": "eur"}),
+        )
+        .await;
+    assert_eq!(alices.status(), 201);
+    let alices: serde_json::Value = alices.json().await.unwrap();
+
+    // Mallory guesses the key and sends the very same request.
+    let guess = app
+        .post_as(
+            &mallory,
+            "/charges",
+            &key,
+            &json!({"amount": 4200, "currency": "eur"}),
+        )
+        .await;
+    assert_eq!(guess.status(), 201);
+    assert!(
+        guess.headers().get("idempotent-replayed").is_none(),
+        "a new operation, not a replay"
+    );
+    let guess: serde_json::Value = guess.json().await.unwrap();
+    assert_ne!(guess["id"], alices["id"]);
+
+    // Or another request: still not a mismatch against Alice's record.
+    let other = app
+        .post_as(
+            &new_token(),
+            "/charges",
+            &key,
+            &json!({"amount": 1, "currency": "usd"}),
+        )
+        .await;
+    assert_eq!(other.status(), 201);
+
+    assert_eq!(app.charges_of(&alice).await, vec![alices]);
+    assert_eq!(app.charges_of(&mallory).await, vec![guess]);
+}
+
+/// Fifty copies of one request at once: one charge, one first answer, the
+/// rest replays, no 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_requests_with_one_key_make_one_charge_and_no_5xx() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let key = new_key();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(50));
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (app, key, barrier) = (app.clone(), key.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let response = app.charge(&key, 1234).await;
+            let replayed = response.headers().contains_key("idempotent-replayed");
+            (
+                response.status().as_u16(),
+                replayed,
+                response.bytes().await.unwrap(),
+            )
+        }));
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    assert!(
+        answers.iter().all(|(status, _, _)| *status == 201),
+        "{:?}",
+        answers.iter().map(|a| a.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        answers.iter().filter(|(_, replayed, _)| !replayed).count(),
+        1,
+        "exactly one first run"
+    );
+    assert!(
+        answers.iter().all(|(_, _, body)| *body == answers[0].2),
+        "every answer is the same charge"
+    );
+    assert_eq!(app.charges().await.len(), 1);
+    let metrics = app.metrics().await;
+    assert_eq!(
+        metric(&metrics, "idempotency_requests_total{outcome=\"executed\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&metrics, "idempotency_requests_total{outcome=\"replayed\"}"),
+        49.0
+    );
+}
+
+/// Requests refused before they run store nothing: the key can be used
+/// again with a corrected request.
+#[tokio::test]
+async fn refused_requests_leave_the_key_reusable() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let good = json!({"amount": 300, "currency": "usd"}).to_string();
+
+    // 401: no caller.
+    let r = app
+        .client
+        .post(app.url("/charges"))
+        .header("Idempotency-Key", &key)
+        .header("content-type", "application/json")
+        .body(good.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 401, "unauthorized").await;
+    // 400: a body that is not a charge, and one that is not JSON.
+    let r = app
+        .post_raw(
+            &app.token,
+            "/charges",
+            &key,
+            r#"{"amount": -1, "currency": "usd"}"#,
+            &[],
+        )
+        .await;
+    assert_problem(r, 400, "invalid-request").await;
+    let r = app
+        .post_raw(&app.token, "/charges", &key, r#"{"amount": 300,"#, &[])
+        .await;
+    assert_problem(r, 400, "invalid-request").await;
+    // 415: not JSON at all.
+    let r = app
+        .client
+        .post(app.url("/charges"))
+        .bearer_auth(&app.token)
+        .header("Idempotency-Key", &key)
+        .header("content-type", "text/plain")
+        .body(good.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 415, "invalid-request").await;
+    // 413: over 64 KiB.
+    let huge =
+        json!({"amount": 300, "currency": "usd", "description": "x".repeat(70_000)}).to_string();
+    let r = app.post_raw(&app.token, "/charges", &key, huge, &[]).await;
+    assert_problem(r, 413, "payload-too-large").await;
+
+    assert!(app.charges().await.is_empty());
+    let r = app.post_raw(&app.token, "/charges", &key, good, &[]).await;
+    assert_eq!(r.status(), 201);
+    assert!(
+        r.headers().get("idempotent-replayed").is_none(),
+        "the corrected request runs"
+    );
+}
+
+/// A record lives for --key-ttl; after that the key counts as absent, the
+/// sweeper deletes the record, and a retry runs again (the documented
+/// contract).
+#[tokio::test]
+async fn records_expire_after_the_ttl_and_a_retry_then_runs_again() {
+    let app = TestApp::spawn_with(&["--key-ttl", "1s", "--sweep-interval", "1s"]).await;
+    let key = new_key();
+    assert_eq!(app.charge(&key, 100).await.status(), 201);
+    assert_eq!(
+        app.charge(&key, 100).await.headers()["idempotent-replayed"],
+        "true"
+    );
+
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // Expired: even a different body is no mismatch now; it simply runs.
+    let again = app.charge(&key, 100).await;
+    assert_eq!(again.status(), 201);
+    assert!(again.headers().get("idempotent-replayed").is_none());
+    assert_eq!(app.charges().await.len(), 2);
+
+    // The sweeper deletes expired records on its own.
+    let other = new_key();
+    assert_eq!(app.charge(&other, 100).await.status(), 201);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let expired = metric(&app.metrics().await, "idempotency_records_expired_total");
+        if expired >= 1.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweeper deleted nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A browser session (the `sid` cookie `GET /` sets) is a caller too.
+#[tokio::test]
+async fn the_session_cookie_from_the_page_identifies_the_caller() {
+    let app = TestApp::spawn().await;
+    let page = app.client.get(app.url("/")).send().await.unwrap();
+    let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let sid = cookie.split(';').next().unwrap().to_owned();
+    let key = new_key();
+    let post = |sid: String| {
+        app.client
+            .post(app.url("/charges"))
+            .header("cookie", sid)
+            .header("Idempotency-Key", &key)
+            .header("content-type", "application/json")
+            .body(r#"{"amount": 900, "currency": "usd"}"#)
+            .send()
+    };
+    assert_eq!(post(sid.clone()).await.unwrap().status(), 201);
+    assert_eq!(
+        post(sid.clone()).await.unwrap().headers()["idempotent-replayed"],
+        "true"
+    );
+    let token = sid.trim_start_matches("sid=");
+    assert_eq!(app.charges_of(token).await.len(), 1);
+}

@@ -1,0 +1,10 @@
+//! The server's API tests: the real application on port 0, a fresh SQLite
+//! file per test, driven over HTTP.
+
+mod chaos;
+mod charges;
+mod errors;
+mod helpers;
+mod idempotency;
+mod process;
+mod reservations;

@@ -1,0 +1,111 @@
+//! `POST /reservations` and the inventory guard.
+
+use crate::helpers::{assert_problem, new_key, new_token, TestApp};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Ten buyers with different keys race for three posters: three win, stock
+/// ends at zero and never below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_buyers_for_three_posters_get_three_reservations_and_stock_ends_at_zero() {
+    let app = Arc::new(TestApp::spawn().await);
+    let barrier = Arc::new(tokio::sync::Barrier::new(10));
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let (app, barrier) = (app.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let r = app
+                .post_as(
+                    &new_token(),
+                    "/reservations",
+                    &new_key(),
+                    &json!({"item_id": "sku-poster", "quantity": 1}),
+                )
+                .await;
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }));
+    }
+    let mut won = 0;
+    for task in tasks {
+        let (status, body) = task.await.unwrap();
+        match status {
+            201 => {
+                won += 1;
+                assert_eq!(body["status"], "reserved");
+                assert!(body["id"].as_str().unwrap().starts_with("res_"));
+            }
+            409 => assert!(
+                body["type"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("/insufficient-inventory"),
+                "{body}"
+            ),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(won, 3);
+    assert_eq!(app.available("sku-poster").await, 0);
+}
+
+/// "Not enough stock" is an outcome: recorded with the key and replayed,
+/// even after stock comes back.
+#[tokio::test]
+async fn insufficient_inventory_is_recorded_and_replayed() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let too_many = json!({"item_id": "sku-poster", "quantity": 4});
+    let first = app.post("/reservations", &key, &too_many).await;
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first_body = assert_problem(first, 409, "insufficient-inventory").await;
+    let again = app.post("/reservations", &key, &too_many).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        assert_problem(again, 409, "insufficient-inventory").await,
+        first_body
+    );
+    assert_eq!(app.available("sku-poster").await, 3);
+}
+
+/// A reservation of an unknown item is a recorded 404.
+#[tokio::test]
+async fn reserving_an_unknown_item_is_404() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/reservations",
+            &new_key(),
+            &json!({"item_id": "sku-ghost", "quantity": 1}),
+        )
+        .await;
+    assert_problem(r, 404, "not-found").await;
+}
+
+/// A reservation answers with the contract's fields and takes the stock once.
+#[tokio::test]
+async fn a_reservation_takes_stock_once_however_often_it_is_retried() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = json!({"item_id": "sku-mug", "quantity": 2});
+    let first: Value = app
+        .post("/reservations", &key, &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["item_id"], "sku-mug");
+    assert_eq!(first["quantity"], 2);
+    assert_eq!(first["status"], "reserved");
+    for _ in 0..3 {
+        let again: Value = app
+            .post("/reservations", &key, &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(again, first);
+    }
+    assert_eq!(app.available("sku-mug").await, 18);
+}
