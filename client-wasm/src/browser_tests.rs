@@ -308,27 +308,35 @@ async fn a_slow_answer_is_retried_with_the_same_key_and_charges_once() {
     assert_eq!(setup.charges().await, 1);
 }
 
-/// A connection dropped after the commit is retried, and the retry is
-/// answered with the stored response.
+/// A connection dropped after the commit is retried with the same key, and
+/// the retry is answered with the stored response.
+///
+/// Who retries depends on the connection: on a fresh one `fetch` rejects and
+/// the client sends attempt 2; on a reused keep-alive connection Chromium
+/// itself resends the request once before `fetch` sees anything, so the
+/// client counts one attempt. Either way the resend carries the same
+/// `Idempotency-Key` and is replayed.
 #[wasm_bindgen_test]
 async fn a_dropped_answer_is_retried_and_replayed() {
     let setup = Setup::new();
     let client = setup.client(Some("drop-after-commit"));
     let outcome = post(&client, 800, "dropped").await;
     assert_eq!(outcome.status, 201, "{outcome:?}");
-    assert_eq!(outcome.attempts, 2, "{outcome:?}");
-    assert!(outcome.replayed);
+    assert!(matches!(outcome.attempts, 1 | 2), "{outcome:?}");
+    assert!(outcome.replayed, "{outcome:?}");
     assert_eq!(setup.charges().await, 1);
 }
 
-/// The story of a reload mid-payment: the first page gives up without an
-/// answer; the next page finds the operation pending and resumes it with the
-/// same key and body.
+/// The story of a reload mid-payment: the server commits, the first page
+/// gives up without an answer (here: its only attempt times out); the next
+/// page finds the operation pending and resumes it with the same key and
+/// body, and gets the stored answer.
 #[wasm_bindgen_test]
 async fn a_stored_request_is_resumed() {
     let setup = Setup::new();
-    let options = setup.options(Some("drop-after-commit"));
+    let options = setup.options(Some("delay-after-commit=3000"));
     set(&options, "maxAttempts", 1);
+    set(&options, "timeoutMs", 300);
     let first_page = IdempotentClient::new(Some(options))
         .map_err(message)
         .unwrap();
@@ -339,7 +347,7 @@ async fn a_stored_request_is_resumed() {
             .map(outcome)
             .expect_err("no answer within one attempt");
     let error = message(error);
-    assert!(error.contains("network error"), "{error}");
+    assert!(error.contains("timed out after 300 ms"), "{error}");
     assert!(error.contains("1 attempt"), "{error}");
     assert_eq!(
         first_page.pending_operations(),
