@@ -1,7 +1,7 @@
 //! The exported surface: `IdempotentClient` and its options and outcome
 //! (CONTRACT section 4). Everything else in the crate serves this file.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -90,7 +90,7 @@ impl IdempotentClient {
     /// Expired keys under `storagePrefix` are deleted here.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "ClientOptions")] options: Option<Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "ClientOptions")] options: Option<Object>,
     ) -> Result<IdempotentClient, JsError> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let base_url = match string_option(&options, "baseUrl")? {
@@ -363,13 +363,12 @@ impl Inner {
 /// asked for, say for a reserved name) it runs directly: the server's
 /// deduplication still holds.
 fn spawn_locked(name: &str, work: Work) -> Promise {
-    let slot = Rc::new(RefCell::new(Some(work)));
+    let slot = Rc::new(Cell::new(Some(work)));
     if let Some((locks, request)) = web_locks() {
         let callback = {
             let slot = slot.clone();
             Closure::once_into_js(move |_lock: JsValue| -> Promise {
-                let work = slot.borrow_mut().take();
-                match work {
+                match slot.take() {
                     Some(work) => future_to_promise(work),
                     None => Promise::resolve(&JsValue::UNDEFINED),
                 }
@@ -379,8 +378,7 @@ fn spawn_locked(name: &str, work: Work) -> Promise {
             return granted.unchecked_into();
         }
     }
-    let work = slot.borrow_mut().take();
-    match work {
+    match slot.take() {
         Some(work) => future_to_promise(work),
         None => Promise::resolve(&JsValue::UNDEFINED),
     }
@@ -388,7 +386,7 @@ fn spawn_locked(name: &str, work: Work) -> Promise {
 
 /// `navigator.locks` and its `request` method, when the browser has them.
 fn web_locks() -> Option<(JsValue, Function)> {
-    let locks = js::get(&js::get(&js_sys::global(), "navigator"), "locks");
+    let locks = js::get(&js::get(&js::global(), "navigator"), "locks");
     let request = js::get(&locks, "request").dyn_into::<Function>().ok()?;
     Some((locks, request))
 }
@@ -468,18 +466,25 @@ fn check_operation(operation: &str) -> Result<(), JsError> {
     Ok(())
 }
 
-/// A fresh UUID v4 from the browser's CSPRNG, lower-case and hyphenated.
+/// A fresh UUID v4 from the browser's CSPRNG, lower-case and hyphenated
+/// (`8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b`), written here rather than by
+/// uuid's formatter, which brings slice-index panics along.
 fn new_key() -> String {
-    let mut buf = uuid::Uuid::encode_buffer();
-    uuid::Uuid::new_v4()
-        .hyphenated()
-        .encode_lower(&mut buf)
-        .to_owned()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut key = String::with_capacity(36);
+    for (i, byte) in uuid::Uuid::new_v4().as_bytes().iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            key.push('-');
+        }
+        key.push(char::from(HEX[usize::from(byte >> 4)]));
+        key.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    key
 }
 
 /// `location.origin`, or `""` (relative URLs) where there is none.
 fn page_origin() -> String {
-    js::get(&js::get(&js_sys::global(), "location"), "origin")
+    js::get(&js::get(&js::global(), "location"), "origin")
         .as_string()
         .unwrap_or_default()
 }

@@ -30,6 +30,12 @@ extern "C" {
     pub(crate) fn json_stringify(value: &JsValue) -> Result<JsValue, JsValue>;
 }
 
+/// `globalThis`: the window or the worker. (`js_sys::global` is in the
+/// module anyway: the futures glue uses it.)
+pub(crate) fn global() -> JsValue {
+    js_sys::global().into()
+}
+
 /// Unix epoch milliseconds.
 pub(crate) fn now_ms() -> u64 {
     js_sys::Date::now() as u64

@@ -15,7 +15,7 @@
 
 pub(crate) mod record;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -24,39 +24,67 @@ pub(crate) use record::{Record, StoredRequest};
 thread_local! {
     /// Records of clients that fell back to memory, by full storage name.
     /// Shared by every client of the page, so a new instance sees the keys
-    /// of the old one.
-    /// A plain list: a page has a handful of operations, and a map type
-    /// would cost kilobytes of code.
-    static MEMORY: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+    /// of the old one. A plain list: a page has a handful of operations,
+    /// and a map type would cost kilobytes of code.
+    static MEMORY: Cell<Vec<(String, String)>> = const { Cell::new(Vec::new()) };
     /// Whether the page has been told about the fallback already.
     static WARNED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` on the page's memory records. (`Cell` rather than `RefCell`:
+/// nothing here re-enters, and borrow errors would bring their panic
+/// formatting into the module.)
+fn with_memory<R>(f: impl FnOnce(&mut Vec<(String, String)>) -> R) -> R {
+    MEMORY.with(|cell| {
+        let mut memory = cell.take();
+        let result = f(&mut memory);
+        cell.set(memory);
+        result
+    })
+}
+
+fn memory_get(name: &str) -> Option<String> {
+    with_memory(|m| {
+        m.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, text)| text.clone())
+    })
+}
+
+fn memory_remove(name: &str) {
+    with_memory(|m| m.retain(|(n, _)| n != name));
 }
 
 /// The records of one client, under one prefix.
 pub(crate) struct Store {
     prefix: String,
-    /// `localStorage`, while it works for this client.
-    local: RefCell<Option<web_sys::Storage>>,
+    /// `localStorage`, when the page has one. Still read after a fallback:
+    /// the keys written before it stay valid.
+    local: Option<web_sys::Storage>,
+    /// Writes go to memory: `localStorage` refused one.
+    in_memory: Cell<bool>,
 }
 
 impl Store {
     /// Opens `localStorage` (probing that it accepts writes) or falls back
     /// to memory.
     pub(crate) fn open(prefix: String) -> Store {
-        let store = Store {
+        let local = local_storage();
+        let mut store = Store {
             prefix,
-            local: RefCell::new(None),
+            local: None,
+            in_memory: Cell::new(false),
         };
-        match local_storage() {
+        match local {
             Ok(storage) => {
                 let probe = store.name("\u{0}probe");
                 match storage.set_item(&probe, "1") {
                     Ok(()) => {
                         let _ = storage.remove_item(&probe);
-                        *store.local.borrow_mut() = Some(storage);
                     }
                     Err(e) => store.fall_back(&e),
                 }
+                store.local = Some(storage);
             }
             Err(e) => store.fall_back(&e),
         }
@@ -71,9 +99,9 @@ impl Store {
         name
     }
 
-    /// Switches to memory and warns, once per page.
+    /// Switches this client's writes to memory and warns, once per page.
     fn fall_back(&self, cause: &JsValue) {
-        *self.local.borrow_mut() = None;
+        self.in_memory.set(true);
         if !WARNED.with(|w| w.replace(true)) {
             let mut msg = String::from(
                 "IdempotentClient: localStorage is unavailable or full; idempotency keys are kept in memory for this page only (",
@@ -90,8 +118,7 @@ impl Store {
         if let Some(text) = memory_get(name) {
             return Some(text);
         }
-        let local = self.local.borrow();
-        local.as_ref()?.get_item(name).ok().flatten()
+        self.local.as_ref()?.get_item(name).ok().flatten()
     }
 
     /// The record of an operation; `None` when absent or unreadable.
@@ -101,47 +128,37 @@ impl Store {
     }
 
     /// Writes the record of an operation. Never fails: when `localStorage`
-    /// refuses the write, the record goes to memory from now on.
+    /// refuses the write, this client's records go to memory from now on.
     pub(crate) fn put(&self, operation: &str, record: &Record) {
         let name = self.name(operation);
         let text = record.encode();
-        let refused = {
-            let local = self.local.borrow();
-            match local.as_ref() {
-                Some(storage) => match storage.set_item(&name, &text) {
-                    Ok(()) => {
-                        // A memory copy from an earlier fallback would shadow it.
-                        memory_remove(&name);
-                        return;
-                    }
-                    Err(e) => Some(e),
-                },
-                None => None,
-            }
-        };
-        if let Some(e) = refused {
-            self.fall_back(&e);
-        }
+        // A memory copy from an earlier fallback would shadow a new write.
         memory_remove(&name);
-        MEMORY.with(|m| m.borrow_mut().push((name, text)));
+        if let (Some(storage), false) = (&self.local, self.in_memory.get()) {
+            match storage.set_item(&name, &text) {
+                Ok(()) => return,
+                Err(e) => self.fall_back(&e),
+            }
+        }
+        with_memory(|m| m.push((name, text)));
     }
 
     /// Forgets an operation, wherever its record is.
     pub(crate) fn remove(&self, operation: &str) {
         let name = self.name(operation);
         memory_remove(&name);
-        // Removing from localStorage also works after a fallback for lack of
-        // space, and must: a stale record there would come back.
-        if let Ok(storage) = local_storage() {
+        // Also after a fallback for lack of space: a stale record left in
+        // localStorage would come back.
+        if let Some(storage) = &self.local {
             let _ = storage.remove_item(&name);
         }
     }
 
     /// Every readable record under this prefix, with its operation.
     pub(crate) fn records(&self) -> Vec<(String, Record)> {
-        let mut names: Vec<String> = Vec::new();
-        MEMORY.with(|m| names.extend(m.borrow().iter().map(|(name, _)| name.clone())));
-        if let Some(storage) = self.local.borrow().as_ref() {
+        let mut names: Vec<String> =
+            with_memory(|m| m.iter().map(|(name, _)| name.clone()).collect());
+        if let Some(storage) = &self.local {
             for i in 0..storage.length().unwrap_or(0) {
                 if let Ok(Some(name)) = storage.key(i) {
                     if !names.contains(&name) {
@@ -171,24 +188,11 @@ impl Store {
     }
 }
 
-fn memory_get(name: &str) -> Option<String> {
-    MEMORY.with(|m| {
-        m.borrow()
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, text)| text.clone())
-    })
-}
-
-fn memory_remove(name: &str) {
-    MEMORY.with(|m| m.borrow_mut().retain(|(n, _)| n != name));
-}
-
 /// `globalThis.localStorage`, or why it cannot be had. Reading the property
 /// itself throws where storage is disabled (opaque origins, some privacy
 /// settings).
 fn local_storage() -> Result<web_sys::Storage, JsValue> {
-    let value = js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("localStorage"))?;
+    let value = js_sys::Reflect::get(&crate::js::global(), &JsValue::from_str("localStorage"))?;
     if value.is_object() {
         Ok(value.unchecked_into())
     } else {

@@ -163,21 +163,13 @@ pub(crate) fn is_valid_key(key: &str) -> bool {
     !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
-/// Appends the decimal digits of `n`, without `core::fmt`.
-pub(crate) fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// Appends the decimal digits of `n`, without `core::fmt` (and without
+/// indexing, whose bounds checks format their panics).
+pub(crate) fn push_u64(out: &mut String, n: u64) {
+    if n >= 10 {
+        push_u64(out, n / 10);
     }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    out.push(char::from(b'0' + (n % 10) as u8));
 }
 
 /// Appends `s` as a JSON string literal.
