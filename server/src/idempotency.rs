@@ -142,6 +142,7 @@ pub async fn run(
     let operation = operation(&body)?;
     let options = ExecuteOptions {
         roll_back: chaos == Some(Chaos::CrashBeforeCommit),
+        ..ExecuteOptions::default()
     };
     match state.store.execute(request, operation, options).await? {
         Execution::Ran(response) => {

@@ -123,7 +123,16 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .route("/inventory/{item}", get(routes::inventory::show))
         .route("/healthz", get(routes::health::healthz))
         .route("/metrics", get(metrics::handler))
-        .route("/config", get(routes::config::show))
+        .route("/config", get(routes::config::show));
+    let api = if config.bench_unrecorded {
+        tracing::warn!(
+            "--bench-unrecorded: POST /bench/charges writes charges WITHOUT idempotency"
+        );
+        api.route("/bench/charges", post(routes::charges::create_unrecorded))
+    } else {
+        api
+    };
+    let api = api
         .method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -1,1 +1,189 @@
-fn main() {}
+//! Load generator for `docs/BENCHMARKS.md` (driven by `scripts/bench.sh`).
+//!
+//! Keeps N keep-alive HTTP/1.1 connections busy for a while (or for a fixed
+//! number of requests) and prints one line: requests/s, p50, p99.
+
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "Bearer bench-token-0123456789";
+const BODY: &str = r#"{"amount":1999,"currency":"usd","description":"cart 42"}"#;
+
+#[derive(Parser)]
+#[command(about = "Drives the server with keyed requests and prints requests/s, p50 and p99")]
+struct Args {
+    /// The server's address, `host:port`.
+    #[arg(long)]
+    addr: String,
+    /// What to send.
+    #[arg(long, value_enum)]
+    scenario: Scenario,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// How long to run (ignored by `storm`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Requests in a `storm`.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+enum Scenario {
+    /// `POST /charges`, a new key every request.
+    NewKey,
+    /// `POST /charges`, one key already recorded: every request a replay.
+    Replay,
+    /// `POST /bench/charges`: the same insert with no idempotency record.
+    Unrecorded,
+    /// `--requests` copies of one new request, one key, all at once over
+    /// the connections.
+    Storm,
+    /// `GET /inventory/sku-tee`: one indexed read, the read floor.
+    Read,
+}
+
+struct Sample {
+    latencies: Vec<Duration>,
+    non_2xx: usize,
+    errors: usize,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let run_id = std::process::id();
+    let storm_key = format!("storm-{run_id}");
+    if args.scenario == Scenario::Replay {
+        let mut conn = connect(&args.addr).await;
+        let status = send(&mut conn, &args.addr, args.scenario, "replay-key")
+            .await
+            .expect("priming request");
+        assert!(status < 300, "priming request answered {status}");
+    }
+    let remaining = Arc::new(AtomicUsize::new(args.requests));
+    let started = Instant::now();
+    let deadline = started + args.duration;
+    let mut workers = Vec::new();
+    for worker in 0..args.connections {
+        let addr = args.addr.clone();
+        let storm_key = storm_key.clone();
+        let remaining = remaining.clone();
+        let scenario = args.scenario;
+        workers.push(tokio::spawn(async move {
+            let mut conn = connect(&addr).await;
+            let mut sample = Sample {
+                latencies: Vec::with_capacity(100_000),
+                non_2xx: 0,
+                errors: 0,
+            };
+            for i in 0.. {
+                let more = match scenario {
+                    Scenario::Storm => remaining
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok(),
+                    _ => Instant::now() < deadline,
+                };
+                if !more {
+                    break;
+                }
+                let key = match scenario {
+                    Scenario::Storm => storm_key.clone(),
+                    Scenario::Replay => "replay-key".to_owned(),
+                    _ => format!("{run_id}-{worker}-{i}"),
+                };
+                let t = Instant::now();
+                match send(&mut conn, &addr, scenario, &key).await {
+                    Ok(status) => {
+                        sample.latencies.push(t.elapsed());
+                        if !(200..300).contains(&status) {
+                            sample.non_2xx += 1;
+                        }
+                    }
+                    Err(_) => {
+                        sample.errors += 1;
+                        conn = connect(&addr).await;
+                    }
+                }
+            }
+            sample
+        }));
+    }
+    let mut latencies = Vec::new();
+    let (mut non_2xx, mut errors) = (0, 0);
+    for worker in workers {
+        let sample = worker.await.expect("worker");
+        latencies.extend(sample.latencies);
+        non_2xx += sample.non_2xx;
+        errors += sample.errors;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    println!(
+        "scenario={:?} connections={} requests={} seconds={:.2} rps={:.0} p50_ms={:.2} p99_ms={:.2} max_ms={:.2} non_2xx={} errors={}",
+        args.scenario,
+        args.connections,
+        latencies.len(),
+        elapsed,
+        latencies.len() as f64 / elapsed,
+        pct(0.50),
+        pct(0.99),
+        pct(1.0),
+        non_2xx,
+        errors
+    );
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: &str) -> Sender {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    sender
+}
+
+async fn send(
+    conn: &mut Sender,
+    addr: &str,
+    scenario: Scenario,
+    key: &str,
+) -> Result<u16, hyper::Error> {
+    let request = match scenario {
+        Scenario::Read => Request::get("/inventory/sku-tee")
+            .header("host", addr)
+            .body(Full::new(Bytes::new())),
+        _ => Request::post(if scenario == Scenario::Unrecorded {
+            "/bench/charges"
+        } else {
+            "/charges"
+        })
+        .header("host", addr)
+        .header("authorization", TOKEN)
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(Full::new(Bytes::from_static(BODY.as_bytes()))),
+    }
+    .expect("a valid request");
+    conn.ready().await?;
+    let response = conn.send_request(request).await?;
+    let status = response.status().as_u16();
+    response.into_body().collect().await?;
+    Ok(status)
+}

@@ -7,6 +7,7 @@ use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
 use crate::operation::Operation;
 use crate::state::AppState;
+use crate::store::{ExecuteOptions, Execution};
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -20,6 +21,28 @@ pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Respo
             .map_err(|e| ApiError::InvalidRequest(e.to_string()))
     })
     .await
+}
+
+/// `POST /bench/charges` (only with `--bench-unrecorded`): the same charge
+/// through the same writer, with no idempotency record. Not idempotent.
+pub async fn create_unrecorded(
+    State(state): State<AppState>,
+    keyed: Keyed,
+) -> Result<Response, ApiError> {
+    let charge =
+        NewCharge::parse(&keyed.body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let options = ExecuteOptions {
+        record: false,
+        ..ExecuteOptions::default()
+    };
+    match state
+        .store
+        .execute(keyed.request, Operation::CreateCharge(charge), options)
+        .await?
+    {
+        Execution::Ran(response) => Ok(idempotency::respond(response, false)),
+        other => Err(ApiError::Internal(format!("unexpected {other:?}"))),
+    }
 }
 
 /// A page of charges, fields in the order the contract shows them.

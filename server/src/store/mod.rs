@@ -71,10 +71,23 @@ pub struct ChargePage {
 }
 
 /// Options of one execution.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ExecuteOptions {
     /// Run the operation, then roll it back instead of committing (chaos).
     pub roll_back: bool,
+    /// Look up and write the key's record. Only the benchmark's
+    /// `--bench-unrecorded` route turns this off, to measure what the
+    /// record costs.
+    pub record: bool,
+}
+
+impl Default for ExecuteOptions {
+    fn default() -> Self {
+        Self {
+            roll_back: false,
+            record: true,
+        }
+    }
 }
 
 /// A database holding idempotency records beside the business tables.

@@ -354,7 +354,13 @@ fn run_work(conn: &Connection, work: &Work, ttl_ms: i64) -> Result<(Output, bool
             operation,
             options,
         } => {
-            let execution = execute(conn, request, operation, ttl_ms).map_err(classify)?;
+            let execution = if options.record {
+                execute(conn, request, operation, ttl_ms)
+            } else {
+                run_operation(conn, &request.caller, operation, now_ms())
+                    .map(|o| Execution::Ran(o.render()))
+            }
+            .map_err(classify)?;
             if options.roll_back && matches!(execution, Execution::Ran(_)) {
                 return Ok((Output::Execution(Execution::RolledBack), false));
             }

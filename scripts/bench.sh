@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmarks of docs/BENCHMARKS.md: the release server on a fresh temp
+# SQLite database per case (default --durability full), driven by loadgen.
+#   scripts/bench.sh                 all cases, 10 s each
+#   DURATION=5s CONNECTIONS=32 scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-32}
+DURABILITY=${DURABILITY:-full}
+cargo build --release -p server --bins -q
+BIN=${CARGO_TARGET_DIR:-target}/release
+
+run_case() { # scenario [extra server flags...]
+  local scenario=$1; shift
+  local dir; dir=$(mktemp -d)
+  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" \
+    --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
+  local pid=$!
+  for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
+  local addr; addr=$(sed -n 's#^listening on http://##p' "$dir/out")
+  "$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" --duration "$DURATION" \
+    ${REQUESTS:+--requests "$REQUESTS"}
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+}
+
+echo "# durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
+run_case read
+run_case new-key
+run_case unrecorded --bench-unrecorded
+run_case replay
+run_case storm
