@@ -202,6 +202,28 @@ fn release_makes_a_new_key() {
     assert_eq!(setup.client(None).key_for("op".into()).unwrap(), second);
 }
 
+/// A key lives `keyTtlMs`: then the operation gets a new key, and a new
+/// client purges the expired record.
+#[wasm_bindgen_test]
+async fn an_expired_key_is_replaced_and_purged() {
+    let setup = Setup::new();
+    let options = setup.options(None);
+    set(&options, "keyTtlMs", 50);
+    let client = IdempotentClient::new(Some(options.clone()))
+        .map_err(message)
+        .unwrap();
+    let first = client.key_for("short-lived".into()).unwrap();
+    let name = setup.prefix.clone() + "short-lived";
+    crate::js::sleep(80.0).await;
+    assert!(local_storage().get_item(&name).unwrap().is_some());
+    IdempotentClient::new(Some(options))
+        .map_err(message)
+        .unwrap();
+    assert!(local_storage().get_item(&name).unwrap().is_none());
+    let second = client.key_for("short-lived".into()).unwrap();
+    assert_ne!(first, second);
+}
+
 /// Entries that are not our current record format count as absent and
 /// never throw.
 #[wasm_bindgen_test]
