@@ -298,6 +298,28 @@ async fn a_client_error_is_an_answer_with_its_problem() {
     assert_eq!(setup.charges().await, 0);
 }
 
+/// A business `409` (not enough stock) is a final answer: no retry, and the
+/// operation is no longer pending.
+#[wasm_bindgen_test]
+async fn a_business_conflict_is_final() {
+    let setup = Setup::new();
+    let client = setup.client(None);
+    let body = JSON::parse(r#"{"item_id":"sku-poster","quantity":1000}"#).unwrap();
+    let value = JsFuture::from(client.post("/reservations".into(), body, "too-many".into()))
+        .await
+        .map_err(message)
+        .unwrap();
+    let outcome = outcome(value);
+    assert_eq!(outcome.status, 409, "{outcome:?}");
+    assert_eq!(outcome.attempts, 1, "{outcome:?}");
+    let problem_type = get(&outcome.body, "type").as_string().unwrap();
+    assert!(
+        problem_type.ends_with("insufficient-inventory"),
+        "{problem_type}"
+    );
+    assert!(client.pending_operations().is_empty());
+}
+
 /// Sending the same operation again replays the first answer.
 #[wasm_bindgen_test]
 async fn a_replay_says_replayed_true() {

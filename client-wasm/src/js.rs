@@ -9,7 +9,7 @@ use wasm_bindgen_futures::JsFuture;
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_name = setTimeout)]
-    pub(crate) fn set_timeout(handler: &Function, ms: f64) -> JsValue;
+    fn set_timeout_raw(handler: &Function, ms: f64) -> JsValue;
 
     #[wasm_bindgen(js_name = clearTimeout)]
     pub(crate) fn clear_timeout(id: &JsValue);
@@ -34,6 +34,12 @@ extern "C" {
 /// module anyway: the futures glue uses it.)
 pub(crate) fn global() -> JsValue {
     js_sys::global().into()
+}
+
+/// `setTimeout(handler, ms)`, with `ms` clamped to the timers' range:
+/// browsers fire a longer delay (over 2^31 - 1 ms, about 24.8 days) at once.
+pub(crate) fn set_timeout(handler: &Function, ms: f64) -> JsValue {
+    set_timeout_raw(handler, ms.clamp(0.0, 2_147_483_647.0))
 }
 
 /// Unix epoch milliseconds.
