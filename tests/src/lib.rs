@@ -1,1 +1,58 @@
-//! End-to-end tests live in `tests/`; this library holds their shared harness.
+//! The harness of the end-to-end stories in `tests/stories.rs`: the real
+//! `server` binary and a real headless Chromium, driven over WebDriver.
+//!
+//! # Layout
+//!
+//! - [`paths`]: where the server binary, the page and the outputs live.
+//! - [`server`]: the `server` process on port 0 with a fresh SQLite database;
+//!   it can be waited on and restarted on the same port and database, and
+//!   asked over HTTP what it holds.
+//! - [`browser`]: a `chromedriver` process and Chromium sessions, each with
+//!   its own profile (its own cookies and storage).
+//! - [`page`]: the checkout page in one browser window: one method per thing
+//!   a shopper does or sees.
+//! - [`scene`]: one story: a server, a driver and browsers; at the end it
+//!   saves screenshots under `target/e2e/` and fails with what the pages showed.
+
+pub mod browser;
+pub mod page;
+pub mod paths;
+pub mod scene;
+pub mod server;
+
+pub use browser::{Browser, Driver};
+pub use page::{Attempt, ListedCharge, Page, Receipt};
+pub use scene::Scene;
+pub use server::Server;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// How long a page may take to show an outcome. Generous: the stories
+/// include a 3 s client timeout, backoff and a server restart, on 2 cores.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `check` every 100 ms until it yields `Some`, or fails after
+/// `timeout` with `what` and the last error seen.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(e) => last_error = Some(e),
+        }
+        if Instant::now() >= deadline {
+            return Err(match last_error {
+                Some(e) => e.context(format!("timed out after {timeout:?} waiting for {what}")),
+                None => anyhow::anyhow!("timed out after {timeout:?} waiting for {what}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,368 @@
+//! The checkout page in one browser window, seen the way a shopper (and a
+//! developer with devtools) sees it: one method per action or reading.
+//! Everything is read from the DOM the page renders.
+
+use crate::{eventually, PATIENCE};
+use anyhow::{anyhow, bail, Context, Result};
+use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+use fantoccini::elements::Element;
+use fantoccini::key::Key;
+use fantoccini::wd::WindowHandle;
+use fantoccini::{Client, Locator};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+use std::time::Duration;
+
+/// A receipt as the page shows it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Receipt {
+    /// The charge's id (`ch_…`).
+    pub charge_id: String,
+    /// The idempotency key the payment was sent with.
+    pub key: String,
+    /// The answer was the server's stored one.
+    pub replayed: bool,
+    /// How many requests the final call sent.
+    pub attempts: u32,
+}
+
+/// One row of the attempt log.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Attempt {
+    /// The full idempotency key.
+    pub key: String,
+    /// `/charges` or `/reservations`.
+    pub path: String,
+    /// An HTTP status, `timeout`, `network error`, `cut by reload` or `pending`.
+    pub status: String,
+    /// The answer carried `Idempotent-Replayed: true`.
+    pub replayed: bool,
+}
+
+/// One entry of the page's "Your charges" list.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListedCharge {
+    /// `ch_…`
+    pub id: String,
+    /// `cart <cart id>`
+    pub description: String,
+}
+
+/// A browser window showing the checkout page.
+#[derive(Clone)]
+pub struct Page {
+    client: Client,
+    window: WindowHandle,
+    base: String,
+}
+
+impl Page {
+    /// The page in the session's current window.
+    pub async fn in_current_window(client: Client, base: &str) -> Result<Self> {
+        let window = client.window().await?;
+        Ok(Self {
+            client,
+            window,
+            base: base.to_owned(),
+        })
+    }
+
+    /// The page in `window` of a session.
+    pub fn with_window(client: Client, window: WindowHandle, base: &str) -> Self {
+        Self {
+            client,
+            window,
+            base: base.to_owned(),
+        }
+    }
+
+    /// A PNG of the whole page: the window is first made as tall as the page.
+    pub async fn screenshot(&self) -> Result<Vec<u8>> {
+        self.focus().await?;
+        let (width, _) = self.client.get_window_size().await?;
+        let chrome: i64 = self.eval("return window.outerHeight - window.innerHeight;").await?;
+        let height: i64 = self.eval("return document.documentElement.scrollHeight;").await?;
+        let height = u32::try_from((height + chrome.max(0)).clamp(600, 4000))?;
+        self.client.set_window_size(u32::try_from(width)?, height).await?;
+        Ok(self.client.screenshot().await?)
+    }
+
+    /// A second window of the same browser (same cookies, same storage).
+    pub async fn new_window(&self) -> Result<Page> {
+        let created = self.client.new_window(false).await?;
+        Ok(Page {
+            client: self.client.clone(),
+            window: created.handle,
+            base: self.base.clone(),
+        })
+    }
+
+    /// The WebDriver session this window belongs to.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn focus(&self) -> Result<()> {
+        self.client.switch_to_window(self.window.clone()).await?;
+        Ok(())
+    }
+
+    /// Loads the shop and waits until the page has started.
+    pub async fn open(&self) -> Result<()> {
+        self.focus().await?;
+        self.client.goto(&format!("{}/", self.base)).await?;
+        self.wait_ready().await
+    }
+
+    /// Reloads the page (what a shopper's F5 does) and waits until it has started.
+    pub async fn reload(&self) -> Result<()> {
+        self.focus().await?;
+        self.client.refresh().await?;
+        self.wait_ready().await
+    }
+
+    async fn wait_ready(&self) -> Result<()> {
+        self.wait_for(
+            "the page to start",
+            "document.documentElement.dataset.ready === 'true'",
+        )
+        .await
+        .context("the page did not start (is www/pkg built? see the screenshot)")
+    }
+
+    /// Runs `body` (a JS function body ending in `return …`) in the page and
+    /// reads its result.
+    pub async fn eval<T: DeserializeOwned>(&self, body: &str) -> Result<T> {
+        self.focus().await?;
+        let value = self.client.execute(body, Vec::new()).await?;
+        serde_json::from_value(value.clone())
+            .with_context(|| format!("reading {value} from `{body}`"))
+    }
+
+    /// Waits up to [`PATIENCE`] until the JS expression `condition` is true.
+    pub async fn wait_for(&self, what: &str, condition: &str) -> Result<()> {
+        self.wait_for_within(what, condition, PATIENCE).await
+    }
+
+    /// Waits up to `timeout` until the JS expression `condition` is true.
+    pub async fn wait_for_within(
+        &self,
+        what: &str,
+        condition: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let body = format!("return !!({condition});");
+        eventually(what, timeout, || async {
+            let ok: bool = self.eval(&body).await?;
+            Ok(ok.then_some(()))
+        })
+        .await
+    }
+
+    /// The element at `css`, once it is shown and enabled.
+    async fn usable(&self, css: &str) -> Result<Element> {
+        let selector = serde_json::to_string(css)?;
+        self.wait_for(
+            &format!("{css} to be shown and enabled"),
+            &format!(
+                "(() => {{ const e = document.querySelector({selector}); \
+                 return e && !e.disabled && e.offsetParent !== null; }})()"
+            ),
+        )
+        .await?;
+        Ok(self.client.find(Locator::Css(css)).await?)
+    }
+
+    /// Clicks the element at `css` once it is shown and enabled.
+    pub async fn click(&self, css: &str) -> Result<()> {
+        self.usable(css).await?.click().await?;
+        Ok(())
+    }
+
+    /// Presses Enter on the element at `css`, as a keyboard user would.
+    pub async fn press_enter_on(&self, css: &str) -> Result<()> {
+        self.usable(css)
+            .await?
+            .send_keys(&Key::Enter.to_string())
+            .await?;
+        Ok(())
+    }
+
+    /// Double-clicks the element at `css` with the mouse: two presses, no pause.
+    pub async fn double_click(&self, css: &str) -> Result<()> {
+        let element = self.usable(css).await?;
+        let mouse = MouseActions::new("mouse".into())
+            .then(PointerAction::MoveToElement {
+                element,
+                duration: None,
+                x: 0.0,
+                y: 0.0,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+        self.client.perform_actions(mouse).await?;
+        self.client.release_actions().await?;
+        Ok(())
+    }
+
+    /// The text of the element at `css` ("" when absent).
+    pub async fn text(&self, css: &str) -> Result<String> {
+        let selector = serde_json::to_string(css)?;
+        self.eval(&format!(
+            "const e = document.querySelector({selector}); return e ? e.textContent.trim() : '';"
+        ))
+        .await
+    }
+
+    /// Adds one of `sku` to the cart.
+    pub async fn add_to_cart(&self, sku: &str) -> Result<()> {
+        self.click(&format!("button[data-add=\"{sku}\"]")).await
+    }
+
+    /// Picks what goes wrong on the next payment in the chaos panel.
+    pub async fn choose_chaos(&self, value: &str) -> Result<()> {
+        let css = format!("#chaos input[name=\"chaos\"][value=\"{value}\"]");
+        self.click(&css).await?;
+        let selector = serde_json::to_string(&css)?;
+        self.wait_for(
+            &format!("chaos {value} to be picked"),
+            &format!("document.querySelector({selector}).checked"),
+        )
+        .await
+    }
+
+    /// Clicks Pay.
+    pub async fn pay(&self) -> Result<()> {
+        self.click("#pay").await
+    }
+
+    /// The cart's state: `open`, `paying`, `pending`, `paid` or `failed`.
+    pub async fn cart_state(&self) -> Result<String> {
+        self.eval("return document.querySelector('#cart').dataset.state;")
+            .await
+    }
+
+    /// The id of the cart this page shows.
+    pub async fn cart_id(&self) -> Result<String> {
+        let shown = self.text("#cart-id").await?;
+        shown
+            .strip_prefix('#')
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("unexpected cart id {shown:?}"))
+    }
+
+    /// Waits until the page shows a receipt, and reads it.
+    pub async fn wait_for_receipt(&self) -> Result<Receipt> {
+        self.wait_for(
+            "the receipt",
+            "document.querySelector('#cart').dataset.state === 'paid' && !document.querySelector('#receipt').hidden",
+        )
+        .await?;
+        self.receipt().await
+    }
+
+    /// The receipt the page shows now.
+    pub async fn receipt(&self) -> Result<Receipt> {
+        self.eval(
+            "const r = document.querySelector('#receipt'); \
+             return { charge_id: r.dataset.chargeId, key: r.dataset.key, \
+                      replayed: r.dataset.replayed === 'true', \
+                      attempts: Number(document.querySelector('#receipt-attempts').textContent) };",
+        )
+        .await
+    }
+
+    /// Every row of the attempt log, oldest first.
+    pub async fn attempts(&self) -> Result<Vec<Attempt>> {
+        self.eval(
+            "return [...document.querySelectorAll('#attempts tbody tr')].map(r => ({ \
+               key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
+               replayed: r.dataset.replayed === 'true' }));",
+        )
+        .await
+    }
+
+    /// The attempt log's rows for `POST /charges`.
+    pub async fn charge_attempts(&self) -> Result<Vec<Attempt>> {
+        Ok(self
+            .attempts()
+            .await?
+            .into_iter()
+            .filter(|a| a.path == "/charges")
+            .collect())
+    }
+
+    /// Clicks "Refresh" in "Your charges", waits for the new list and reads it.
+    pub async fn listed_charges(&self) -> Result<Vec<ListedCharge>> {
+        let loads: String = self
+            .eval("return document.querySelector('#charges').dataset.loads || '0';")
+            .await?;
+        let loads: u64 = loads.parse()?;
+        self.click("#refresh-charges").await?;
+        self.wait_for(
+            "the charges list to reload",
+            &format!("Number(document.querySelector('#charges').dataset.loads || 0) > {loads}"),
+        )
+        .await?;
+        self.eval(
+            "return [...document.querySelectorAll('#charges li')].map(li => ({ \
+               id: li.dataset.chargeId, description: li.dataset.description }));",
+        )
+        .await
+    }
+
+    /// The value of this browser's `sid` session cookie.
+    pub async fn sid(&self) -> Result<String> {
+        self.focus().await?;
+        let cookie = self
+            .client
+            .get_named_cookie("sid")
+            .await
+            .context("the page set no sid cookie")?;
+        Ok(cookie.value().to_owned())
+    }
+
+    /// What the page shows, for a failure report.
+    pub async fn describe(&self) -> String {
+        let result: Result<Value> = self
+            .eval(
+                "const t = s => { const e = document.querySelector(s); return e ? e.textContent.trim() : null; }; \
+                 return { url: location.href, ready: document.documentElement.dataset.ready || null, \
+                   cart: document.querySelector('#cart')?.dataset.state, status: t('#status'), \
+                   notice: t('#resume-notice'), failure: t('#failure'), boot_error: t('#boot-error'), \
+                   charges: t('#charges-summary'), reservation: t('#reserve-result'), \
+                   attempts: [...document.querySelectorAll('#attempts tbody tr')] \
+                     .map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ')) };",
+            )
+            .await;
+        match result {
+            Ok(value) => serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()),
+            Err(e) => format!("(could not read the page: {e:#})"),
+        }
+    }
+}
+
+/// Fails unless every attempt was sent with `key`.
+pub fn ensure_one_key(attempts: &[Attempt], key: &str) -> Result<()> {
+    if attempts.is_empty() {
+        bail!("the attempt log is empty");
+    }
+    if let Some(other) = attempts.iter().find(|a| a.key != key) {
+        bail!(
+            "an attempt used key {} instead of {key}: {attempts:?}",
+            other.key
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,540 @@
+//! The checkout's user stories, each in a real headless Chromium against a
+//! real server process with a fresh database. Every story ends by checking
+//! that the shopper was charged exactly once: in the page's own list of
+//! charges and, over HTTP with the browser's session cookie, on the server.
+//!
+//! Run with `scripts/test-e2e.sh` (it builds the wasm client and the server
+//! first). Screenshots land in `target/e2e/`.
+
+use anyhow::{bail, ensure, Result};
+use e2e::page::ensure_one_key;
+use e2e::{Page, Receipt, Scene, Server};
+use std::time::Duration;
+
+/// The cart every story buys: two tees and a poster.
+const CART_TOTAL: i64 = 2 * 2500 + 1800;
+
+async fn fill_cart(page: &Page) -> Result<()> {
+    page.add_to_cart("sku-tee").await?;
+    page.add_to_cart("sku-tee").await?;
+    page.add_to_cart("sku-poster").await?;
+    page.wait_for(
+        "the cart total",
+        "document.querySelector('#total').textContent === '$68.00'",
+    )
+    .await
+}
+
+/// Checks, in the page and on the server, that the shopper has exactly one
+/// charge, the one on `receipt`, for this cart and its total.
+async fn ensure_charged_once(page: &Page, server: &Server, receipt: &Receipt) -> Result<()> {
+    let cart = page.cart_id().await?;
+    let listed = page.listed_charges().await?;
+    ensure!(
+        listed.len() == 1,
+        "the page lists {} charges, expected exactly one: {listed:?}",
+        listed.len()
+    );
+    ensure!(
+        listed[0].id == receipt.charge_id,
+        "the page lists {:?}, the receipt shows {}",
+        listed[0],
+        receipt.charge_id
+    );
+    ensure!(
+        listed[0].description == format!("cart {cart}"),
+        "listed charge is not for cart {cart}: {listed:?}"
+    );
+    let summary = page.text("#charges-summary").await?;
+    ensure!(
+        summary.contains("1 charge in total; 1 for this cart"),
+        "charges summary says {summary:?}"
+    );
+
+    let sid = page.sid().await?;
+    let held = server.charges_of_session(&sid).await?;
+    ensure!(
+        held.len() == 1,
+        "the server holds {} charges for this shopper, expected one: {held:?}",
+        held.len()
+    );
+    ensure!(
+        held[0]["id"] == receipt.charge_id.as_str(),
+        "the server holds {}, the receipt shows {}",
+        held[0],
+        receipt.charge_id
+    );
+    ensure!(
+        held[0]["amount"] == CART_TOTAL,
+        "charged {} instead of {CART_TOTAL}",
+        held[0]["amount"]
+    );
+    ensure!(
+        held[0]["description"] == format!("cart {cart}").as_str(),
+        "charge not for cart {cart}: {}",
+        held[0]
+    );
+    Ok(())
+}
+
+/// Waits until the page's first payment attempt is in flight and the
+/// server has committed the charge.
+async fn wait_until_committed_in_flight(page: &Page, server: &Server) -> Result<()> {
+    page.wait_for(
+        "the first payment attempt to be in flight",
+        "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.path === '/charges' && r.dataset.status === 'pending')",
+    )
+    .await?;
+    let sid = page.sid().await?;
+    e2e::eventually(
+        "the server to commit the charge",
+        Duration::from_secs(10),
+        || async { Ok((server.charges_of_session(&sid).await?.len() == 1).then_some(())) },
+    )
+    .await
+}
+
+/// 1. The happy path: pay once, by keyboard; one charge listed, a receipt.
+#[tokio::test]
+async fn paying_once_shows_a_receipt_and_lists_exactly_one_charge() {
+    let mut scene = Scene::start("paying_once_shows_a_receipt_and_lists_exactly_one_charge").await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.press_enter_on("#pay").await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            receipt.charge_id.starts_with("ch_"),
+            "receipt without a charge id: {receipt:?}"
+        );
+        ensure!(
+            !receipt.replayed,
+            "a first payment was replayed: {receipt:?}"
+        );
+        ensure!(
+            receipt.attempts == 1,
+            "a clean payment took {} attempts",
+            receipt.attempts
+        );
+        let attempts = page.charge_attempts().await?;
+        ensure!(
+            attempts.len() == 1 && attempts[0].status == "201",
+            "attempt log: {attempts:?}"
+        );
+        ensure_one_key(&attempts, &receipt.key)?;
+        ensure!(
+            page.text("#receipt-amount").await? == "$68.00",
+            "receipt amount"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await?;
+        // The finished payment survives a reload as a receipt, not a new Pay button.
+        page.reload().await?;
+        let again = page.wait_for_receipt().await?;
+        ensure!(
+            again.charge_id == receipt.charge_id,
+            "after a reload the receipt shows {again:?}"
+        );
+        ensure!(
+            page.eval::<bool>("return document.querySelector('#pay').hidden;")
+                .await?,
+            "a paid cart offers Pay again after a reload"
+        );
+        ensure!(
+            page.charge_attempts().await?.len() == 1,
+            "the reload sent the payment again"
+        );
+        Ok(())
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// Fails unless the log shows a failed first attempt and a replayed 201
+/// last, all with the receipt's key.
+fn ensure_retried_then_replayed(
+    attempts: &[e2e::Attempt],
+    receipt: &Receipt,
+    first_failure: &str,
+) -> Result<()> {
+    ensure_one_key(attempts, &receipt.key)?;
+    ensure!(
+        attempts.len() >= 2,
+        "expected a retry, the attempt log shows {attempts:?}"
+    );
+    ensure!(
+        attempts[0].status == first_failure,
+        "the first attempt ended {:?}, expected {first_failure:?}: {attempts:?}",
+        attempts[0].status
+    );
+    let last = &attempts[attempts.len() - 1];
+    ensure!(
+        last.status == "201" && last.replayed,
+        "the last attempt was not a replayed 201: {attempts:?}"
+    );
+    ensure!(
+        receipt.replayed,
+        "the receipt does not say replayed: {receipt:?}"
+    );
+    Ok(())
+}
+
+/// 2. The answer is lost after the commit: the page retries with the same
+/// key, gets the stored answer and says "replayed"; one charge.
+#[tokio::test]
+async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
+    let mut scene =
+        Scene::start("an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge").await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("drop-after-commit").await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        // Chromium itself resends a request once when a reused keep-alive
+        // connection drops without an answer, so the page may see the
+        // replay on its first attempt; on a fresh connection the client's
+        // own retry does it. Either way the second request is a replay.
+        if attempts.len() == 1 {
+            ensure_one_key(&attempts, &receipt.key)?;
+            ensure!(
+                attempts[0].status == "201" && attempts[0].replayed && receipt.replayed,
+                "one attempt, yet not a replay: {attempts:?}"
+            );
+        } else {
+            ensure_retried_then_replayed(&attempts, &receipt, "network error")?;
+        }
+        ensure!(
+            scene.server.keyed_requests("executed").await? == 1,
+            "the charge ran more than once"
+        );
+        ensure!(
+            scene.server.keyed_requests("replayed").await? >= 1,
+            "the server never replayed the lost answer"
+        );
+        ensure!(
+            page.eval::<bool>("return !document.querySelector('#receipt-replayed').hidden;")
+                .await?,
+            "the receipt does not show the replayed note"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 3. The answer is delayed past the client's 3 s timeout: the page gives
+/// up on that attempt and retries with the same key; one charge.
+#[tokio::test]
+async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once() {
+    let mut scene = Scene::start(
+        "an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once",
+    )
+    .await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("delay-after-commit=5000").await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_retried_then_replayed(&attempts, &receipt, "timeout")?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 4. The shopper reloads while a payment's answer is delayed: the reloaded
+/// page says "Resuming your payment", resends with the same key and shows
+/// the receipt; one charge.
+#[tokio::test]
+async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt() {
+    let mut scene = Scene::start(
+        "reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt",
+    )
+    .await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("delay-after-commit=5000").await?;
+        page.pay().await?;
+        wait_until_committed_in_flight(&page, &scene.server).await?;
+        let before = page.charge_attempts().await?;
+        ensure!(
+            before.len() == 1 && before[0].status == "pending",
+            "expected one attempt in flight before the reload: {before:?}"
+        );
+        let key = before[0].key.clone();
+
+        page.reload().await?;
+        page.wait_for(
+            "the resume notice",
+            "!document.querySelector('#resume-notice').hidden && document.querySelector('#resume-notice').textContent.includes('Resum')",
+        )
+        .await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(receipt.key == key, "resumed with key {}, the payment was sent with {key}", receipt.key);
+        ensure!(receipt.replayed, "the resumed payment was not a replay: {receipt:?}");
+        let notice = page.text("#resume-notice").await?;
+        ensure!(notice.contains("Resumed your payment"), "resume notice says {notice:?}");
+
+        let attempts = page.charge_attempts().await?;
+        ensure_retried_then_replayed(&attempts, &receipt, "cut by reload")?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 5. The server process is killed right after the commit; the test
+/// restarts it on the same port and database, as an orchestrator would:
+/// the page's retries reach the new process and get the replay; one charge.
+#[tokio::test]
+async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge() {
+    let mut scene = Scene::start(
+        "a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge",
+    )
+    .await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("exit-after-commit").await?;
+        page.pay().await?;
+        let exit = scene.server.wait_for_exit(Duration::from_secs(30)).await?;
+        ensure!(
+            exit.code() == Some(137),
+            "the server exited with {exit}, expected code 137"
+        );
+        let before = scene.server.url();
+        scene.server.restart().await?;
+        ensure!(
+            scene.server.url() == before,
+            "restarted on {} instead of {before}",
+            scene.server.url()
+        );
+
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_retried_then_replayed(&attempts, &receipt, "network error")?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 6. Two tabs of one browser pay the same cart at once (the second click
+/// lands while the first payment is still in flight): one key, one charge,
+/// the same receipt in both.
+#[tokio::test]
+async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
+    let mut scene = Scene::start("two_tabs_paying_the_same_cart_at_once_make_one_charge").await;
+    let result = async {
+        let first = scene.shopper().await?;
+        fill_cart(&first).await?;
+        let second = first.new_window().await?;
+        second.open().await?;
+        let cart = first.cart_id().await?;
+        ensure!(second.cart_id().await? == cart, "the second tab shows another cart");
+
+        // The first tab's answer is slow, so the second click overlaps it.
+        first.choose_chaos("delay-after-commit=5000").await?;
+        first.pay().await?;
+        first
+            .wait_for(
+                "the first tab's payment to be in flight",
+                "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.status === 'pending')",
+            )
+            .await?;
+        second.pay().await?;
+        ensure!(second.cart_state().await? == "paying", "the second tab is not paying");
+        ensure!(
+            first.cart_state().await? == "paying",
+            "the first tab finished before the second clicked: not at once"
+        );
+
+        // Each tab's own final attempt: a replayed 201 with the cart's key.
+        let own_answer = "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.status === '201') \
+                          && document.querySelector('#cart').dataset.state === 'paid'";
+        second.wait_for("the second tab's own answer", own_answer).await?;
+        first.wait_for("the first tab's own answer", own_answer).await?;
+        let receipt = first.receipt().await?;
+        let other = second.receipt().await?;
+        ensure!(receipt.charge_id == other.charge_id, "two receipts: {receipt:?} and {other:?}");
+        ensure!(receipt.key == other.key, "two keys: {receipt:?} and {other:?}");
+
+        let first_log = first.charge_attempts().await?;
+        let second_log = second.charge_attempts().await?;
+        ensure_one_key(&first_log, &receipt.key)?;
+        ensure_one_key(&second_log, &receipt.key)?;
+        ensure!(
+            second_log.iter().all(|a| a.status != "201" || a.replayed),
+            "the second tab's payment ran instead of replaying: {second_log:?}"
+        );
+        ensure_charged_once(&first, &scene.server, &receipt).await?;
+        ensure_charged_once(&second, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 7. A double click on Pay sends one request, not two: the button is off
+/// while the payment is in flight; one charge.
+#[tokio::test]
+async fn a_double_click_on_pay_sends_one_request_and_makes_one_charge() {
+    let mut scene =
+        Scene::start("a_double_click_on_pay_sends_one_request_and_makes_one_charge").await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.double_click("#pay").await?;
+        let receipt = page.wait_for_receipt().await?;
+        // Let a second click's request, if one was queued, show up.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let attempts = page.charge_attempts().await?;
+        ensure!(
+            attempts.len() == 1,
+            "a double click sent {} requests: {attempts:?}",
+            attempts.len()
+        );
+        ensure!(
+            !receipt.replayed && receipt.attempts == 1,
+            "receipt: {receipt:?}"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 8. Three buyers in three browsers (three sessions) want the last poster:
+/// one gets it, two see a clear "sold out", and the stock ends at zero.
+#[tokio::test]
+async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages() {
+    let mut scene = Scene::start(
+        "three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages",
+    )
+    .await;
+    let result = async {
+        // Another customer takes two of the three posters first.
+        let (status, body) = scene
+            .server
+            .reserve("e2e-early-bird-session-token", "early-bird-1", "sku-poster", 2)
+            .await?;
+        ensure!(status == 201, "the early reservation answered {status}: {body}");
+        ensure!(scene.server.available("sku-poster").await? == 1, "expected one poster left");
+
+        let mut buyers = Vec::new();
+        for _ in 0..3 {
+            let page = scene.shopper().await?;
+            page.wait_for("one poster left", "document.querySelector('#poster-stock').textContent === '1'")
+                .await?;
+            buyers.push(page);
+        }
+        for page in &buyers {
+            page.click("#reserve").await?;
+        }
+        let mut results = Vec::new();
+        for page in &buyers {
+            page.wait_for(
+                "the reservation's outcome",
+                "['reserved', 'sold-out'].includes(document.querySelector('#reserve-result').dataset.result)",
+            )
+            .await?;
+            let kind: String = page
+                .eval("return document.querySelector('#reserve-result').dataset.result;")
+                .await?;
+            let text = page.text("#reserve-result").await?;
+            let sent = page.attempts().await?;
+            ensure!(
+                sent.len() == 1 && sent[0].path == "/reservations",
+                "a buyer sent {sent:?}"
+            );
+            results.push((kind, text));
+        }
+        let reserved = results.iter().filter(|(kind, _)| kind == "reserved").count();
+        let sold_out: Vec<_> = results.iter().filter(|(kind, _)| kind == "sold-out").collect();
+        ensure!(reserved == 1 && sold_out.len() == 2, "outcomes: {results:?}");
+        for (_, text) in sold_out {
+            ensure!(text.starts_with("Sold out"), "a sold-out buyer reads {text:?}");
+        }
+        ensure!(scene.server.available("sku-poster").await? == 0, "stock did not end at zero");
+        for page in &buyers {
+            page.wait_for("the stock to show zero", "document.querySelector('#poster-stock').textContent === '0'")
+                .await?;
+        }
+        Ok(())
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 9. The server crashes before the commit: nothing is charged; the page
+/// resends the stored request with the same key, which runs once.
+#[tokio::test]
+async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once() {
+    let mut scene =
+        Scene::start("a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once")
+            .await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("crash-before-commit").await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_one_key(&attempts, &receipt.key)?;
+        ensure!(
+            attempts.len() == 2
+                && attempts[0].status == "network error"
+                && attempts[1].status == "201",
+            "expected a crash then a 201: {attempts:?}"
+        );
+        ensure!(
+            !receipt.replayed,
+            "nothing was committed, yet the answer was a replay: {receipt:?}"
+        );
+        let notice = page.text("#resume-notice").await?;
+        ensure!(
+            notice.contains("crashed before committing"),
+            "notice says {notice:?}"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
+
+/// 10. "New order" releases the paid cart's key: the next cart is a new
+/// operation with a new key and its own charge.
+#[tokio::test]
+async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
+    let mut scene =
+        Scene::start("a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key").await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.pay().await?;
+        let first = page.wait_for_receipt().await?;
+        let first_cart = page.cart_id().await?;
+        page.click("#new-order").await?;
+        page.wait_for("an empty open cart", "document.querySelector('#cart').dataset.state === 'open' && !document.querySelector('#cart-empty').hidden")
+            .await?;
+        let second_cart = page.cart_id().await?;
+        ensure!(second_cart != first_cart, "New order kept cart {first_cart}");
+        fill_cart(&page).await?;
+        page.pay().await?;
+        let second = page.wait_for_receipt().await?;
+        ensure!(second.key != first.key, "the new order reused key {}", first.key);
+        ensure!(second.charge_id != first.charge_id && !second.replayed, "second receipt: {second:?}");
+        let held = scene.server.charges_of_session(&page.sid().await?).await?;
+        ensure!(held.len() == 2, "expected two charges for two orders: {held:?}");
+        let summary = page.text("#charges-summary").await?;
+        if !summary.contains("2 charges in total; 1 for this cart") {
+            bail!("charges summary says {summary:?}");
+        }
+        Ok(())
+    }
+    .await;
+    scene.finish(result).await;
+}
