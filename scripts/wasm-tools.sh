@@ -57,7 +57,13 @@ _wasm_tools_install() (
         cargo install wasm-bindgen-cli --version "$local_version" --force >&2
     fi
 
-    # 4. wasm-opt >= 116 from npm, first on PATH.
+    # 4. wasm-opt >= 116 from npm, first on PATH (Node.js and npm from
+    #    Debian if the machine has none).
+    if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+        say "installing nodejs and npm"
+        as_root apt-get update >&2
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm >&2
+    fi
     opt_version="$("$WASM_TOOLS_ROOT/.tools/node_modules/.bin/wasm-opt" --version 2>/dev/null | awk '{ print $3 }' || true)"
     if ! [[ "$opt_version" =~ ^[0-9]+$ ]] || ((opt_version < 116)); then
         say "installing binaryen@$BINARYEN_VERSION from npm into .tools/"

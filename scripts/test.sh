@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command: installs whatever a fresh Debian machine lacks (wasm
+# target, wasm-pack, wasm-bindgen-cli, binaryen, Chromium, chromedriver),
+# then runs every test: lints, the server's API tests, the client's host and
+# browser tests, and the end-to-end stories in headless Chromium.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain"
+. scripts/wasm-tools.sh
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -q -- -D warnings
+
+step "server: unit, property and API tests"
+cargo test -p server
+
+step "client: host tests, release build, browser tests"
+scripts/test-wasm.sh
+
+step "end to end: the checkout page in headless Chromium"
+scripts/test-e2e.sh
+
+step "all tests passed"
