@@ -66,6 +66,11 @@ pub struct Config {
     #[arg(long, env = "DURABILITY", default_value = "full", value_name = "MODE")]
     pub durability: Durability,
 
+    /// How long a client may take to send a request body before the
+    /// request is refused with 408 (a slow body holds no writer slot).
+    #[arg(long, env = "BODY_TIMEOUT", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
+    pub body_timeout: Duration,
+
     /// Honour the `X-Chaos` request header (demo and tests only).
     #[arg(long, env = "CHAOS")]
     pub chaos: bool,

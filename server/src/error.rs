@@ -35,6 +35,9 @@ pub enum ApiError {
     /// The body is not JSON.
     #[error("send the body as application/json")]
     UnsupportedMediaType,
+    /// The body did not arrive in time.
+    #[error("the body did not arrive within the time allowed")]
+    RequestTimeout,
     /// The body is over the limit.
     #[error("the body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -104,6 +107,11 @@ impl ApiError {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid-request",
                 "Unsupported media type",
+            ),
+            RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid-request",
+                "Request timeout",
             ),
             PayloadTooLarge(_) => (
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -71,6 +71,8 @@ impl FromRequest<AppState> for Keyed {
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge(MAX_BODY_BYTES)
+            } else if caused_by::<tower_http::timeout::TimeoutError>(&rejection) {
+                ApiError::RequestTimeout
             } else {
                 ApiError::InvalidRequest(format!("could not read the body: {rejection}"))
             }
@@ -89,6 +91,17 @@ impl FromRequest<AppState> for Keyed {
             connection,
         })
     }
+}
+
+fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<E>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 fn is_json(headers: &http::HeaderMap) -> bool {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tower_http::cors::CorsLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 /// Why the server could not start.
@@ -136,6 +137,7 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
         .route_layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
             metrics::track,

@@ -28,7 +28,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// The schema, in order. A version is applied once and recorded in
@@ -39,6 +39,9 @@ const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../migrations/0001_ini
 const MAX_BATCH: usize = 512;
 /// Requests that may wait for the writer before senders wait too.
 const QUEUE_DEPTH: usize = 8192;
+/// How long `/healthz` keeps answering 503 after a write failed for a
+/// reason a retry may fix (disk full, file gone), unless a write succeeds.
+const FAILURE_MEMORY: Duration = Duration::from_secs(5);
 /// How long a connection waits for another process's lock before giving up
 /// with a 503.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,6 +86,7 @@ impl SqliteStore {
             conn: Some(conn),
             identity: Some(identity),
             generation: generation.clone(),
+            last_failure: None,
         };
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -253,6 +257,8 @@ struct Writer {
     conn: Option<Connection>,
     identity: Option<FileIdentity>,
     generation: Arc<AtomicU64>,
+    /// When a write last failed with [`StoreError::Unavailable`], and why.
+    last_failure: Option<(Instant, StoreError)>,
 }
 
 impl Writer {
@@ -278,12 +284,20 @@ impl Writer {
             Ok(()) => self.commit_batch(&batch),
             Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
         };
-        if results
+        let writes = batch
             .iter()
-            .any(|r| matches!(r, Err(StoreError::Unavailable(_))))
-        {
-            // Reopen before the next batch: the connection may be unusable.
-            self.conn = None;
+            .any(|job| matches!(job.work, Work::Execute { .. }));
+        match results.iter().find_map(|r| match r {
+            Err(e @ StoreError::Unavailable(_)) => Some(e.clone()),
+            _ => None,
+        }) {
+            Some(e) => {
+                // Reopen before the next batch: the connection may be unusable.
+                self.conn = None;
+                self.last_failure = Some((Instant::now(), e));
+            }
+            None if writes => self.last_failure = None,
+            None => {}
         }
         for (job, result) in batch.into_iter().zip(results) {
             // A sender that gave up (its client went away) is no error here:
@@ -302,8 +316,18 @@ impl Writer {
                 return batch.iter().map(|_| Err(e.clone())).collect();
             }
         };
+        let recent_failure = self
+            .last_failure
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
+            .map(|(_, e)| e.clone());
         let mut results = Vec::with_capacity(batch.len());
         for job in batch {
+            if let (Work::Ping, Some(e)) = (&job.work, &recent_failure) {
+                // Healthy means requests can commit, not just that a probe can.
+                results.push(Err(e.clone()));
+                continue;
+            }
             let result = tx.savepoint().map_err(classify).and_then(|mut savepoint| {
                 let (output, keep) = run_work(&savepoint, &job.work, self.ttl_ms)?;
                 if keep {
@@ -379,6 +403,14 @@ fn run_work(conn: &Connection, work: &Work, ttl_ms: i64) -> Result<(Output, bool
         }
         Work::Ping => {
             check_migrated(conn)?;
+            // A write probe: "healthy" means a write can commit (not just
+            // that the file opens), so a full disk reports 503.
+            conn.prepare_cached(
+                "UPDATE schema_migrations SET applied_at = applied_at
+                 WHERE version = (SELECT max(version) FROM schema_migrations)",
+            )
+            .and_then(|mut s| s.execute([]))
+            .map_err(classify)?;
             Ok((Output::Pong, true))
         }
     }

@@ -118,3 +118,60 @@ async fn malformed_credentials_are_401() {
         assert_problem(r, 401, "unauthorized").await;
     }
 }
+
+/// A body that trickles in slower than --body-timeout is refused with 408,
+/// and nothing is stored.
+#[tokio::test]
+async fn a_slow_body_is_refused_with_408_and_stores_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn_with(&["--body-timeout", "300ms"]).await;
+    let key = new_key();
+    let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "POST /charges HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nidempotency-key: {key}\r\n\
+         content-type: application/json\r\ncontent-length: 40\r\n\r\n{{\"amount\": 1",
+        app.token
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the server gave up on the slow body");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("application/problem+json"), "{answer}");
+    assert!(app.charges().await.is_empty());
+    // The key was never used: the complete request runs.
+    assert_eq!(app.charge(&key, 1).await.status(), 201);
+}
+
+/// A 10 MB body is refused with 413 after 64 KiB, and nothing is stored.
+#[tokio::test]
+async fn a_ten_megabyte_body_is_413() {
+    let app = TestApp::spawn().await;
+    let huge = format!(
+        r#"{{"amount": 1, "currency": "usd", "description": "{}"}}"#,
+        "x".repeat(10 << 20)
+    );
+    match app
+        .client
+        .post(app.url("/charges"))
+        .bearer_auth(&app.token)
+        .header("Idempotency-Key", new_key())
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+    {
+        Ok(r) => {
+            assert_problem(r, 413, "payload-too-large").await;
+        }
+        // The server may close the connection before the client finished
+        // sending; then it must at least not have stored anything.
+        Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
+    }
+    assert!(app.charges().await.is_empty());
+}

@@ -84,6 +84,11 @@ impl TestApp {
         }
     }
 
+    /// The SQLite file this app writes to.
+    pub(crate) fn db_path(&self) -> PathBuf {
+        db_path(&self._dir)
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -356,3 +356,38 @@ async fn the_session_cookie_from_the_page_identifies_the_caller() {
     let token = sid.trim_start_matches("sid=");
     assert_eq!(app.charges_of(token).await.len(), 1);
 }
+
+/// No "assume new": if the key's record cannot be written, the business
+/// change is rolled back with it. Proven by making record inserts fail
+/// inside the database while the server runs.
+#[tokio::test]
+async fn a_charge_never_commits_without_its_record() {
+    let app = TestApp::spawn().await;
+    let db = rusqlite::Connection::open(app.db_path()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_records BEFORE INSERT ON idempotency_keys
+         BEGIN SELECT RAISE(ABORT, 'records refused for this test'); END;",
+    )
+    .unwrap();
+    let key = new_key();
+    let r = app.charge(&key, 777).await;
+    assert!(r.status().is_server_error(), "{}", r.status());
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert!(
+        app.charges().await.is_empty(),
+        "the charge was rolled back with its record"
+    );
+    let charges: i64 = db
+        .query_row("SELECT count(*) FROM charges", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(charges, 0);
+
+    db.execute_batch("DROP TRIGGER refuse_records;").unwrap();
+    let r = app.charge(&key, 777).await;
+    assert_eq!(r.status(), 201);
+    assert!(
+        r.headers().get("idempotent-replayed").is_none(),
+        "the retry ran afresh"
+    );
+    assert_eq!(app.charges().await.len(), 1);
+}

@@ -244,15 +244,6 @@ async fn a_missing_database_file_answers_503_and_the_key_runs_once_when_it_retur
     assert_eq!(health.status(), 503);
 
     std::fs::rename(&aside, &db).unwrap();
-    assert_eq!(
-        client
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
     let r = charge(&client, &server, &token, &key, None).await.unwrap();
     assert_eq!(r.status(), 201);
     assert!(
@@ -262,4 +253,133 @@ async fn a_missing_database_file_answers_503_and_the_key_runs_once_when_it_retur
     let r = charge(&client, &server, &token, &key, None).await.unwrap();
     assert_eq!(r.headers()["idempotent-replayed"], "true");
     assert_eq!(charges(&client, &server, &token).await.len(), 2);
+    // Writes commit again, so the server says it is healthy again.
+    let health = client.get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+/// A tmpfs of a few MB, unmounted on drop.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+            .arg(at)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "mounting a tmpfs needs root (this test simulates a full disk)"
+        );
+        Self(at.to_owned())
+    }
+
+    /// Writes a file until the disk is full.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The disk fills mid-load: 503 with Retry-After, /healthz 503, nothing
+/// half-written; when space comes back the same keys finish exactly once.
+#[tokio::test]
+async fn a_full_disk_answers_503_writes_nothing_half_and_the_keys_finish_once_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::mount(&dir.path().join("mnt"));
+    let db = dir.path().join("mnt/shop.db");
+    let server = Server::start(&db, &[]);
+    let client = Client::new();
+    let token = new_token();
+    assert_eq!(
+        charge(&client, &server, &token, &new_key(), None)
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+
+    let filler = disk.fill();
+    let (mut answered, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..500 {
+        let key = new_key();
+        let r = charge(&client, &server, &token, &key, None).await.unwrap();
+        match r.status().as_u16() {
+            201 => answered.push(key),
+            503 => {
+                assert!(r.headers().contains_key("retry-after"));
+                assert_problem(r, 503, "unavailable").await;
+                refused.push(key);
+                if refused.len() == 3 {
+                    break;
+                }
+            }
+            other => panic!("unexpected {other}: {}", r.text().await.unwrap()),
+        }
+    }
+    assert_eq!(refused.len(), 3, "a full disk must refuse writes");
+    assert_eq!(
+        client
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    // Nothing half-written: every charge has its record and vice versa, and
+    // only the answered keys (plus the first) made charges.
+    {
+        let conn =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap();
+        let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).unwrap();
+        assert_eq!(
+            count("SELECT count(*) FROM charges"),
+            count("SELECT count(*) FROM idempotency_keys")
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM charges"),
+            answered.len() as i64 + 1
+        );
+    }
+
+    std::fs::remove_file(filler).unwrap();
+    for key in &refused {
+        let r = charge(&client, &server, &token, key, None).await.unwrap();
+        assert_eq!(r.status(), 201);
+        assert!(
+            r.headers().get("idempotent-replayed").is_none(),
+            "it never ran while the disk was full"
+        );
+        let again = charge(&client, &server, &token, key, None).await.unwrap();
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+    }
+    assert_eq!(
+        charges(&client, &server, &token).await.len(),
+        answered.len() + 1 + refused.len()
+    );
+    // Writes commit again, so the server says it is healthy again.
+    assert_eq!(
+        client
+            .get(server.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 }
