@@ -28,6 +28,9 @@ pub mod chaos;
 pub mod config;
 pub mod domain;
 pub mod error;
+/// The bodies of the `cargo fuzz` targets in `fuzz/` (docs/FUZZING.md).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod idempotency;
 pub mod metrics;
 pub mod operation;

@@ -31,9 +31,12 @@ struct Args {
     /// How long to run (ignored by `storm`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// Requests in a `storm`.
+    /// Requests in a `storm`; records for `fill-expired`.
     #[arg(long, default_value_t = 1000)]
     requests: usize,
+    /// For `fill-expired`: the SQLite file (already migrated by a server run).
+    #[arg(long)]
+    database: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -49,6 +52,9 @@ enum Scenario {
     Storm,
     /// `GET /inventory/sku-tee`: one indexed read, the read floor.
     Read,
+    /// Not a load: writes `--requests` already-expired records straight
+    /// into `--database`, a backlog for the sweeper.
+    FillExpired,
 }
 
 struct Sample {
@@ -60,6 +66,13 @@ struct Sample {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if args.scenario == Scenario::FillExpired {
+        let path = args
+            .database
+            .as_deref()
+            .expect("fill-expired needs --database");
+        return fill_expired(path, args.requests);
+    }
     let run_id = std::process::id();
     let storm_key = format!("storm-{run_id}");
     if args.scenario == Scenario::Replay {
@@ -186,4 +199,44 @@ async fn send(
     let status = response.status().as_u16();
     response.into_body().collect().await?;
     Ok(status)
+}
+
+/// Writes `count` records that expired an hour ago, as a day of traffic
+/// would leave them (random keys, one caller per 100 records).
+fn fill_expired(path: &std::path::Path, count: usize) {
+    let started = Instant::now();
+    let mut conn = rusqlite::Connection::open(path).expect("open the database");
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .expect("WAL");
+    let tx = conn.transaction().expect("begin");
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO idempotency_keys
+                   (caller, key, fingerprint, status, headers, body, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, 201, 'content-type: application/json\n', ?4, ?5, ?6)",
+            )
+            .expect("prepare");
+        let expired = server::store::now_ms() - 3_600_000;
+        let body = br#"{"id":"ch_0","amount":1999,"currency":"usd","description":"cart 42","status":"succeeded","created":0}"#;
+        for i in 0..count {
+            let caller = [(i / 100) as u8; 32];
+            let key = uuid::Uuid::new_v4().to_string();
+            insert
+                .execute(rusqlite::params![
+                    &caller[..],
+                    key,
+                    &[0u8; 32][..],
+                    &body[..],
+                    expired - 86_400_000,
+                    expired
+                ])
+                .expect("insert");
+        }
+    }
+    tx.commit().expect("commit");
+    println!(
+        "filled {count} expired records in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
 }
