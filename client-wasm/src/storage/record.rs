@@ -593,3 +593,65 @@ mod tests {
         assert!(!is_valid_key("a\tb"));
     }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_record() -> impl Strategy<Value = Record> {
+        let request = proptest::option::of(
+            ("[A-Z]{1,7}", ".{0,40}", proptest::option::of(".{0,200}"))
+                .prop_map(|(method, path, body)| StoredRequest { method, path, body }),
+        );
+        (
+            "[!-~]{1,255}",
+            0..=MAX_SAFE_INTEGER,
+            0..=MAX_SAFE_INTEGER,
+            request,
+            any::<bool>(),
+        )
+            .prop_map(|(key, a, b, request, answered)| Record {
+                key,
+                created_ms: a.min(b),
+                expires_ms: a.max(b),
+                request,
+                answered,
+            })
+    }
+
+    proptest! {
+        /// Whatever the client stores, it reads back unchanged.
+        #[test]
+        fn every_record_survives_a_round_trip(record in arb_record()) {
+            prop_assert_eq!(Record::decode(&record.encode()), Some(record));
+        }
+
+        /// A record cut short (a full quota, a torn write) reads as absent,
+        /// never as another record.
+        #[test]
+        fn a_truncated_record_reads_as_absent(record in arb_record(), cut in 0.0f64..1.0) {
+            let text = record.encode();
+            let mut at = (text.len() as f64 * cut) as usize;
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            prop_assert_eq!(Record::decode(&text[..at]), None);
+        }
+
+        /// Arbitrary text never panics, and whatever decodes re-encodes to
+        /// the same record.
+        #[test]
+        fn arbitrary_text_never_panics(text in ".{0,300}") {
+            if let Some(record) = Record::decode(&text) {
+                prop_assert_eq!(Record::decode(&record.encode()), Some(record));
+            }
+        }
+
+        /// Arbitrary JSON-looking text never panics either.
+        #[test]
+        fn json_shaped_garbage_never_panics(text in r#"\{("[a-z]{1,8}":(-?[0-9]{1,20}|"[^"]{0,10}"|true|null|\{\}),?){0,8}\}"#) {
+            let _ = Record::decode(&text);
+        }
+    }
+}

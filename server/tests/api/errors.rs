@@ -15,6 +15,7 @@ async fn bad_keys_are_refused_and_store_nothing() {
         "a b",
         "\"a\"\"b\"",
         "\"unterminated",
+        "a\tb",
         "\"\"doubly\"\"",
     ] {
         let r = app.post_raw(&app.token, "/charges", bad, body, &[]).await;
