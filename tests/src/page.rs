@@ -23,7 +23,7 @@ pub struct Receipt {
     pub key: String,
     /// The answer was the server's stored one.
     pub replayed: bool,
-    /// How many requests the final call sent.
+    /// How many requests were sent with its key (as the page counted them).
     pub attempts: u32,
 }
 
@@ -81,10 +81,16 @@ impl Page {
     pub async fn screenshot(&self) -> Result<Vec<u8>> {
         self.focus().await?;
         let (width, _) = self.client.get_window_size().await?;
-        let chrome: i64 = self.eval("return window.outerHeight - window.innerHeight;").await?;
-        let height: i64 = self.eval("return document.documentElement.scrollHeight;").await?;
+        let chrome: i64 = self
+            .eval("return window.outerHeight - window.innerHeight;")
+            .await?;
+        let height: i64 = self
+            .eval("return document.documentElement.scrollHeight;")
+            .await?;
         let height = u32::try_from((height + chrome.max(0)).clamp(600, 4000))?;
-        self.client.set_window_size(u32::try_from(width)?, height).await?;
+        self.client
+            .set_window_size(u32::try_from(width)?, height)
+            .await?;
         Ok(self.client.screenshot().await?)
     }
 

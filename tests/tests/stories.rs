@@ -538,3 +538,52 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
     .await;
     scene.finish(result).await;
 }
+
+/// 11. The server stays down longer than the page's retries last: the page
+/// says it could not confirm the payment and offers "Try again"; once the
+/// server is back, that resends the same key and shows the receipt.
+#[tokio::test]
+async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key() {
+    let mut scene =
+        Scene::start("a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key")
+            .await;
+    let result = async {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_chaos("exit-after-commit").await?;
+        page.pay().await?;
+        scene.server.wait_for_exit(Duration::from_secs(30)).await?;
+        page.wait_for(
+            "the page to give up",
+            "document.querySelector('#cart').dataset.state === 'pending'",
+        )
+        .await?;
+        let label = page.text("#pay").await?;
+        ensure!(
+            label.starts_with("Try again"),
+            "the Pay button reads {label:?}"
+        );
+        let status = page.text("#status").await?;
+        ensure!(
+            status.contains("could not confirm"),
+            "status says {status:?}"
+        );
+        let given_up = page.charge_attempts().await?;
+        ensure!(
+            given_up.len() >= 2,
+            "the page did not retry before giving up: {given_up:?}"
+        );
+
+        scene.server.restart().await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            receipt.replayed,
+            "the charge committed before the kill was not replayed: {receipt:?}"
+        );
+        ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    }
+    .await;
+    scene.finish(result).await;
+}
