@@ -545,11 +545,14 @@ impl App {
     fn get() -> &'static App {
         static APP: OnceLock<App> = OnceLock::new();
         APP.get_or_init(|| {
-            let base = Path::new("/dev/shm")
-                .is_dir()
-                .then(|| PathBuf::from("/dev/shm"))
-                .unwrap_or_else(std::env::temp_dir);
-            let dir = base.join(format!("server-fuzz-{}", std::process::id()));
+            let shm = Path::new("/dev/shm");
+            let base = if shm.is_dir() {
+                shm.to_path_buf()
+            } else {
+                std::env::temp_dir()
+            };
+            remove_stale_folders(&base);
+            let dir = base.join(format!("{FOLDER_PREFIX}{}", std::process::id()));
             let www = dir.join("www");
             std::fs::create_dir_all(&www).expect("create the fuzzing folder");
             std::fs::write(www.join("index.html"), "<!doctype html><title>fuzz</title>")
@@ -595,6 +598,33 @@ impl App {
         Database {
             store: Arc::new(store),
             path,
+        }
+    }
+}
+
+/// The fuzzing folder of process N is `FOLDER_PREFIX` + N.
+const FOLDER_PREFIX: &str = "server-fuzz-";
+
+/// Removes the folders of fuzzing processes that have exited.
+fn remove_stale_folders(base: &Path) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return; // no way to tell which processes still run
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(FOLDER_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !proc.join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
