@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
-# target, wasm-pack, wasm-bindgen-cli, binaryen, Chromium, chromedriver),
-# then runs every test: lints, the server's API tests, the client's host and
-# browser tests, and the end-to-end stories in headless Chromium.
+# target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
+# chromedriver, PostgreSQL), then runs every test: lints, the server's API
+# and crash tests on SQLite and on a throwaway PostgreSQL cluster, the
+# client's host and browser tests, and the end-to-end stories in headless
+# Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,8 +18,14 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 
-step "server: unit, property and API tests"
+step "server: unit, property, API and crash tests on SQLite"
 cargo test -p server
+
+step "server: API and crash tests again on a real PostgreSQL"
+pgdir="$(mktemp -d)"
+trap 'scripts/postgres.sh stop "$pgdir/cluster"; rm -rf "$pgdir"' EXIT
+pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
+TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash
 
 step "client: host tests, release build, browser tests"
 scripts/test-wasm.sh

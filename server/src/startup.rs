@@ -7,6 +7,7 @@ use crate::metrics::{self, Metrics};
 use crate::routes;
 use crate::serve;
 use crate::state::AppState;
+use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::{Store, StoreError};
 use crate::sweeper;
@@ -37,9 +38,6 @@ pub enum StartupError {
         /// Why.
         source: std::io::Error,
     },
-    /// This build has no PostgreSQL backend.
-    #[error("PostgreSQL is not supported by this build yet; use sqlite://PATH")]
-    PostgresUnsupported,
 }
 
 /// A bound, ready server.
@@ -68,7 +66,14 @@ impl Application {
                         })??,
                 )
             }
-            DatabaseUrl::Postgres(_) => return Err(StartupError::PostgresUnsupported),
+            DatabaseUrl::Postgres(url) => Arc::new(
+                PostgresStore::open(PostgresOptions {
+                    url: url.clone(),
+                    durability: config.durability,
+                    key_ttl: config.key_ttl,
+                })
+                .await?,
+            ),
         };
         let state = AppState {
             store,

@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -30,7 +30,7 @@ const SENDERS_PER_OPERATION: usize = 2;
 
 /// The server process, restarted on the same database whenever it dies.
 struct Supervised {
-    db: PathBuf,
+    db: String,
     child: Mutex<Child>,
     addr: RwLock<String>,
     restarts: AtomicUsize,
@@ -38,7 +38,7 @@ struct Supervised {
 
 // The child is returned to the supervisor, which waits for it.
 #[allow(clippy::zombie_processes)]
-fn start(db: &Path, listen: &str) -> Option<(Child, String)> {
+fn start(db: &str, listen: &str) -> Option<(Child, String)> {
     let mut child = Command::new(BIN)
         .args([
             "--listen",
@@ -49,8 +49,7 @@ fn start(db: &Path, listen: &str) -> Option<(Child, String)> {
             "--www",
             "/nonexistent",
         ])
-        .arg("--database")
-        .arg(format!("sqlite://{}", db.display()))
+        .args(["--database", db])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -70,7 +69,7 @@ fn start(db: &Path, listen: &str) -> Option<(Child, String)> {
 }
 
 impl Supervised {
-    fn new(db: PathBuf) -> Self {
+    fn new(db: String) -> Self {
         let (child, addr) = start(&db, "127.0.0.1:0").expect("first start");
         Self {
             db,
@@ -200,7 +199,7 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     let report_seed = SeedOnPanic(seed);
 
     let dir = tempfile::tempdir().unwrap();
-    let server = Arc::new(Supervised::new(dir.path().join("data/shop.db")));
+    let server = Arc::new(Supervised::new(database_url(dir.path()).await));
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
@@ -375,6 +374,26 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     );
     assert!(kills_done >= kills);
     std::mem::forget(report_seed);
+}
+
+/// A fresh SQLite file, or a fresh database on the PostgreSQL server that
+/// `TEST_POSTGRES_URL` names (the same harness runs on both backends).
+async fn database_url(dir: &Path) -> String {
+    match std::env::var("TEST_POSTGRES_URL") {
+        Ok(admin) => {
+            let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let name = format!("crash_{}", uuid::Uuid::new_v4().simple());
+            client
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
+        }
+        Err(_) => format!("sqlite://{}", dir.join("data/shop.db").display()),
+    }
 }
 
 /// Prints the seed again if the test panics, so the schedule can be replayed.

@@ -7,6 +7,7 @@
 //! either finished (it has its response) or, on backends where a transaction
 //! can be observed in flight, reported as [`Execution::InUse`].
 
+pub mod postgres;
 pub mod sqlite;
 
 use crate::domain::{Caller, Charge, ChargeId, Fingerprint, IdempotencyKey, ItemId};

@@ -19,6 +19,8 @@ pub(crate) struct TestApp {
     pub(crate) token: String,
     /// Keeps the database folder alive as long as the app.
     _dir: TempDir,
+    /// Where the app keeps its data.
+    pub(crate) database: Database,
     stop: Option<oneshot::Sender<()>>,
 }
 
@@ -51,7 +53,8 @@ impl TestApp {
                 server::telemetry::init();
             }
         });
-        let db = format!("sqlite://{}", db_path(&dir).display());
+        let database = Database::fresh(&dir).await;
+        let db = database.url();
         let www = dir.path().join("www");
         std::fs::create_dir_all(&www).unwrap();
         std::fs::write(www.join("index.html"), "<!doctype html><title>test</title>").unwrap();
@@ -80,13 +83,37 @@ impl TestApp {
             client: Client::builder().build().unwrap(),
             token: new_token(),
             _dir: dir,
+            database,
             stop: Some(stop),
         }
     }
 
-    /// The SQLite file this app writes to.
-    pub(crate) fn db_path(&self) -> PathBuf {
-        db_path(&self._dir)
+    /// Runs SQL straight on the app's database, behind its back.
+    pub(crate) async fn sql(&self, sqlite: &str, postgres: &str) {
+        match &self.database {
+            Database::Sqlite(path) => rusqlite::Connection::open(path)
+                .unwrap()
+                .execute_batch(sqlite)
+                .unwrap(),
+            Database::Postgres(url) => connect(url).await.batch_execute(postgres).await.unwrap(),
+        }
+    }
+
+    /// Counts rows straight in the app's database.
+    pub(crate) async fn count(&self, table: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        match &self.database {
+            Database::Sqlite(path) => rusqlite::Connection::open(path)
+                .unwrap()
+                .query_row(&sql, [], |row| row.get(0))
+                .unwrap(),
+            Database::Postgres(url) => connect(url)
+                .await
+                .query_one(&sql, &[])
+                .await
+                .unwrap()
+                .get(0),
+        }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -227,4 +254,45 @@ pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) 
         "{body}"
     );
     body
+}
+
+/// The database a test app runs on: a fresh SQLite file, or, when
+/// `TEST_POSTGRES_URL` names a PostgreSQL server (as `scripts/test.sh` does),
+/// a fresh database on it. The same tests run on both backends.
+pub(crate) enum Database {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Database {
+    async fn fresh(dir: &TempDir) -> Self {
+        match std::env::var("TEST_POSTGRES_URL") {
+            Ok(admin) => {
+                let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+                connect(&admin)
+                    .await
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .unwrap();
+                let (server, _) = admin.rsplit_once('/').expect("a URL with a database name");
+                Self::Postgres(format!("{server}/{name}"))
+            }
+            Err(_) => Self::Sqlite(db_path(dir)),
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Self::Sqlite(path) => format!("sqlite://{}", path.display()),
+            Self::Postgres(url) => url.clone(),
+        }
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to PostgreSQL");
+    tokio::spawn(connection);
+    client
 }

@@ -363,12 +363,15 @@ async fn the_session_cookie_from_the_page_identifies_the_caller() {
 #[tokio::test]
 async fn a_charge_never_commits_without_its_record() {
     let app = TestApp::spawn().await;
-    let db = rusqlite::Connection::open(app.db_path()).unwrap();
-    db.execute_batch(
+    app.sql(
         "CREATE TRIGGER refuse_records BEFORE INSERT ON idempotency_keys
          BEGIN SELECT RAISE(ABORT, 'records refused for this test'); END;",
+        "CREATE FUNCTION refuse_records() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'records refused for this test'; END $$;
+         CREATE TRIGGER refuse_records BEFORE INSERT ON idempotency_keys
+           FOR EACH ROW EXECUTE FUNCTION refuse_records();",
     )
-    .unwrap();
+    .await;
     let key = new_key();
     let r = app.charge(&key, 777).await;
     assert!(r.status().is_server_error(), "{}", r.status());
@@ -377,12 +380,13 @@ async fn a_charge_never_commits_without_its_record() {
         app.charges().await.is_empty(),
         "the charge was rolled back with its record"
     );
-    let charges: i64 = db
-        .query_row("SELECT count(*) FROM charges", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(charges, 0);
+    assert_eq!(app.count("charges").await, 0);
 
-    db.execute_batch("DROP TRIGGER refuse_records;").unwrap();
+    app.sql(
+        "DROP TRIGGER refuse_records;",
+        "DROP TRIGGER refuse_records ON idempotency_keys;",
+    )
+    .await;
     let r = app.charge(&key, 777).await;
     assert_eq!(r.status(), 201);
     assert!(
