@@ -25,7 +25,7 @@ step "server: API and crash tests again on a real PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster"; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
-TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash
+TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances -- --include-ignored
 
 step "client: host tests, release build, browser tests"
 scripts/test-wasm.sh
