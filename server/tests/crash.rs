@@ -12,18 +12,18 @@
 //! `CRASH_KILLS` (default 100) sets how many kills; `CRASH_SEED` replays a
 //! schedule (the seed is printed, and repeated on failure).
 
+mod common;
+
+use common::spawn_server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_server");
 const CALLERS: usize = 4;
 const IN_FLIGHT: usize = 16;
 const SENDERS_PER_OPERATION: usize = 2;
@@ -36,36 +36,20 @@ struct Supervised {
     restarts: AtomicUsize,
 }
 
-// The child is returned to the supervisor, which waits for it.
-#[allow(clippy::zombie_processes)]
 fn start(db: &str, listen: &str) -> Option<(Child, String)> {
-    let mut child = Command::new(BIN)
-        .args([
-            "--listen",
-            listen,
-            "--chaos",
-            "--durability",
-            "relaxed",
-            "--www",
-            "/nonexistent",
-        ])
-        .args(["--database", db])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .ok()?;
-    match line.trim().strip_prefix("listening on http://") {
-        Some(addr) => Some((child, addr.to_owned())),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    }
+    let args = [
+        "--listen",
+        listen,
+        "--chaos",
+        "--durability",
+        "relaxed",
+        "--www",
+        "/nonexistent",
+        "--database",
+        db,
+    ];
+    let (child, base) = spawn_server(&args)?;
+    Some((child, base.trim_start_matches("http://").to_owned()))
 }
 
 impl Supervised {
@@ -199,7 +183,7 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     let report_seed = SeedOnPanic(seed);
 
     let dir = tempfile::tempdir().unwrap();
-    let server = Arc::new(Supervised::new(database_url(dir.path()).await));
+    let server = Arc::new(Supervised::new(common::fresh_database(dir.path()).await));
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
@@ -374,26 +358,6 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     );
     assert!(kills_done >= kills);
     std::mem::forget(report_seed);
-}
-
-/// A fresh SQLite file, or a fresh database on the PostgreSQL server that
-/// `TEST_POSTGRES_URL` names (the same harness runs on both backends).
-async fn database_url(dir: &Path) -> String {
-    match std::env::var("TEST_POSTGRES_URL") {
-        Ok(admin) => {
-            let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(connection);
-            let name = format!("crash_{}", uuid::Uuid::new_v4().simple());
-            client
-                .batch_execute(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
-        }
-        Err(_) => format!("sqlite://{}", dir.join("data/shop.db").display()),
-    }
 }
 
 /// Prints the seed again if the test panics, so the schedule can be replayed.

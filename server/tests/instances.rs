@@ -3,12 +3,12 @@
 //! Needs a PostgreSQL server: `scripts/test.sh` starts one and runs these
 //! with `TEST_POSTGRES_URL=... cargo test -p server --test instances -- --include-ignored`.
 
-use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_server");
+use common::spawn_server;
+use serde_json::{json, Value};
+use std::process::Child;
+use std::sync::Arc;
 
 struct Instance {
     child: Child,
@@ -17,28 +17,15 @@ struct Instance {
 
 impl Instance {
     fn start(database: &str) -> Self {
-        let mut child = Command::new(BIN)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--www",
-                "/nonexistent",
-                "--database",
-                database,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("listening line")
-            .to_owned();
+        let args = [
+            "--listen",
+            "127.0.0.1:0",
+            "--www",
+            "/nonexistent",
+            "--database",
+            database,
+        ];
+        let (child, base) = spawn_server(&args).expect("the server starts");
         Self { child, base }
     }
 }
@@ -51,18 +38,9 @@ impl Drop for Instance {
 }
 
 async fn fresh_database() -> String {
-    let admin =
-        std::env::var("TEST_POSTGRES_URL").expect("TEST_POSTGRES_URL names a PostgreSQL server");
-    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+    common::fresh_postgres()
         .await
-        .unwrap();
-    tokio::spawn(connection);
-    let name = format!("inst_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
+        .expect("TEST_POSTGRES_URL names a PostgreSQL server")
 }
 
 /// Forty copies of one request, spread over two instances at once: one

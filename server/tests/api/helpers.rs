@@ -95,7 +95,11 @@ impl TestApp {
                 .unwrap()
                 .execute_batch(sqlite)
                 .unwrap(),
-            Database::Postgres(url) => connect(url).await.batch_execute(postgres).await.unwrap(),
+            Database::Postgres(url) => crate::common::connect(url)
+                .await
+                .batch_execute(postgres)
+                .await
+                .unwrap(),
         }
     }
 
@@ -107,7 +111,7 @@ impl TestApp {
                 .unwrap()
                 .query_row(&sql, [], |row| row.get(0))
                 .unwrap(),
-            Database::Postgres(url) => connect(url)
+            Database::Postgres(url) => crate::common::connect(url)
                 .await
                 .query_one(&sql, &[])
                 .await
@@ -266,18 +270,9 @@ pub(crate) enum Database {
 
 impl Database {
     async fn fresh(dir: &TempDir) -> Self {
-        match std::env::var("TEST_POSTGRES_URL") {
-            Ok(admin) => {
-                let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-                connect(&admin)
-                    .await
-                    .batch_execute(&format!("CREATE DATABASE {name}"))
-                    .await
-                    .unwrap();
-                let (server, _) = admin.rsplit_once('/').expect("a URL with a database name");
-                Self::Postgres(format!("{server}/{name}"))
-            }
-            Err(_) => Self::Sqlite(db_path(dir)),
+        match crate::common::fresh_postgres().await {
+            Some(url) => Self::Postgres(url),
+            None => Self::Sqlite(db_path(dir)),
         }
     }
 
@@ -287,12 +282,4 @@ impl Database {
             Self::Postgres(url) => url.clone(),
         }
     }
-}
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to PostgreSQL");
-    tokio::spawn(connection);
-    client
 }

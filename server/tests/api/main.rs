@@ -1,6 +1,9 @@
 //! The server's API tests: the real application on port 0, a fresh SQLite
 //! file per test, driven over HTTP.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod chaos;
 mod charges;
 mod errors;

@@ -4,12 +4,11 @@
 use crate::helpers::{assert_problem, new_key, new_token};
 use reqwest::Client;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_server");
+use crate::common::{spawn_server, BIN};
 
 /// A `server` process and the address it printed.
 struct Server {
@@ -19,35 +18,18 @@ struct Server {
 
 impl Server {
     fn start(db: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--durability",
-                "relaxed",
-                "--database",
-            ])
-            .arg(format!("sqlite://{}", db.display()))
-            .args(["--www", "/nonexistent"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(if std::env::var("TEST_LOG").is_ok() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("spawn server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+        let database = format!("sqlite://{}", db.display());
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--durability",
+            "relaxed",
+            "--www",
+            "/nonexistent",
+        ];
+        args.extend(["--database", &database]);
+        args.extend_from_slice(extra);
+        let (child, base) = spawn_server(&args).expect("the server starts");
         Self { child, base }
     }
 
