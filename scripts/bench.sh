@@ -3,6 +3,9 @@
 # SQLite database per case (default --durability full), driven by loadgen.
 #   scripts/bench.sh                 all cases, 10 s each
 #   DURATION=5s CONNECTIONS=32 scripts/bench.sh
+#   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
+#       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
+#       starts a throwaway cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
@@ -14,7 +17,13 @@ BIN=${CARGO_TARGET_DIR:-target}/release
 run_case() { # scenario [extra server flags...]
   local scenario=$1; shift
   local dir; dir=$(mktemp -d)
-  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" \
+  local database="sqlite://$dir/shop.db"
+  if [ -n "${BENCH_POSTGRES_URL:-}" ]; then
+    local name="bench_$(date +%s%N)"
+    psql -q "$BENCH_POSTGRES_URL" -c "CREATE DATABASE $name"
+    database="${BENCH_POSTGRES_URL%/*}/$name"
+  fi
+  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
     --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
   local pid=$!
   for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
@@ -25,7 +34,7 @@ run_case() { # scenario [extra server flags...]
   rm -rf "$dir"
 }
 
-echo "# durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
+echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
 run_case read
 run_case new-key
 run_case unrecorded --bench-unrecorded
