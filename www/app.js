@@ -205,7 +205,8 @@ function renderLog() {
       // its first attempt.
       const resentByBrowser = number === 1 && entry.replayed && entry.chaos === "drop-after-commit";
       const notes = [
-        entry.chaos ? `X-Chaos: ${entry.chaos}` : null,
+        // Non-breaking hyphens: the value wraps as a whole, not at each "-".
+        entry.chaos ? `X-Chaos: ${entry.chaos.replaceAll("-", "\u2011")}` : null,
         resentByBrowser ? "connection dropped; the browser resent it once itself" : null,
       ].filter(Boolean);
       row.append(
@@ -249,9 +250,10 @@ function cell(text, note, className, title) {
 function announce(text) {
   const status = $("#status");
   status.textContent = "";
-  // A fresh text node makes screen readers announce a repeated message too.
-  requestAnimationFrame(() => (status.textContent = text));
-  status.dataset.text = text;
+  // Emptied first, filled a moment later: screen readers announce a
+  // repeated message too. (A timer, not requestAnimationFrame, which a
+  // background tab never runs.)
+  setTimeout(() => (status.textContent = text), 30);
 }
 
 function showNotice(text) {

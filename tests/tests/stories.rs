@@ -563,11 +563,11 @@ async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_ke
             label.starts_with("Try again"),
             "the Pay button reads {label:?}"
         );
-        let status = page.text("#status").await?;
-        ensure!(
-            status.contains("could not confirm"),
-            "status says {status:?}"
-        );
+        page.wait_for(
+            "the status to say the payment is not confirmed",
+            "document.querySelector('#status').textContent.includes('could not confirm')",
+        )
+        .await?;
         let given_up = page.charge_attempts().await?;
         ensure!(
             given_up.len() >= 2,
