@@ -345,7 +345,7 @@ async function pay() {
   const chaos = takeChaos();
   announce(chaos ? `Paying… (chaos: ${chaosLabel(chaos)})` : "Paying…");
   try {
-    settle(await sendPayment(op, chaos));
+    settle(await sendPayment(op, chaos), op);
   } catch (error) {
     giveUp(error);
   } finally {
@@ -375,7 +375,10 @@ async function sendPayment(op, chaos) {
   return chaotic.post("/charges", chargeBody(), op);
 }
 
-function settle(outcome) {
+function settle(outcome, op) {
+  // Another tab may have started a new order meanwhile: this answer belongs
+  // to the cart it was sent for, whose receipt that tab already shows.
+  if (op !== checkoutOp()) return;
   if (outcome.ok) {
     // Requests sent with this key: this call's, or more when this tab's log
     // saw earlier ones (a reload, a call the client gave up on).
@@ -416,8 +419,9 @@ async function resumeCheckout() {
   showNotice("Resuming your payment: sending the stored request again with the same key…");
   announce("Resuming your payment…");
   try {
-    const outcome = await client.resume(checkoutOp());
-    settle(outcome);
+    const op = checkoutOp();
+    const outcome = await client.resume(op);
+    settle(outcome, op);
     if (outcome.ok) {
       showNotice(
         outcome.replayed
