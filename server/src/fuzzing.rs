@@ -279,6 +279,18 @@ pub fn request(data: &[u8]) {
         let answer = app
             .runtime
             .block_on(send(router.clone(), request.to_http()));
+        if app.trace {
+            eprintln!(
+                "{} {} {:?} {:?}\n  -> {} {:?} {:?}",
+                request.method,
+                request.uri,
+                request.headers,
+                String::from_utf8_lossy(&request.body),
+                answer.status,
+                answer.headers,
+                String::from_utf8_lossy(&answer.body)
+            );
+        }
         check_answer(request, &answer);
         if let Some((_, first)) = answered.iter().find(|(earlier, _)| *earlier == request) {
             check_repeat(request, first, &answer);
@@ -445,7 +457,7 @@ fn check_answer(request: &FuzzRequest, answer: &Answer) {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let has_body = request.method != Method::HEAD;
-    if status.is_client_error() {
+    if status.is_client_error() && !(TOLERATE_STATIC_405 && is_static_405(request, answer)) {
         assert_eq!(
             content_type,
             Some(crate::error::PROBLEM_JSON),
@@ -478,6 +490,36 @@ fn check_answer(request: &FuzzRequest, answer: &Answer) {
             what()
         );
     }
+}
+
+/// Known finding (docs/FUZZING.md, "Findings"): a method other than GET or
+/// HEAD on a path only the static files serve (`POST /`, `PUT
+/// /index.html`) is answered by `tower_http::services::ServeDir` itself:
+/// `405` with `Allow: GET,HEAD`, no content type and an empty body, not
+/// problem+json. Tolerated, and only in exactly that shape, so the fuzzer
+/// keeps looking past it; set to `false` once `routes::www` answers it.
+const TOLERATE_STATIC_405: bool = true;
+
+fn is_static_405(request: &FuzzRequest, answer: &Answer) -> bool {
+    let path = request.uri.split('?').next().unwrap_or_default();
+    let api = [
+        "/charges",
+        "/reservations",
+        "/healthz",
+        "/metrics",
+        "/config",
+    ]
+    .contains(&path)
+        || path.starts_with("/inventory/");
+    answer.status == StatusCode::METHOD_NOT_ALLOWED
+        && !api
+        && !matches!(request.method, Method::GET | Method::HEAD)
+        && answer
+            .headers
+            .get(header::ALLOW)
+            .is_some_and(|v| v == "GET,HEAD")
+        && !answer.headers.contains_key(header::CONTENT_TYPE)
+        && answer.body.is_empty()
 }
 
 fn check_problem(status: StatusCode, body: &[u8]) -> Result<(), String> {
@@ -539,6 +581,8 @@ struct App {
     dir: PathBuf,
     config: Config,
     databases: AtomicU64,
+    /// `SERVER_FUZZ_TRACE=1`: print every request and answer to stderr.
+    trace: bool,
 }
 
 impl App {
@@ -581,6 +625,7 @@ impl App {
                 dir,
                 config,
                 databases: AtomicU64::new(0),
+                trace: std::env::var_os("SERVER_FUZZ_TRACE").is_some_and(|v| v == "1"),
             }
         })
     }
