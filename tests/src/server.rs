@@ -184,10 +184,7 @@ async fn spawn(listen: &str, database: &str, log: &Path) -> Result<(Child, Socke
         ])
         .arg("--www")
         .arg(&www)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        // Plain text in the log files (RUST_LOG, when set, is inherited).
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
