@@ -1,6 +1,7 @@
 //! Structured logs on stderr (`RUST_LOG` filters, `LOG_FORMAT=json` for
 //! JSON lines). Stdout carries only the `listening on` line.
 
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber; a second call is a no-op.
@@ -9,7 +10,9 @@ pub fn init() {
         .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal and without NO_COLOR: log files stay clean.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     let _ = if std::env::var("LOG_FORMAT").is_ok_and(|v| v == "json") {
         builder.json().try_init()
     } else {
