@@ -3,15 +3,17 @@
 use crate::domain::ItemId;
 use crate::error::ApiError;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::{rejection::PathRejection, Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
 /// The stock left of one item; 404 for an unknown item.
 pub async fn show(
     State(state): State<AppState>,
-    Path(item): Path<String>,
+    item: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    // A path that does not even decode (`/inventory/%FF`) names no item.
+    let Path(item) = item.map_err(|_| ApiError::NotFound("there is no such item".into()))?;
     let unknown = || ApiError::NotFound(format!("there is no item {item:?}"));
     let id = ItemId::parse(&item).ok_or_else(unknown)?;
     let available = state.store.inventory(&id).await?.ok_or_else(unknown)?;

@@ -4,7 +4,7 @@ use crate::domain::{session_cookie, SessionToken};
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, get_service};
 use axum::Router;
 use http::{header, HeaderValue, Method};
 use std::path::Path;
@@ -16,8 +16,10 @@ pub fn service(dir: &Path) -> Router {
     let files = ServeDir::new(dir)
         .append_index_html_on_directories(true)
         .not_found_service(get(super::not_found));
+    // GET and HEAD only: any other method answers our 405 problem, not
+    // ServeDir's empty one.
     Router::new()
-        .fallback_service(files)
+        .fallback_service(get_service(files).fallback(super::method_not_allowed))
         .layer(middleware::from_fn(ensure_session))
 }
 

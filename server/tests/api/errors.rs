@@ -176,3 +176,32 @@ async fn a_ten_megabyte_body_is_413() {
     }
     assert!(app.charges().await.is_empty());
 }
+
+/// Found by the fuzzer: paths that do not decode, and methods the static
+/// files do not take, answer problem+json too.
+#[tokio::test]
+async fn undecodable_paths_and_posts_to_static_files_are_problem_json() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .client
+        .get(app.url("/inventory/%FF"))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 404, "not-found").await;
+    for path in ["/", "/index.html", "/inventory/"] {
+        let r = app
+            .client
+            .post(app.url(path))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{path}");
+        assert_eq!(
+            r.headers()["content-type"],
+            "application/problem+json",
+            "{path}"
+        );
+    }
+}
