@@ -11,6 +11,10 @@ cd "$ROOT"
 
 step() { printf '\n== %s\n' "$*"; }
 
+# Everything is also logged, to count the tests at the end.
+log="$(mktemp)"
+exec > >(tee "$log") 2>&1
+
 step "toolchain"
 . scripts/wasm-tools.sh
 
@@ -23,7 +27,7 @@ cargo test -p server
 
 step "server: API and crash tests again on a real PostgreSQL"
 pgdir="$(mktemp -d)"
-trap 'scripts/postgres.sh stop "$pgdir/cluster"; rm -rf "$pgdir"' EXIT
+trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances -- --include-ignored
 
@@ -34,3 +38,7 @@ step "end to end: the checkout page in headless Chromium"
 scripts/test-e2e.sh
 
 step "all tests passed"
+scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null
+# One closing line for every runner above (cargo test, wasm-bindgen-test).
+awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) == "passed;") p += $i; if ($(i+1) == "failed;") f += $i } }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
