@@ -1,9 +1,10 @@
 //! The demo page: static files from `--www`, and the `sid` session cookie.
 
 use crate::domain::{session_cookie, SessionToken};
+use crate::error::ApiError;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, get_service};
 use axum::Router;
 use http::{header, HeaderValue, Method};
@@ -20,7 +21,18 @@ pub fn service(dir: &Path) -> Router {
     // ServeDir's empty one.
     Router::new()
         .fallback_service(get_service(files).fallback(super::method_not_allowed))
+        .layer(middleware::map_response(unopenable_is_not_found))
         .layer(middleware::from_fn(ensure_session))
+}
+
+/// ServeDir answers an empty 500 for paths the OS refuses to look up (a
+/// name over 255 bytes, a NUL byte): no file is served there, so 404.
+async fn unopenable_is_not_found(response: Response) -> Response {
+    if response.status().is_server_error() {
+        tracing::debug!(status = %response.status(), "static file path could not be opened");
+        return ApiError::NotFound("nothing is served at this path".into()).into_response();
+    }
+    response
 }
 
 async fn ensure_session(request: Request, next: Next) -> Response {

@@ -205,3 +205,18 @@ async fn undecodable_paths_and_posts_to_static_files_are_problem_json() {
         );
     }
 }
+
+/// Found by the fuzzer: a static path the OS cannot even look up (a name
+/// over 255 bytes, a NUL byte) is a 404 problem, not an empty 500.
+#[tokio::test]
+async fn unopenable_static_paths_are_404_problems() {
+    let app = TestApp::spawn().await;
+    for path in [
+        format!("/{}", "a".repeat(300)),
+        format!("/{}", "d/".repeat(2100)),
+        "/%00".to_owned(),
+    ] {
+        let r = app.client.get(app.url(&path)).send().await.unwrap();
+        assert_problem(r, 404, "not-found").await;
+    }
+}
