@@ -451,17 +451,13 @@ fn check_answer(request: &FuzzRequest, answer: &Answer) {
             String::from_utf8_lossy(&answer.body)
         )
     };
-    assert!(
-        !status.is_server_error() || is_known_finding(request, answer),
-        "a 5xx: {}",
-        what()
-    );
+    assert!(!status.is_server_error(), "a 5xx: {}", what());
     let content_type = answer
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let has_body = request.method != Method::HEAD;
-    if status.is_client_error() && !is_known_finding(request, answer) {
+    if status.is_client_error() {
         assert_eq!(
             content_type,
             Some(crate::error::PROBLEM_JSON),
@@ -494,91 +490,6 @@ fn check_answer(request: &FuzzRequest, answer: &Answer) {
             what()
         );
     }
-}
-
-/// Known findings (docs/FUZZING.md, "Findings"): 4xx answers that are not
-/// problem+json, tolerated in exactly their shape so the fuzzer keeps
-/// looking past them. Remove an entry once the server answers it properly;
-/// the committed corpus then proves the fix.
-const KNOWN_FINDINGS: [fn(&FuzzRequest, &Answer) -> bool; 3] = [
-    static_files_405,
-    inventory_path_not_utf8,
-    static_files_500_on_unopenable_path,
-];
-
-fn is_known_finding(request: &FuzzRequest, answer: &Answer) -> bool {
-    KNOWN_FINDINGS.iter().any(|known| known(request, answer))
-}
-
-/// Finding 1: a method other than GET or HEAD on a path no API route takes
-/// (`POST /`, `PUT /index.html`, `DELETE /inventory/`) is answered by
-/// `tower_http::services::ServeDir` itself: `405` with `Allow: GET,HEAD`,
-/// no content type and an empty body. (The API's own 405,
-/// `routes::method_not_allowed`, is problem+json.)
-fn static_files_405(request: &FuzzRequest, answer: &Answer) -> bool {
-    answer.status == StatusCode::METHOD_NOT_ALLOWED
-        && !matches!(request.method, Method::GET | Method::HEAD)
-        && answer
-            .headers
-            .get(header::ALLOW)
-            .is_some_and(|v| v == "GET,HEAD")
-        && !answer.headers.contains_key(header::CONTENT_TYPE)
-        && answer.body.is_empty()
-}
-
-/// Finding 2: `GET /inventory/%FF` (an item that is not UTF-8 once
-/// percent-decoded) is refused by axum's `Path` extractor itself: `400`,
-/// `text/plain`, ``Invalid URL: Invalid UTF-8 in `item` ``.
-fn inventory_path_not_utf8(request: &FuzzRequest, answer: &Answer) -> bool {
-    answer.status == StatusCode::BAD_REQUEST
-        && request.uri.starts_with("/inventory/")
-        && answer
-            .headers
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v == "text/plain; charset=utf-8")
-        && (answer.body.starts_with(b"Invalid URL: ")
-            || (request.method == Method::HEAD && answer.body.is_empty()))
-}
-
-/// Finding 3: a GET or HEAD for a file the OS cannot even look up is
-/// answered `500` with no content type and an empty body by `ServeDir`: a
-/// name over 255 bytes or a path over 4 KiB (`ENAMETOOLONG`), or a HEAD
-/// whose path holds `%00`. Not a server failure, and not problem+json.
-fn static_files_500_on_unopenable_path(request: &FuzzRequest, answer: &Answer) -> bool {
-    let path = percent_decoded(request.uri.split('?').next().unwrap_or_default());
-    let unopenable = path.len() >= 4096
-        || path.split(|&b| b == b'/').any(|name| name.len() > 255)
-        || (request.method == Method::HEAD && path.contains(&0));
-    answer.status == StatusCode::INTERNAL_SERVER_ERROR
-        && matches!(request.method, Method::GET | Method::HEAD)
-        && unopenable
-        && !answer.headers.contains_key(header::CONTENT_TYPE)
-        && answer.body.is_empty()
-}
-
-/// `%XX` decoded; anything else (a bad escape too) as it is.
-fn percent_decoded(raw: &str) -> Vec<u8> {
-    let raw = raw.as_bytes();
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        let hex = raw
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (raw[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 fn check_problem(status: StatusCode, body: &[u8]) -> Result<(), String> {
