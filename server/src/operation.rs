@@ -75,6 +75,19 @@ impl StoredResponse {
 }
 
 impl Outcome {
+    /// A reservation the stock guard refused: not enough left of the item
+    /// (`available`), or no such item (`None`).
+    pub fn refused_reservation(request: &NewReservation, available: Option<i64>) -> Self {
+        match available {
+            Some(available) => Outcome::InsufficientInventory {
+                item_id: request.item_id.clone(),
+                requested: request.quantity.get(),
+                available,
+            },
+            None => Outcome::UnknownItem(request.item_id.clone()),
+        }
+    }
+
     /// The response this outcome answers with, as it will be stored.
     pub fn render(&self) -> StoredResponse {
         match self {

@@ -114,14 +114,7 @@ impl PostgresStore {
         )
         .await
         .map_err(classify)?;
-        let current: i64 = tx
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM schema_migrations",
-                &[],
-            )
-            .await
-            .map_err(classify)?
-            .get(0);
+        let current = schema_version(&tx).await?;
         for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
             tx.batch_execute(sql).await.map_err(classify)?;
             tx.execute(
@@ -303,14 +296,7 @@ impl Store for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
         let latest = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-        let version: i64 = tx
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM schema_migrations",
-                &[],
-            )
-            .await
-            .map_err(classify)?
-            .get(0);
+        let version = schema_version(&tx).await?;
         if version != latest {
             return Err(StoreError::Unavailable(format!(
                 "the database is at schema version {version}, this server needs {latest}"
@@ -374,14 +360,7 @@ async fn run_operation(
                     .await
                     .map_err(classify)?
                     .map(|r| r.get(0));
-                return Ok(match available {
-                    Some(available) => Outcome::InsufficientInventory {
-                        item_id: new.item_id.clone(),
-                        requested: new.quantity.get(),
-                        available,
-                    },
-                    None => Outcome::UnknownItem(new.item_id.clone()),
-                });
+                return Ok(Outcome::refused_reservation(new, available));
             }
             let reservation = Reservation::new(new.clone());
             tx.execute(
@@ -400,6 +379,18 @@ async fn run_operation(
             Ok(Outcome::Reserved(reservation))
         }
     }
+}
+
+/// The latest migration applied (0 for none).
+async fn schema_version(client: &impl GenericClient) -> Result<i64, StoreError> {
+    Ok(client
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(classify)?
+        .get(0))
 }
 
 fn record_from(row: &tokio_postgres::Row) -> Result<Record, StoreError> {

@@ -513,14 +513,7 @@ fn run_operation(
                     .prepare_cached("SELECT available FROM inventory WHERE item_id = ?1")?
                     .query_row([new.item_id.as_ref()], |row| row.get(0))
                     .optional()?;
-                return Ok(match available {
-                    Some(available) => Outcome::InsufficientInventory {
-                        item_id: new.item_id.clone(),
-                        requested: new.quantity.get(),
-                        available,
-                    },
-                    None => Outcome::UnknownItem(new.item_id.clone()),
-                });
+                return Ok(Outcome::refused_reservation(new, available));
             }
             let reservation = Reservation::new(new.clone());
             conn.prepare_cached(
