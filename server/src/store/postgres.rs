@@ -173,17 +173,25 @@ impl Store for PostgresStore {
         }
 
         tx.execute(
-            "DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND expires_at <= $3",
+            &cached(
+                &tx,
+                "DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND expires_at <= $3",
+            )
+            .await?,
             &[&caller, &key, &now],
         )
         .await
         .map_err(classify)?;
         let claim = tx
             .query_opt(
-                "INSERT INTO idempotency_keys
+                &cached(
+                    &tx,
+                    "INSERT INTO idempotency_keys
                    (caller, key, fingerprint, status, headers, body, created_at, expires_at)
                  VALUES ($1, $2, $3, 0, '', ''::bytea, $4, $5)
                  ON CONFLICT (caller, key) DO NOTHING RETURNING id",
+                )
+                .await?,
                 &[
                     &caller,
                     &key,
@@ -204,8 +212,12 @@ impl Store for PostgresStore {
             // The key is recorded, and committed: the claim waited for it.
             let row = tx
                 .query_one(
-                    "SELECT fingerprint, status, headers, body FROM idempotency_keys
+                    &cached(
+                        &tx,
+                        "SELECT fingerprint, status, headers, body FROM idempotency_keys
                      WHERE caller = $1 AND key = $2",
+                    )
+                    .await?,
                     &[&caller, &key],
                 )
                 .await
@@ -223,7 +235,11 @@ impl Store for PostgresStore {
             .await?
             .render();
         tx.execute(
-            "UPDATE idempotency_keys SET status = $2, headers = $3, body = $4 WHERE id = $1",
+            &cached(
+                &tx,
+                "UPDATE idempotency_keys SET status = $2, headers = $3, body = $4 WHERE id = $1",
+            )
+            .await?,
             &[
                 &id,
                 &(response.status as i16),
@@ -252,8 +268,12 @@ impl Store for PostgresStore {
         let before = starting_after.map_or("ch_~", |id| id.as_ref());
         let rows = client
             .query(
-                "SELECT id, amount, currency, description, created FROM charges
+                &cached(
+                    &client,
+                    "SELECT id, amount, currency, description, created FROM charges
                  WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                )
+                .await?,
                 &[&&caller.as_bytes()[..], &before, &(i64::from(limit) + 1)],
             )
             .await
@@ -271,7 +291,11 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT available FROM inventory WHERE item_id = $1",
+                &cached(
+                    &client,
+                    "SELECT available FROM inventory WHERE item_id = $1",
+                )
+                .await?,
                 &[&item.as_ref()],
             )
             .await
@@ -325,8 +349,12 @@ async fn run_operation(
         Operation::CreateCharge(new) => {
             let charge = Charge::new(new.clone(), now_ms / 1000);
             tx.execute(
-                "INSERT INTO charges (id, caller, amount, currency, description, created)
+                &cached(
+                    tx,
+                    "INSERT INTO charges (id, caller, amount, currency, description, created)
                  VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .await?,
                 &[
                     &charge.id.as_ref(),
                     &caller,
@@ -345,8 +373,12 @@ async fn run_operation(
             // the condition is re-checked after the wait.
             let taken = tx
                 .execute(
-                    "UPDATE inventory SET available = available - $1
+                    &cached(
+                        tx,
+                        "UPDATE inventory SET available = available - $1
                      WHERE item_id = $2 AND available >= $1",
+                    )
+                    .await?,
                     &[&new.quantity.get(), &new.item_id.as_ref()],
                 )
                 .await
@@ -354,7 +386,7 @@ async fn run_operation(
             if taken == 0 {
                 let available: Option<i64> = tx
                     .query_opt(
-                        "SELECT available FROM inventory WHERE item_id = $1",
+                        &cached(tx, "SELECT available FROM inventory WHERE item_id = $1").await?,
                         &[&new.item_id.as_ref()],
                     )
                     .await
@@ -364,8 +396,12 @@ async fn run_operation(
             }
             let reservation = Reservation::new(new.clone());
             tx.execute(
-                "INSERT INTO reservations (id, caller, item_id, quantity, created)
+                &cached(
+                    tx,
+                    "INSERT INTO reservations (id, caller, item_id, quantity, created)
                  VALUES ($1, $2, $3, $4, $5)",
+                )
+                .await?,
                 &[
                     &reservation.id,
                     &caller,
@@ -379,6 +415,15 @@ async fn run_operation(
             Ok(Outcome::Reserved(reservation))
         }
     }
+}
+
+/// A statement prepared once per connection and cached with it, so each
+/// request costs one round trip per statement, not two.
+async fn cached(
+    client: &impl GenericClient,
+    sql: &str,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    client.prepare_cached(sql).await.map_err(classify)
 }
 
 /// The latest migration applied (0 for none).
