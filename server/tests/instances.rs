@@ -88,16 +88,12 @@ async fn concurrent_duplicates_on_two_instances_run_once() {
     );
     assert!(answers.iter().all(|(_, _, body)| *body == answers[0].2));
     for instance in &instances {
-        let page: Value = client
-            .get(format!("{}/charges", instance.base))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(page["data"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            common::list_charges(&client, &instance.base, &token)
+                .await
+                .len(),
+            1
+        );
     }
 }
 

@@ -172,17 +172,7 @@ impl TestApp {
 
     /// The caller's charges (all of them).
     pub(crate) async fn charges_of(&self, token: &str) -> Vec<Value> {
-        let body: Value = self
-            .client
-            .get(self.url("/charges?limit=1000"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        body["data"].as_array().cloned().unwrap_or_default()
+        crate::common::list_charges(&self.client, &self.url(""), token).await
     }
 
     pub(crate) async fn charges(&self) -> Vec<Value> {

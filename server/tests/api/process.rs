@@ -84,16 +84,7 @@ async fn charge(
 }
 
 async fn charges(client: &Client, server: &Server, token: &str) -> Vec<Value> {
-    let body: Value = client
-        .get(server.url("/charges"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    body["data"].as_array().unwrap().clone()
+    crate::common::list_charges(client, &server.base, token).await
 }
 
 fn run_to_exit(args: &[&str]) -> (i32, String) {

@@ -38,6 +38,25 @@ pub(crate) fn spawn_server(args: &[&str]) -> Option<(Child, String)> {
     }
 }
 
+/// The charges a caller sees at `base` (`http://ADDR`), newest first (up
+/// to 1 000).
+pub(crate) async fn list_charges(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> Vec<serde_json::Value> {
+    let body: serde_json::Value = client
+        .get(format!("{base}/charges?limit=1000"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["data"].as_array().cloned().unwrap_or_default()
+}
+
 /// A client connected to the PostgreSQL server at `url`.
 pub(crate) async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
