@@ -1,7 +1,11 @@
 //! Chaos mode (`--chaos`): the `X-Chaos` header makes a request fail at a
 //! chosen point, so the demo and the tests can show what the client and
-//! the server do about it.
+//! the server do about it. The flow sees one value, [`Chaos`], and calls
+//! it at the points where a fault can strike; without `--chaos` (or
+//! without the header) every call is a no-op.
 
+use crate::error::ApiError;
+use crate::store::Finish;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -11,7 +15,7 @@ const MAX_DELAY: Duration = Duration::from_secs(600);
 
 /// Where a request should fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Chaos {
+pub enum Fault {
     /// Run, roll back, drop the connection: nothing is stored.
     CrashBeforeCommit,
     /// Commit, then drop the connection without an answer.
@@ -22,7 +26,7 @@ pub enum Chaos {
     ExitAfterCommit,
 }
 
-impl Chaos {
+impl Fault {
     /// The request header that carries it.
     pub const HEADER: &'static str = "x-chaos";
 
@@ -51,6 +55,76 @@ impl Chaos {
     }
 }
 
+/// What chaos mode will do to one request: nothing, or one fault.
+#[derive(Debug, Clone, Default)]
+pub struct Chaos {
+    fault: Option<Fault>,
+    connection: Option<ConnectionControl>,
+}
+
+impl Chaos {
+    /// Reads `X-Chaos` when chaos mode is `enabled` (else ignores it).
+    /// `connection` is the request's, for faults that cut it.
+    pub fn from_request(
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+        enabled: bool,
+    ) -> Result<Self, ApiError> {
+        let Some(value) = headers.get(Fault::HEADER).filter(|_| enabled) else {
+            return Ok(Self::default());
+        };
+        let fault = value
+            .to_str()
+            .map_err(|_| ApiError::InvalidRequest("X-Chaos is not ASCII".into()))
+            .and_then(|v| Fault::parse(v).map_err(ApiError::InvalidRequest))?;
+        Ok(Self {
+            fault: Some(fault),
+            connection: extensions.get::<ConnectionControl>().cloned(),
+        })
+    }
+
+    /// How the run's transaction ends: rolled back for `crash-before-commit`.
+    pub fn finish(&self) -> Finish {
+        match self.fault {
+            Some(Fault::CrashBeforeCommit) => Finish::RollBack,
+            _ => Finish::Commit,
+        }
+    }
+
+    /// The run committed: the work is durable, now the answer misbehaves.
+    pub async fn after_commit(&self) -> Result<(), ApiError> {
+        match self.fault {
+            Some(Fault::DropAfterCommit) => {
+                tracing::warn!("chaos: committed, dropping the connection");
+                self.drop_connection().await
+            }
+            Some(Fault::DelayAfterCommit(delay)) => {
+                tracing::warn!(?delay, "chaos: committed, delaying the answer");
+                tokio::time::sleep(delay).await;
+                Ok(())
+            }
+            Some(Fault::ExitAfterCommit) => {
+                tracing::warn!("chaos: committed, exiting with 137");
+                std::process::exit(137);
+            }
+            Some(Fault::CrashBeforeCommit) | None => Ok(()),
+        }
+    }
+
+    /// Cuts the request's connection; the handler never finishes.
+    pub async fn drop_connection<T>(&self) -> Result<T, ApiError> {
+        match &self.connection {
+            Some(connection) => {
+                connection.drop_connection();
+                std::future::pending().await
+            }
+            None => Err(ApiError::internal(
+                "chaos asked to drop a connection the server does not manage",
+            )),
+        }
+    }
+}
+
 /// A handle on the connection a request came in on, so chaos can cut it.
 /// The server's accept loop puts one in every request's extensions.
 #[derive(Debug, Clone, Default)]
@@ -75,20 +149,20 @@ mod tests {
     #[test]
     fn chaos_values_parse_as_the_contract_names_them() {
         assert_eq!(
-            Chaos::parse("crash-before-commit"),
-            Ok(Chaos::CrashBeforeCommit)
+            Fault::parse("crash-before-commit"),
+            Ok(Fault::CrashBeforeCommit)
         );
         assert_eq!(
-            Chaos::parse("drop-after-commit"),
-            Ok(Chaos::DropAfterCommit)
+            Fault::parse("drop-after-commit"),
+            Ok(Fault::DropAfterCommit)
         );
         assert_eq!(
-            Chaos::parse("exit-after-commit"),
-            Ok(Chaos::ExitAfterCommit)
+            Fault::parse("exit-after-commit"),
+            Ok(Fault::ExitAfterCommit)
         );
         assert_eq!(
-            Chaos::parse("delay-after-commit=1500"),
-            Ok(Chaos::DelayAfterCommit(Duration::from_millis(1500)))
+            Fault::parse("delay-after-commit=1500"),
+            Ok(Fault::DelayAfterCommit(Duration::from_millis(1500)))
         );
         for bad in [
             "",
@@ -97,7 +171,7 @@ mod tests {
             "delay-after-commit=x",
             "delay-after-commit=9999999",
         ] {
-            assert!(Chaos::parse(bad).is_err(), "{bad}");
+            assert!(Fault::parse(bad).is_err(), "{bad}");
         }
     }
 }

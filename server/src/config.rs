@@ -1,5 +1,5 @@
 //! Command-line flags, each also read from its environment variable
-//! (flags win), as CONTRACT section 2 fixes them.
+//! (flags win), as docs/CONTRACT.md section 2 fixes them.
 
 use clap::{Parser, ValueEnum};
 use http::HeaderValue;
@@ -75,9 +75,10 @@ pub struct Config {
     #[arg(long, env = "CHAOS")]
     pub chaos: bool,
 
-    /// Benchmarks only: serve `POST /bench/charges`, which writes a charge
-    /// through the same writer *without* its idempotency record, so the
-    /// record's cost can be measured as a ratio. Never in production.
+    /// Benchmarks only (the `bench` feature): serve `POST /bench/charges`,
+    /// which writes a charge through the same writer *without* its
+    /// idempotency record, so the record's cost can be measured as a ratio.
+    #[cfg(feature = "bench")]
     #[arg(long, hide = true)]
     pub bench_unrecorded: bool,
 }

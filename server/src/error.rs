@@ -1,12 +1,22 @@
 //! One error type for the whole API, rendered as `application/problem+json`
-//! (RFC 9457). Internal details are logged, never sent.
+//! (RFC 9457). Internal details are logged, never sent: rendering is free
+//! of side effects and leaves a server error in the response's extensions,
+//! where [`log_server_errors`] logs it once with its whole source chain
+//! (axum's error-handling example).
 
 use crate::domain::{CallerError, IdempotencyKeyError};
-use crate::store::StoreError;
+use crate::idempotency::record::StoredResponse;
+use crate::store::{StoreError, StoreErrorKind};
+use axum::extract::Request;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use serde::Serialize;
+use std::sync::Arc;
+
+/// Any error, as a server error's cause.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The media type of every error answer.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -54,10 +64,10 @@ pub enum ApiError {
     NotFound(String),
     /// The database cannot be reached: nothing ran, retry later.
     #[error("the database is unavailable; nothing was done, retry later")]
-    Unavailable(String),
+    Unavailable(#[source] BoxError),
     /// A bug or an unexpected database error: everything was rolled back.
     #[error("internal error; nothing was done")]
-    Internal(String),
+    Internal(#[source] BoxError),
 }
 
 impl From<IdempotencyKeyError> for ApiError {
@@ -71,10 +81,17 @@ impl From<IdempotencyKeyError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Unavailable(why) => Self::Unavailable(why),
-            StoreError::Internal(why) => Self::Internal(why),
+        match e.kind() {
+            StoreErrorKind::Unavailable => Self::Unavailable(Box::new(e)),
+            StoreErrorKind::Internal => Self::Internal(Box::new(e)),
         }
+    }
+}
+
+impl ApiError {
+    /// A bug: `what` went wrong, nothing was done.
+    pub fn internal(what: impl Into<String>) -> Self {
+        Self::Internal(what.into().into())
     }
 }
 
@@ -177,18 +194,21 @@ impl<'a> Problem<'a> {
     pub fn to_bytes(&self) -> Bytes {
         Bytes::from(serde_json::to_vec(self).expect("a problem always serialises"))
     }
+
+    /// The problem as a recorded answer (business refusals are recorded).
+    pub fn stored(&self) -> StoredResponse {
+        StoredResponse::new(
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            PROBLEM_JSON,
+            self.to_bytes(),
+        )
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, slug, title) = self.parts();
-        let detail = match &self {
-            ApiError::Unavailable(why) | ApiError::Internal(why) => {
-                tracing::error!(status = status.as_u16(), error = %why, "request failed; rolled back");
-                self.to_string()
-            }
-            other => other.to_string(),
-        };
+        let detail = self.to_string();
         let body = Problem::new(status, slug, title, &detail).to_bytes();
         let mut response = (status, [(header::CONTENT_TYPE, PROBLEM_JSON)], body).into_response();
         let headers = response.headers_mut();
@@ -201,6 +221,42 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
+        if status.is_server_error() {
+            response.extensions_mut().insert(Arc::new(self));
+        }
         response
+    }
+}
+
+/// Middleware: logs the server error a response carries, once, with its
+/// whole source chain (the body says only "nothing was done").
+pub async fn log_server_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if let Some(error) = response.extensions().get::<Arc<ApiError>>() {
+        tracing::error!(
+            %method,
+            path,
+            status = response.status().as_u16(),
+            error = %Chain(error.as_ref()),
+            "request failed; nothing was done"
+        );
+    }
+    response
+}
+
+/// An error and its sources, `: `-separated.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(e) = source {
+            write!(f, ": {e}")?;
+            source = e.source();
+        }
+        Ok(())
     }
 }

@@ -14,22 +14,32 @@
 //! * [`serve`]: the accept loop, graceful shutdown, connection control.
 //! * [`domain`]: `Caller`, `IdempotencyKey`, `Fingerprint`, `Amount`, …
 //!   parsed once at the edge.
-//! * [`idempotency`]: the flow: parse, replay, run once, answer.
-//! * [`operation`]: the business operations and the responses they record.
-//! * [`store`]: the `Store` trait; [`store::sqlite`] the embedded backend
-//!   with its single writer and group commit.
+//! * [`idempotency`]: the flow, top to bottom: the edge ([`idempotency::keyed`]),
+//!   replay, claim-run-record, answer; what a record holds and decides
+//!   ([`idempotency::record`]).
+//! * [`operation`]: what each business operation answers.
+//! * [`store`]: the `Store` trait and the `Operation` each backend runs;
+//!   [`store::sqlite`] the embedded backend (writer and group commit, read
+//!   pool, schema, SQL), [`store::postgres`] the many-instance one.
 //! * [`routes`]: one module per resource.
-//! * [`error`]: `ApiError`, rendered as `application/problem+json`.
+//! * [`error`]: `ApiError`, rendered as `application/problem+json`; server
+//!   errors logged once with their cause.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests.
 //! * [`sweeper`]: deletes expired records in small batches.
 //! * [`metrics`], [`telemetry`]: Prometheus metrics and structured logs.
+//!
+//! Feature-gated, never in a default build: `bench` (the unrecorded route
+//! the benchmark compares against, and the `loadgen` binary) and `fuzzing`
+//! (the bodies of the `cargo fuzz` targets, replayed by a test).
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod chaos;
 pub mod config;
 pub mod domain;
 pub mod error;
 /// The bodies of the `cargo fuzz` targets in `fuzz/` (docs/FUZZING.md).
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod idempotency;
 pub mod metrics;

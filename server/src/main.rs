@@ -1,6 +1,7 @@
 //! The `server` binary: parse flags, start, serve until SIGTERM or Ctrl-C.
 
 use clap::Parser;
+use server::error::Chain;
 use server::{telemetry, Application, Config};
 use std::process::ExitCode;
 
@@ -35,7 +36,7 @@ fn main() -> ExitCode {
         let app = match Application::build(config).await {
             Ok(app) => app,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", Chain(&e));
                 return ExitCode::FAILURE;
             }
         };

@@ -2,6 +2,7 @@
 //! the bound listener. Tests and the binary start it the same way.
 
 use crate::config::{Config, DatabaseUrl};
+use crate::error;
 use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
 use crate::metrics::{self, Metrics};
 use crate::routes;
@@ -62,7 +63,7 @@ impl Application {
                     tokio::task::spawn_blocking(move || SqliteStore::open(options))
                         .await
                         .map_err(|e| {
-                            StoreError::Internal(format!("the database opener panicked: {e}"))
+                            StoreError::internal("the database opener panicked").caused_by(e)
                         })??,
                 )
             }
@@ -118,7 +119,7 @@ impl Application {
     }
 }
 
-/// The HTTP API of CONTRACT section 3, with the demo page at `/`.
+/// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
 pub fn router(state: AppState, config: &Config) -> Router {
     let api = Router::new()
         .route(
@@ -130,11 +131,9 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .route("/healthz", get(routes::health::healthz))
         .route("/metrics", get(metrics::handler))
         .route("/config", get(routes::config::show));
+    #[cfg(feature = "bench")]
     let api = if config.bench_unrecorded {
-        tracing::warn!(
-            "--bench-unrecorded: POST /bench/charges writes charges WITHOUT idempotency"
-        );
-        api.route("/bench/charges", post(routes::charges::create_unrecorded))
+        crate::bench::route(api)
     } else {
         api
     };
@@ -164,5 +163,7 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 .max_age(Duration::from_secs(600)),
         )
     };
-    api.layer(TraceLayer::new_for_http()).with_state(state)
+    api.layer(axum::middleware::from_fn(error::log_server_errors))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
 }

@@ -5,44 +5,21 @@ use crate::domain::Charge;
 use crate::domain::{ChargeId, NewCharge};
 use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
-use crate::operation::Operation;
 use crate::state::AppState;
-use crate::store::{ExecuteOptions, Execution};
+use crate::store::PageRequest;
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// `POST /charges`: creates a charge, at most once per key.
 pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
-    idempotency::run(&state, keyed, |body| {
-        NewCharge::parse(body)
-            .map(Operation::CreateCharge)
-            .map_err(|e| ApiError::InvalidRequest(e.to_string()))
+    idempotency::run(&state, keyed, |body| match NewCharge::parse(body) {
+        Ok(charge) => Ok(Arc::new(charge)),
+        Err(e) => Err(ApiError::InvalidRequest(e.to_string())),
     })
     .await
-}
-
-/// `POST /bench/charges` (only with `--bench-unrecorded`): the same charge
-/// through the same writer, with no idempotency record. Not idempotent.
-pub async fn create_unrecorded(
-    State(state): State<AppState>,
-    keyed: Keyed,
-) -> Result<Response, ApiError> {
-    let charge =
-        NewCharge::parse(&keyed.body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-    let options = ExecuteOptions {
-        record: false,
-        ..ExecuteOptions::default()
-    };
-    match state
-        .store
-        .execute(keyed.request, Operation::CreateCharge(charge), options)
-        .await?
-    {
-        Execution::Ran(response) => Ok(idempotency::respond(response, false)),
-        other => Err(ApiError::Internal(format!("unexpected {other:?}"))),
-    }
 }
 
 /// A page of charges, fields in the order the contract shows them.
@@ -87,7 +64,13 @@ pub async fn list(
         .transpose()?;
     let page = state
         .store
-        .list_charges(&caller, limit, starting_after.as_ref())
+        .list_charges(
+            &caller,
+            PageRequest {
+                limit,
+                starting_after: starting_after.as_ref(),
+            },
+        )
         .await?;
     Ok(Json(ChargeList {
         data: &page.data,

@@ -6,14 +6,25 @@
 //! only once that transaction is durable. A record a backend can see is
 //! either finished (it has its response) or, on backends where a transaction
 //! can be observed in flight, reported as [`Execution::InUse`].
+//!
+//! A backend only translates: the verdict on a finished record
+//! ([`Record::verdict`]), the stored response's encoding, the paging rules
+//! ([`ChargePage`]) and the schema rules ([`schema`]) are decided once, here
+//! and in [`crate::idempotency::record`]. Each business operation is a
+//! domain request that implements [`Operation`]: its SQL lives in
+//! `sqlite/operations.rs` and `postgres/operations.rs`, its answers in
+//! [`crate::operation`].
 
 pub mod postgres;
+pub mod schema;
 pub mod sqlite;
 
 use crate::domain::{Caller, Charge, ChargeId, Fingerprint, IdempotencyKey, ItemId};
-use crate::operation::{Operation, StoredResponse};
+use crate::idempotency::record::{Record, StoredResponse, Verdict};
 use async_trait::async_trait;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A keyed request, parsed at the edge.
 #[derive(Debug, Clone)]
@@ -26,13 +37,21 @@ pub struct IdempotentRequest {
     pub fingerprint: Fingerprint,
 }
 
-/// A finished record, as read for a replay.
-#[derive(Debug, Clone)]
-pub struct Record {
-    /// The request that first used the key.
-    pub fingerprint: Fingerprint,
-    /// What it answered.
-    pub response: StoredResponse,
+/// A business operation an idempotency key protects: a domain request that
+/// each backend knows how to run inside the transaction that records its
+/// key. Adding an operation means implementing both backends' `Run` (the
+/// compiler insists), not a match arm in every store.
+pub trait Operation: sqlite::Run + postgres::Run + fmt::Debug + Send + Sync + 'static {}
+
+impl<T> Operation for T where T: sqlite::Run + postgres::Run + fmt::Debug + Send + Sync + 'static {}
+
+/// What an operation sees of the request running it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunContext<'a> {
+    /// Whose operation.
+    pub caller: &'a Caller,
+    /// The transaction's time, Unix milliseconds.
+    pub now_ms: i64,
 }
 
 /// What [`Store::execute`] did.
@@ -40,10 +59,8 @@ pub struct Record {
 pub enum Execution {
     /// The operation ran and its record was committed with it.
     Ran(StoredResponse),
-    /// The key was already recorded for this request: its stored response.
-    Replayed(StoredResponse),
-    /// The key was already recorded for another request: nothing ran.
-    Mismatch,
+    /// The key was already recorded, finished: replay it or refuse.
+    Found(Verdict),
     /// Another transaction holds the key right now: nothing ran.
     InUse,
     /// The operation ran and was rolled back on purpose (chaos
@@ -51,15 +68,87 @@ pub enum Execution {
     RolledBack,
 }
 
+/// Whether an execution commits or, on purpose, rolls back (chaos).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Commit, and answer once durable.
+    Commit,
+    /// Run everything, then roll it back: nothing is stored.
+    RollBack,
+}
+
 /// Why the store could not answer. Either way nothing was written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The database cannot be reached, is full, busy or gone: retryable.
-    #[error("database unavailable: {0}")]
-    Unavailable(String),
-    /// Anything else: a bug or a corrupt database.
-    #[error("database error: {0}")]
-    Internal(String),
+///
+/// It keeps the driver's error as its [`source`](std::error::Error::source),
+/// so the log shows the whole chain; cloning shares it (a batch answers
+/// every request of a failed commit with the same error).
+#[derive(Debug, Clone)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    context: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+/// Whether a retry may succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The database cannot be reached, is full, busy or gone: retryable (503).
+    Unavailable,
+    /// Anything else: a bug or a corrupt database (500).
+    Internal,
+}
+
+impl StoreError {
+    /// A retryable failure.
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Unavailable,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A failure a retry will not fix.
+    pub fn internal(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Internal,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `source`.
+    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// Retryable or not.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// True for [`StoreErrorKind::Unavailable`].
+    pub fn is_unavailable(&self) -> bool {
+        self.kind == StoreErrorKind::Unavailable
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            StoreErrorKind::Unavailable => write!(f, "database unavailable: {}", self.context),
+            StoreErrorKind::Internal => write!(f, "database error: {}", self.context),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 /// One page of a caller's charges, newest first.
@@ -71,22 +160,35 @@ pub struct ChargePage {
     pub has_more: bool,
 }
 
-/// Options of one execution.
+/// Which page of a caller's charges to read: the paging rules both
+/// backends follow.
 #[derive(Debug, Clone, Copy)]
-pub struct ExecuteOptions {
-    /// Run the operation, then roll it back instead of committing (chaos).
-    pub roll_back: bool,
-    /// Look up and write the key's record. Only the benchmark's
-    /// `--bench-unrecorded` route turns this off, to measure what the
-    /// record costs.
-    pub record: bool,
+pub struct PageRequest<'a> {
+    /// At most this many charges (1 to 1000).
+    pub limit: u32,
+    /// Only charges older than this one.
+    pub starting_after: Option<&'a ChargeId>,
 }
 
-impl Default for ExecuteOptions {
-    fn default() -> Self {
-        Self {
-            roll_back: false,
-            record: true,
+impl PageRequest<'_> {
+    /// Ids are `ch_` + hex compared as bytes, so `"ch_~"` sorts after every
+    /// id: the first page reads "ids below it".
+    pub fn before(&self) -> &str {
+        self.starting_after.map_or("ch_~", |id| id.as_ref())
+    }
+
+    /// Rows to ask for: one more than the page, to learn `has_more`.
+    pub fn rows(&self) -> i64 {
+        i64::from(self.limit) + 1
+    }
+
+    /// The page of `rows`, newest first as read.
+    pub fn page(&self, mut rows: Vec<Charge>) -> ChargePage {
+        let has_more = rows.len() > self.limit as usize;
+        rows.truncate(self.limit as usize);
+        ChargePage {
+            data: rows,
+            has_more,
         }
     }
 }
@@ -107,16 +209,24 @@ pub trait Store: Send + Sync + 'static {
     async fn execute(
         &self,
         request: IdempotentRequest,
-        operation: Operation,
-        options: ExecuteOptions,
+        operation: Arc<dyn Operation>,
+        finish: Finish,
     ) -> Result<Execution, StoreError>;
+
+    /// Runs the operation in a transaction of its own **without** its key's
+    /// record: what the record costs, measured by the benchmark.
+    #[cfg(feature = "bench")]
+    async fn execute_unrecorded(
+        &self,
+        caller: Caller,
+        operation: Arc<dyn Operation>,
+    ) -> Result<StoredResponse, StoreError>;
 
     /// A caller's charges, newest first.
     async fn list_charges(
         &self,
         caller: &Caller,
-        limit: u32,
-        starting_after: Option<&ChargeId>,
+        page: PageRequest<'_>,
     ) -> Result<ChargePage, StoreError>;
 
     /// The stock left of an item, `None` if there is no such item.
@@ -135,4 +245,9 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// A duration in milliseconds as the stores keep it (saturating).
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

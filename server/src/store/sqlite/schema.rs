@@ -1,0 +1,72 @@
+//! The SQLite file itself: its connection settings, its migrations, and
+//! which file a path names right now (a replaced file is noticed).
+
+use super::classify;
+use crate::config::Durability;
+use crate::store::schema::VERSION_QUERY;
+use crate::store::{now_ms, StoreError};
+use rusqlite::{params, Connection};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a connection waits for another process's lock before giving up
+/// with a 503.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Settings of the writer's connection.
+pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    let synchronous = match durability {
+        Durability::Full => "FULL",
+        Durability::Relaxed => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(())
+}
+
+/// Applies the migrations the file still needs, in one transaction.
+pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    )?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let current: i64 = tx.query_row(VERSION_QUERY, [], |r| r.get(0))?;
+    for (version, sql) in super::MIGRATIONS.after(current) {
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
+            params![version, now_ms()],
+        )?;
+        tracing::info!(version, "migration applied");
+    }
+    tx.commit()
+}
+
+/// The schema version of the file (0 for none).
+pub(super) fn version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.query_row(VERSION_QUERY, [], |r| r.get(0))
+        .map_err(classify)
+}
+
+/// Which file a path names right now (device and inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FileIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+/// The identity of the file at `path`; 503 when there is none.
+pub(super) fn file_identity(path: &Path) -> Result<FileIdentity, StoreError> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        StoreError::unavailable(format!("the database file {} is gone", path.display()))
+            .caused_by(e)
+    })?;
+    Ok(FileIdentity {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}

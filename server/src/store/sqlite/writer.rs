@@ -1,0 +1,281 @@
+//! The one thread that writes, and its group commit.
+//!
+//! It takes every job already queued, opens one `BEGIN IMMEDIATE`
+//! transaction, runs each job in its own `SAVEPOINT` (a failing job rolls
+//! back only itself), commits once (one fsync under `synchronous=FULL`) and
+//! only then answers every job. A single writer also means two requests
+//! with the same key never run at once: the second finds the first's record.
+//!
+//! Each job carries its own typed reply ([`Writer::submit`] is generic over
+//! the job's result), so the thread never answers a question with the
+//! wrong kind of value.
+
+use super::schema::{self, FileIdentity};
+use super::{classify, MIGRATIONS};
+use crate::config::Durability;
+use crate::store::StoreError;
+use rusqlite::{Connection, OpenFlags};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most jobs one commit may carry.
+const MAX_BATCH: usize = 512;
+/// Jobs that may wait for the writer before senders wait too.
+const QUEUE_DEPTH: usize = 8192;
+/// How long `/healthz` keeps answering 503 after a write failed for a
+/// reason a retry may fix (disk full, file gone), unless a write succeeds.
+const FAILURE_MEMORY: Duration = Duration::from_secs(5);
+
+/// Whether a job's savepoint is kept or undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// Release the savepoint: the job's writes commit with the batch.
+    Yes,
+    /// Roll the savepoint back: the job ran, nothing of it is stored.
+    No,
+}
+
+/// What a job may know about the batch it runs in.
+pub(super) struct Batch<'a> {
+    /// The transaction's connection (inside the job's savepoint).
+    pub(super) conn: &'a Connection,
+    /// A retryable write failure seen in the last few seconds, if any: a
+    /// health probe reports it, since "healthy" means requests can commit.
+    pub(super) recent_failure: Option<&'a StoreError>,
+}
+
+/// The kind of a job, as far as the failure memory cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A request's write: a successful one clears the failure memory.
+    Write,
+    /// Maintenance or a probe.
+    Other,
+}
+
+/// A job with its reply, type-erased for the queue.
+trait Job: Send {
+    fn kind(&self) -> Kind;
+    /// Runs inside the job's savepoint; keeps its result for the reply.
+    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep, StoreError>;
+    /// The job's savepoint could not be kept: it answers `error`.
+    fn fail(&mut self, error: StoreError);
+    /// Answers with the kept result (the batch committed) or `error`.
+    fn answer(self: Box<Self>, error: Option<StoreError>);
+}
+
+struct Typed<T, F> {
+    kind: Kind,
+    work: Option<F>,
+    result: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for Typed<T, F>
+where
+    T: Send,
+    F: FnOnce(&Batch<'_>) -> Result<(T, Keep), StoreError> + Send,
+{
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep, StoreError> {
+        let work = self.work.take().expect("a job runs once");
+        let (output, keep) = work(batch)?;
+        self.result = Some(Ok(output));
+        Ok(keep)
+    }
+
+    fn fail(&mut self, error: StoreError) {
+        self.result = Some(Err(error));
+    }
+
+    fn answer(self: Box<Self>, error: Option<StoreError>) {
+        let result = match (error, self.result) {
+            (Some(e), _) => Err(e),
+            (None, Some(result)) => result,
+            (None, None) => Err(StoreError::internal(
+                "the writer answered a job it never ran",
+            )),
+        };
+        // A sender that gave up (its client went away) is no error here:
+        // its work is committed and the next retry replays it.
+        let _ = self.reply.send(result);
+    }
+}
+
+/// The handle requests use: a queue to the writer thread.
+pub(super) struct Writer {
+    jobs: mpsc::Sender<Box<dyn Job>>,
+}
+
+impl Writer {
+    /// Starts the writer thread on an open, migrated connection.
+    /// `generation` is bumped whenever the writer reopens the file, so read
+    /// connections to a replaced file are dropped.
+    pub(super) fn start(
+        conn: Connection,
+        path: PathBuf,
+        durability: Durability,
+        generation: Arc<AtomicU64>,
+    ) -> Result<Self, StoreError> {
+        let identity = schema::file_identity(&path)?;
+        let (jobs, queue) = mpsc::channel(QUEUE_DEPTH);
+        let thread = WriterThread {
+            path,
+            durability,
+            conn: Some(conn),
+            identity: Some(identity),
+            generation,
+            last_failure: None,
+        };
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || thread.run(queue))
+            .map_err(|e| StoreError::internal("cannot start the writer thread").caused_by(e))?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `work` in the next batch, inside its own savepoint, and answers
+    /// once that batch has committed (or with the error that undid it).
+    pub(super) async fn submit<T, F>(&self, kind: Kind, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Batch<'_>) -> Result<(T, Keep), StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Typed {
+            kind,
+            work: Some(work),
+            result: None,
+            reply,
+        });
+        self.jobs
+            .send(job)
+            .await
+            .map_err(|_| StoreError::unavailable("the writer has stopped"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::internal("the writer dropped a job"))?
+    }
+}
+
+/// The writer thread's own state.
+struct WriterThread {
+    path: PathBuf,
+    durability: Durability,
+    conn: Option<Connection>,
+    identity: Option<FileIdentity>,
+    generation: Arc<AtomicU64>,
+    /// When a write last failed with a retryable error, and why.
+    last_failure: Option<(Instant, StoreError)>,
+}
+
+impl WriterThread {
+    fn run(mut self, mut queue: mpsc::Receiver<Box<dyn Job>>) {
+        while let Some(first) = queue.blocking_recv() {
+            let mut batch = Vec::with_capacity(16);
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.run_batch(batch);
+        }
+        tracing::debug!("writer stopped: no senders left");
+    }
+
+    /// Runs a batch in one transaction and answers every job once it is
+    /// committed (or with the error that rolled it back).
+    fn run_batch(&mut self, mut batch: Vec<Box<dyn Job>>) {
+        let outcome = self
+            .ensure_open()
+            .and_then(|()| self.commit_batch(&mut batch));
+        let writes = batch.iter().any(|job| job.kind() == Kind::Write);
+        match &outcome {
+            Err(e) if e.is_unavailable() => self.remember_failure(e.clone()),
+            Ok(failures) => match failures.iter().find(|e| e.is_unavailable()) {
+                Some(e) => self.remember_failure(e.clone()),
+                None if writes => self.last_failure = None,
+                None => {}
+            },
+            Err(_) => {}
+        }
+        let error = outcome.err();
+        for job in batch {
+            job.answer(error.clone());
+        }
+    }
+
+    fn remember_failure(&mut self, error: StoreError) {
+        // Reopen before the next batch: the connection may be unusable.
+        self.conn = None;
+        self.last_failure = Some((Instant::now(), error));
+    }
+
+    /// Runs every job in its savepoint and commits. Returns the errors of
+    /// the jobs that failed on their own (each rolled back only itself), or
+    /// the error that undid the whole batch.
+    fn commit_batch(&mut self, batch: &mut [Box<dyn Job>]) -> Result<Vec<StoreError>, StoreError> {
+        let recent_failure = self
+            .last_failure
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
+            .map(|(_, e)| e.clone());
+        let conn = self.conn.as_mut().expect("ensure_open leaves a connection");
+        let mut tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(classify)?;
+        let mut failures = Vec::new();
+        for job in batch.iter_mut() {
+            // A savepoint dropped unreleased rolls back: a failing job
+            // undoes only itself.
+            let result = tx.savepoint().map_err(classify).and_then(|mut savepoint| {
+                let keep = job.run(&Batch {
+                    conn: &savepoint,
+                    recent_failure: recent_failure.as_ref(),
+                })?;
+                match keep {
+                    Keep::Yes => savepoint.commit().map_err(classify),
+                    Keep::No => savepoint.rollback().map_err(classify),
+                }
+            });
+            if let Err(e) = result {
+                job.fail(e.clone());
+                failures.push(e);
+            }
+        }
+        tx.commit().map_err(|e| {
+            let e = classify(e);
+            tracing::error!(error = %e, jobs = batch.len(), "commit failed; the batch is rolled back");
+            e
+        })?;
+        Ok(failures)
+    }
+
+    /// Makes sure the connection writes to the file at `path`: the same file
+    /// it opened, or, if that file was replaced, the new one. A missing file
+    /// is never recreated here (that would forget every key).
+    fn ensure_open(&mut self) -> Result<(), StoreError> {
+        let identity = schema::file_identity(&self.path)?;
+        if self.conn.is_some() && self.identity == Some(identity) {
+            return Ok(());
+        }
+        self.conn = None;
+        let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .map_err(classify)?;
+        schema::configure_writer(&conn, self.durability).map_err(classify)?;
+        MIGRATIONS.check(schema::version(&conn)?)?;
+        tracing::warn!(path = %self.path.display(), "database (re)opened");
+        self.conn = Some(conn);
+        self.identity = Some(identity);
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
