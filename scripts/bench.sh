@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 DURABILITY=${DURABILITY:-full}
-cargo build --release -p server --bins -q
+cargo build --release -p server --features bench --bins -q
 BIN=${CARGO_TARGET_DIR:-target}/release
 
 run_case() { # scenario [extra server flags...]

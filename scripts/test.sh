@@ -20,10 +20,10 @@ step "toolchain"
 
 step "format and lints"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -q -- -D warnings
+cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
-step "server: unit, property, API and crash tests on SQLite"
-cargo test -p server
+step "server: unit, property, API, fuzz-corpus and crash tests on SQLite"
+cargo test -p server --features fuzzing
 
 step "server: API and crash tests again on a real PostgreSQL"
 pgdir="$(mktemp -d)"
