@@ -1,47 +1,70 @@
 #!/usr/bin/env bash
-# Benchmarks of docs/BENCHMARKS.md: the release server on a fresh temp
-# SQLite database per case (default --durability full), driven by loadgen.
-#   scripts/bench.sh                 all cases, 10 s each
+# Benchmarks of docs/BENCHMARKS.md: each product case beside its floor (a
+# server doing the same insert or read with no idempotency at all:
+# bench/src/bin/floor.rs), back to back in one run, each on a fresh
+# database, and the ratio between them. Release builds, driven by loadgen.
+#   scripts/bench.sh                 all cases, 10 s each, SQLite
 #   DURATION=5s CONNECTIONS=32 scripts/bench.sh
 #   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
 #       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
 #       starts a throwaway cluster)
+# Nothing else may run on the machine meanwhile: the figures are CPU-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 DURABILITY=${DURABILITY:-full}
-cargo build --release -p server --features bench --bins -q
+cargo build --release -p server -p bench --bins -q
 BIN=${CARGO_TARGET_DIR:-target}/release
 
-run_case() { # scenario [extra server flags...]
-  local scenario=$1; shift
-  local dir; dir=$(mktemp -d)
-  local database="sqlite://$dir/shop.db"
+fresh_database() { # DIR -> a database URL
   if [ -n "${BENCH_POSTGRES_URL:-}" ]; then
     local name="bench_$(date +%s%N)"
     psql -q "$BENCH_POSTGRES_URL" -c "CREATE DATABASE $name"
-    database="${BENCH_POSTGRES_URL%/*}/$name"
+    echo "${BENCH_POSTGRES_URL%/*}/$name"
+  else
+    echo "sqlite://$1/shop.db"
   fi
-  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
-    --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
+}
+
+# run PROGRAM SCENARIO [flags...]: prints loadgen's line, keeps its rps in $rps.
+run() {
+  local program=$1 scenario=$2; shift 2
+  local dir; dir=$(mktemp -d)
+  local database; database=$(fresh_database "$dir")
+  if [ "$program" = floor ]; then
+    "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
+      >"$dir/out" 2>"$dir/err" &
+  else
+    RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
+      --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
+  fi
   local pid=$!
   for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
   local addr; addr=$(sed -n 's#^listening on http://##p' "$dir/out")
-  "$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" --duration "$DURATION" \
-    ${REQUESTS:+--requests "$REQUESTS"}
+  local line
+  line=$("$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
+    --duration "$DURATION" ${REQUESTS:+--requests "$REQUESTS"})
+  echo "$program $line"
+  rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
 }
 
-echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
-run_case read
-run_case new-key
-run_case unrecorded --bench-unrecorded
-run_case replay
-run_case storm
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
-if [ "${SWEEP:-1}" = 1 ]; then
+echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
+run floor read;       read_floor=$rps
+run server read;      read_server=$rps
+run floor new-key;    insert_floor=$rps
+run server new-key;   new_key=$rps
+run server replay;    replay=$rps
+run server storm
+echo "ratio new-key / insert floor: $(ratio "$new_key" "$insert_floor")"
+echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
+echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
+
+if [ "${SWEEP:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
   # The sweeper under load: new-key p99 while 1 000 000 expired records are
   # deleted, against the same load without the backlog.
   RECORDS=${RECORDS:-1000000}

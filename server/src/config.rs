@@ -74,13 +74,6 @@ pub struct Config {
     /// Honour the `X-Chaos` request header (demo and tests only).
     #[arg(long, env = "CHAOS")]
     pub chaos: bool,
-
-    /// Benchmarks only (the `bench` feature): serve `POST /bench/charges`,
-    /// which writes a charge through the same writer *without* its
-    /// idempotency record, so the record's cost can be measured as a ratio.
-    #[cfg(feature = "bench")]
-    #[arg(long, hide = true)]
-    pub bench_unrecorded: bool,
 }
 
 /// When an answer may leave.

@@ -28,12 +28,10 @@
 //! * [`sweeper`]: deletes expired records in small batches.
 //! * [`metrics`], [`telemetry`]: Prometheus metrics and structured logs.
 //!
-//! Feature-gated, never in a default build: `bench` (the unrecorded route
-//! the benchmark compares against, and the `loadgen` binary) and `fuzzing`
-//! (the bodies of the `cargo fuzz` targets, replayed by a test).
+//! Feature-gated, never in a default build: `fuzzing`, the bodies of the
+//! `cargo fuzz` targets (replayed by a test). The benchmark's tools (load
+//! generator, floor servers) are another package, `bench/`.
 
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod chaos;
 pub mod config;
 pub mod domain;

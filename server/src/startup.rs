@@ -131,12 +131,6 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .route("/healthz", get(routes::health::healthz))
         .route("/metrics", get(metrics::handler))
         .route("/config", get(routes::config::show));
-    #[cfg(feature = "bench")]
-    let api = if config.bench_unrecorded {
-        crate::bench::route(api)
-    } else {
-        api
-    };
     let api = api
         .method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))

@@ -1,7 +1,6 @@
 //! Charges: what `POST /charges` asks for and what it creates.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Minor units (cents), 1 to 100 000 000.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -71,12 +70,6 @@ impl Currency {
     }
 }
 
-impl AsRef<str> for Currency {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Description {
     /// The longest description, in characters.
     pub const MAX_CHARS: usize = 500;
@@ -88,12 +81,6 @@ impl Description {
         } else {
             Err(NewChargeError::Description)
         }
-    }
-}
-
-impl AsRef<str> for Description {
-    fn as_ref(&self) -> &str {
-        &self.0
     }
 }
 
@@ -113,18 +100,6 @@ impl ChargeId {
     /// Rebuilds an id read from the database.
     pub fn from_stored(raw: String) -> Self {
         Self(raw)
-    }
-}
-
-impl AsRef<str> for ChargeId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ChargeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -210,6 +185,8 @@ impl Charge {
         }
     }
 }
+
+text_newtype!(Currency, Description, ChargeId);
 
 #[cfg(test)]
 mod tests {

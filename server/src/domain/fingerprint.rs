@@ -112,38 +112,39 @@ mod tests {
             "/charges",
             r#"{"amount":1999,"currency":"usd"}"#,
         );
-        for other in [
-            fp(
+        for (method, path, body) in [
+            (
                 Method::PUT,
                 "/charges",
                 r#"{"amount":1999,"currency":"usd"}"#,
             ),
-            fp(
+            (
                 Method::POST,
                 "/reservations",
                 r#"{"amount":1999,"currency":"usd"}"#,
             ),
-            fp(
+            (
                 Method::POST,
                 "/charges",
                 r#"{"amount":2000,"currency":"usd"}"#,
             ),
-            fp(
+            (
                 Method::POST,
                 "/charges",
                 r#"{"amount":1999,"currency":"eur"}"#,
             ),
-            fp(
+            (
                 Method::POST,
                 "/charges",
                 r#"{"amount":1999,"currency":"usd","description":null}"#,
             ),
-            fp(
+            (
                 Method::POST,
                 "/charges",
                 r#"{"amount":"1999","currency":"usd"}"#,
             ),
         ] {
+            let other = fp(method, path, body);
             assert_ne!(base, other);
         }
     }

@@ -70,18 +70,6 @@ impl IdempotencyKey {
     }
 }
 
-impl AsRef<str> for IdempotencyKey {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for IdempotencyKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl fmt::Debug for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "IdempotencyKey({:?})", self.0)
@@ -121,6 +109,8 @@ fn unquote(raw: &[u8]) -> Result<Vec<u8>, IdempotencyKeyError> {
     }
     Err(IdempotencyKeyError::BadQuoting)
 }
+
+text_newtype!(IdempotencyKey);
 
 #[cfg(test)]
 mod tests {

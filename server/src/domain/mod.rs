@@ -1,6 +1,24 @@
 //! Domain types, each parsed once at the edge: inside the server only valid
 //! values exist.
 
+/// `AsRef<str>` and `Display` for newtypes over a `String` that is valid
+/// once parsed: each reads as the text it holds.
+macro_rules! text_newtype {
+    ($($name:ident),+ $(,)?) => {$(
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )+};
+}
+
 mod caller;
 mod charge;
 mod fingerprint;

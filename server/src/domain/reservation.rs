@@ -37,12 +37,6 @@ impl ItemId {
     }
 }
 
-impl AsRef<str> for ItemId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Quantity {
     /// Parses a quantity.
     pub fn parse(raw: i64) -> Result<Self, NewReservationError> {
@@ -111,6 +105,8 @@ impl Reservation {
         }
     }
 }
+
+text_newtype!(ItemId);
 
 #[cfg(test)]
 mod tests {

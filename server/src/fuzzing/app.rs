@@ -53,10 +53,6 @@ impl App {
             .expect("the fuzzing config parses");
             // Whatever the environment says: chaos would exit the process.
             config.chaos = false;
-            #[cfg(feature = "bench")]
-            {
-                config.bench_unrecorded = false;
-            }
             config.cors_origins.clear();
             let mut app = App {
                 runtime: tokio::runtime::Builder::new_current_thread()

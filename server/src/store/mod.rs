@@ -213,15 +213,6 @@ pub trait Store: Send + Sync + 'static {
         finish: Finish,
     ) -> Result<Execution, StoreError>;
 
-    /// Runs the operation in a transaction of its own **without** its key's
-    /// record: what the record costs, measured by the benchmark.
-    #[cfg(feature = "bench")]
-    async fn execute_unrecorded(
-        &self,
-        caller: Caller,
-        operation: Arc<dyn Operation>,
-    ) -> Result<StoredResponse, StoreError>;
-
     /// A caller's charges, newest first.
     async fn list_charges(
         &self,

@@ -160,23 +160,6 @@ impl Store for PostgresStore {
         .await
     }
 
-    #[cfg(feature = "bench")]
-    async fn execute_unrecorded(
-        &self,
-        caller: Caller,
-        operation: Arc<dyn Operation>,
-    ) -> Result<StoredResponse, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(classify)?;
-        let at = RunContext {
-            caller: &caller,
-            now_ms: now_ms(),
-        };
-        let response = operation.run_postgres(&tx, &at).await?;
-        tx.commit().await.map_err(classify)?;
-        Ok(response)
-    }
-
     async fn list_charges(
         &self,
         caller: &Caller,

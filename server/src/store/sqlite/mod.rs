@@ -121,24 +121,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    #[cfg(feature = "bench")]
-    async fn execute_unrecorded(
-        &self,
-        caller: Caller,
-        operation: Arc<dyn Operation>,
-    ) -> Result<StoredResponse, StoreError> {
-        self.writer
-            .submit(Kind::Write, move |batch| {
-                let at = RunContext {
-                    caller: &caller,
-                    now_ms: now_ms(),
-                };
-                let response = operation.run_sqlite(batch.conn, &at).map_err(classify)?;
-                Ok((response, Keep::Yes))
-            })
-            .await
-    }
-
     async fn list_charges(
         &self,
         caller: &Caller,

@@ -1,4 +1,5 @@
-//! Load generator for `docs/BENCHMARKS.md` (driven by `scripts/bench.sh`).
+//! Load generator for `docs/BENCHMARKS.md` (driven by `scripts/bench.sh`),
+//! against the product's server or a floor server (`floor`) alike.
 //!
 //! Keeps N keep-alive HTTP/1.1 connections busy for a while (or for a fixed
 //! number of requests) and prints one line: requests/s, p50, p99.
@@ -182,16 +183,12 @@ async fn send(
         Scenario::Read => Request::get("/inventory/sku-tee")
             .header("host", addr)
             .body(Full::new(Bytes::new())),
-        _ => Request::post(if scenario == Scenario::Unrecorded {
-            "/bench/charges"
-        } else {
-            "/charges"
-        })
-        .header("host", addr)
-        .header("authorization", TOKEN)
-        .header("content-type", "application/json")
-        .header("idempotency-key", key)
-        .body(Full::new(Bytes::from_static(BODY.as_bytes()))),
+        _ => Request::post("/charges")
+            .header("host", addr)
+            .header("authorization", TOKEN)
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(Full::new(Bytes::from_static(BODY.as_bytes()))),
     }
     .expect("a valid request");
     conn.ready().await?;
@@ -217,7 +214,10 @@ fn fill_expired(path: &std::path::Path, count: usize) {
                  VALUES (?1, ?2, ?3, 201, 'content-type: application/json\n', ?4, ?5, ?6)",
             )
             .expect("prepare");
-        let expired = server::store::now_ms() - 3_600_000;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let expired = now_ms - 3_600_000;
         let body = br#"{"id":"ch_0","amount":1999,"currency":"usd","description":"cart 42","status":"succeeded","created":0}"#;
         for i in 0..count {
             let caller = [(i / 100) as u8; 32];
