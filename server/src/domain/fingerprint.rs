@@ -107,22 +107,11 @@ mod tests {
 
     #[test]
     fn method_path_and_every_value_matter() {
-        let base = fp(
-            Method::POST,
-            "/charges",
-            r#"{"amount":1999,"currency":"usd"}"#,
-        );
+        const BODY: &str = r#"{"amount":1999,"currency":"usd"}"#;
+        let base = fp(Method::POST, "/charges", BODY);
         for (method, path, body) in [
-            (
-                Method::PUT,
-                "/charges",
-                r#"{"amount":1999,"currency":"usd"}"#,
-            ),
-            (
-                Method::POST,
-                "/reservations",
-                r#"{"amount":1999,"currency":"usd"}"#,
-            ),
+            (Method::PUT, "/charges", BODY),
+            (Method::POST, "/reservations", BODY),
             (
                 Method::POST,
                 "/charges",
@@ -136,12 +125,12 @@ mod tests {
             (
                 Method::POST,
                 "/charges",
-                r#"{"amount":1999,"currency":"usd","description":null}"#,
+                r#"{"amount":"1999","currency":"usd"}"#,
             ),
             (
                 Method::POST,
                 "/charges",
-                r#"{"amount":"1999","currency":"usd"}"#,
+                r#"{"amount":1999,"currency":"usd","description":null}"#,
             ),
         ] {
             let other = fp(method, path, body);

@@ -6,7 +6,7 @@ use crate::domain::{ChargeId, NewCharge};
 use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
 use crate::state::AppState;
-use crate::store::PageRequest;
+use crate::store::ChargeQuery;
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -64,13 +64,11 @@ pub async fn list(
         .transpose()?;
     let page = state
         .store
-        .list_charges(
-            &caller,
-            PageRequest {
-                limit,
-                starting_after: starting_after.as_ref(),
-            },
-        )
+        .list_charges(ChargeQuery {
+            caller: &caller,
+            limit,
+            starting_after: starting_after.as_ref(),
+        })
         .await?;
     Ok(Json(ChargeList {
         data: &page.data,

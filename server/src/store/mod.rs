@@ -9,7 +9,7 @@
 //!
 //! A backend only translates: the verdict on a finished record
 //! ([`Record::verdict`]), the stored response's encoding, the paging rules
-//! ([`ChargePage`]) and the schema rules ([`schema`]) are decided once, here
+//! ([`ChargeQuery`]) and the schema rules ([`schema`]) are decided once, here
 //! and in [`crate::idempotency::record`]. Each business operation is a
 //! domain request that implements [`Operation`]: its SQL lives in
 //! `sqlite/operations.rs` and `postgres/operations.rs`, its answers in
@@ -163,14 +163,16 @@ pub struct ChargePage {
 /// Which page of a caller's charges to read: the paging rules both
 /// backends follow.
 #[derive(Debug, Clone, Copy)]
-pub struct PageRequest<'a> {
+pub struct ChargeQuery<'a> {
+    /// Whose charges.
+    pub caller: &'a Caller,
     /// At most this many charges (1 to 1000).
     pub limit: u32,
     /// Only charges older than this one.
     pub starting_after: Option<&'a ChargeId>,
 }
 
-impl PageRequest<'_> {
+impl ChargeQuery<'_> {
     /// Ids are `ch_` + hex compared as bytes, so `"ch_~"` sorts after every
     /// id: the first page reads "ids below it".
     pub fn before(&self) -> &str {
@@ -213,12 +215,8 @@ pub trait Store: Send + Sync + 'static {
         finish: Finish,
     ) -> Result<Execution, StoreError>;
 
-    /// A caller's charges, newest first.
-    async fn list_charges(
-        &self,
-        caller: &Caller,
-        page: PageRequest<'_>,
-    ) -> Result<ChargePage, StoreError>;
+    /// A page of a caller's charges, newest first.
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError>;
 
     /// The stock left of an item, `None` if there is no such item.
     async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError>;

@@ -26,7 +26,7 @@ use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Record, StoredResponse};
 use crate::store::{
-    millis, now_ms, ChargePage, Execution, Finish, IdempotentRequest, Operation, PageRequest,
+    millis, now_ms, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
     RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
@@ -160,11 +160,7 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn list_charges(
-        &self,
-        caller: &Caller,
-        page: PageRequest<'_>,
-    ) -> Result<ChargePage, StoreError> {
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
         let client = self.client().await?;
         // Ids are compared as bytes: the column's collation is "C".
         let rows = client
@@ -175,11 +171,15 @@ impl Store for PostgresStore {
                      WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
                 )
                 .await?,
-                &[&&caller.as_bytes()[..], &page.before(), &page.rows()],
+                &[
+                    &&query.caller.as_bytes()[..],
+                    &query.before(),
+                    &query.rows(),
+                ],
             )
             .await
             .map_err(classify)?;
-        Ok(page.page(
+        Ok(query.page(
             rows.iter()
                 .map(|r| Charge::from_stored(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
                 .collect(),

@@ -18,7 +18,7 @@ use crate::domain::{Caller, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Record, StoredResponse};
 use crate::store::schema::Migrations;
 use crate::store::{
-    millis, now_ms, ChargePage, Execution, Finish, IdempotentRequest, Operation, PageRequest,
+    millis, now_ms, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
     RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
@@ -121,15 +121,9 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_charges(
-        &self,
-        caller: &Caller,
-        page: PageRequest<'_>,
-    ) -> Result<ChargePage, StoreError> {
-        let rows = self
-            .readers
-            .with(|conn| queries::charges(conn, caller, &page))?;
-        Ok(page.page(rows))
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
+        let rows = self.readers.with(|conn| queries::charges(conn, &query))?;
+        Ok(query.page(rows))
     }
 
     async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError> {

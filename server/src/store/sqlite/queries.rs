@@ -4,7 +4,7 @@
 use super::operations::record;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
 use crate::idempotency::record::Record;
-use crate::store::PageRequest;
+use crate::store::ChargeQuery;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// A live record of the key, for a replay.
@@ -25,18 +25,14 @@ pub(super) fn live_record(
 }
 
 /// One page of a caller's charges, newest first (one row more than the
-/// page, see [`PageRequest`]).
-pub(super) fn charges(
-    conn: &Connection,
-    caller: &Caller,
-    page: &PageRequest<'_>,
-) -> rusqlite::Result<Vec<Charge>> {
+/// page, see [`ChargeQuery`]).
+pub(super) fn charges(conn: &Connection, query: &ChargeQuery<'_>) -> rusqlite::Result<Vec<Charge>> {
     conn.prepare_cached(
         "SELECT id, amount, currency, description, created FROM charges
          WHERE caller = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
     )?
     .query_map(
-        params![&caller.as_bytes()[..], page.before(), page.rows()],
+        params![&query.caller.as_bytes()[..], query.before(), query.rows()],
         |row| {
             Ok(Charge::from_stored(
                 row.get(0)?,
