@@ -25,6 +25,9 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 step "server: unit, property, API and crash tests on SQLite"
 cargo test -p server
 
+step "payment provider simulator: charges, idempotency, faults, restarts"
+cargo test -p psp
+
 step "server: API and crash tests again on a real PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT

@@ -51,8 +51,16 @@ pub struct Application {
 }
 
 impl Application {
-    /// Opens the ledger (creating and migrating it), builds the router and binds.
+    /// Binds, opens the ledger (creating and migrating it) and builds the router.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        // Bind first: a bad address then touches no file.
+        let listener =
+            TcpListener::bind(&config.listen)
+                .await
+                .map_err(|source| StartupError::Bind {
+                    addr: config.listen.clone(),
+                    source,
+                })?;
         // Opening is quick, and nothing else runs yet.
         let ledger =
             Ledger::open(&config.database, KEY_TTL).map_err(|source| StartupError::Ledger {
@@ -64,13 +72,6 @@ impl Application {
             faults: Faults::default(),
             latency: config.latency,
         };
-        let listener =
-            TcpListener::bind(&config.listen)
-                .await
-                .map_err(|source| StartupError::Bind {
-                    addr: config.listen.clone(),
-                    source,
-                })?;
         Ok(Self {
             listener,
             router: router(state),
