@@ -13,6 +13,10 @@
 //! * **Keys live 24 hours.** An expired key counts as absent (a request
 //!   with it charges again) and [`Ledger::sweep`] deletes expired keys in
 //!   batches.
+//!
+//! One file on purpose: the handle, the jobs and the SQL each job runs
+//! form one unit around one connection, and its tests exercise them
+//! together.
 
 use crate::domain::{Answer, Charge, ChargeId, ChargeParams, IdempotencyKey};
 use rusqlite::config::DbConfig;

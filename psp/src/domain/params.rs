@@ -5,18 +5,14 @@
 //! `Deserialize`) so that every refusal names its parameter and carries a
 //! Stripe-style error code.
 
+use super::card::PaymentMethod;
+use super::metadata::Metadata;
 use serde::Serialize;
-use serde_json::{Map, Value};
-use std::collections::BTreeMap;
-use std::fmt;
+use serde_json::Value;
 
 /// The smallest and largest amounts, in minor units (as the checkout
 /// server takes them).
 const AMOUNT_RANGE: std::ops::RangeInclusive<i64> = 1..=100_000_000;
-/// Stripe's metadata limits.
-const MAX_METADATA_KEYS: usize = 50;
-const MAX_METADATA_KEY_CHARS: usize = 40;
-const MAX_METADATA_VALUE_CHARS: usize = 500;
 
 /// The parameters of one charge request.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,120 +215,6 @@ impl AsRef<str> for Currency {
     }
 }
 
-/// The test cards, by Stripe's names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PaymentMethod {
-    /// `pm_card_visa`: succeeds.
-    Visa,
-    /// `pm_card_mastercard`: succeeds.
-    Mastercard,
-    /// `pm_card_chargeDeclined`: declined, `generic_decline`.
-    ChargeDeclined,
-    /// `pm_card_chargeDeclinedInsufficientFunds`: declined, `insufficient_funds`.
-    ChargeDeclinedInsufficientFunds,
-}
-
-/// Why a card was declined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decline {
-    /// Stripe's `decline_code`.
-    pub decline_code: &'static str,
-    /// Stripe's message for it.
-    pub message: &'static str,
-}
-
-impl PaymentMethod {
-    const ALL: [Self; 4] = [
-        Self::Visa,
-        Self::Mastercard,
-        Self::ChargeDeclined,
-        Self::ChargeDeclinedInsufficientFunds,
-    ];
-
-    fn parse(raw: &str) -> Result<Self, ParamError> {
-        Self::ALL
-            .into_iter()
-            .find(|pm| pm.as_str() == raw)
-            .ok_or_else(|| ParamError::UnknownPaymentMethod(raw.to_owned()))
-    }
-
-    /// Stripe's name for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Visa => "pm_card_visa",
-            Self::Mastercard => "pm_card_mastercard",
-            Self::ChargeDeclined => "pm_card_chargeDeclined",
-            Self::ChargeDeclinedInsufficientFunds => "pm_card_chargeDeclinedInsufficientFunds",
-        }
-    }
-
-    /// What the card does to a charge: `None` pays, `Some` declines.
-    pub fn decline(self) -> Option<Decline> {
-        match self {
-            Self::Visa | Self::Mastercard => None,
-            Self::ChargeDeclined => Some(Decline {
-                decline_code: "generic_decline",
-                message: "Your card was declined.",
-            }),
-            Self::ChargeDeclinedInsufficientFunds => Some(Decline {
-                decline_code: "insufficient_funds",
-                message: "Your card has insufficient funds.",
-            }),
-        }
-    }
-}
-
-impl fmt::Display for PaymentMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Labels kept with a charge: up to 50 keys of 1 to 40 characters (no
-/// square brackets), each a string of up to 500 characters, a number or a
-/// boolean. Kept sorted by key, so it serialises canonically.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Metadata(BTreeMap<String, Value>);
-
-impl Metadata {
-    fn parse(value: Value) -> Result<Self, ParamError> {
-        let Value::Object(entries) = value else {
-            return Err(ParamError::Metadata("must be a JSON object".into()));
-        };
-        if entries.len() > MAX_METADATA_KEYS {
-            return Err(ParamError::Metadata(format!(
-                "may hold at most {MAX_METADATA_KEYS} keys"
-            )));
-        }
-        Ok(Self(check_entries(entries)?))
-    }
-}
-
-fn check_entries(entries: Map<String, Value>) -> Result<BTreeMap<String, Value>, ParamError> {
-    entries
-        .into_iter()
-        .map(|(key, value)| {
-            let chars = key.chars().count();
-            if chars == 0 || chars > MAX_METADATA_KEY_CHARS || key.contains(['[', ']']) {
-                return Err(ParamError::Metadata(format!(
-                    "keys must be 1 to {MAX_METADATA_KEY_CHARS} characters without square brackets; {key:?} is not"
-                )));
-            }
-            match &value {
-                Value::String(s) if s.chars().count() > MAX_METADATA_VALUE_CHARS => {
-                    Err(ParamError::Metadata(format!(
-                        "values may be at most {MAX_METADATA_VALUE_CHARS} characters; {key:?}'s is longer"
-                    )))
-                }
-                Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok((key, value)),
-                _ => Err(ParamError::Metadata(format!(
-                    "values must be strings, numbers or booleans; {key:?}'s is not"
-                ))),
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,47 +385,5 @@ mod tests {
             let e = parse(body).expect_err(body);
             assert_eq!((e.code(), e.param()), (code, param), "{body}: {e}");
         }
-    }
-
-    #[test]
-    fn metadata_limits_are_stripes() {
-        let with = |metadata: String| {
-            parse(&format!(
-                r#"{{"amount":5,"currency":"usd","payment_method":"pm_card_visa","metadata":{metadata}}}"#
-            ))
-        };
-        let entries = |n: usize| {
-            let pairs: Vec<String> = (0..n).map(|i| format!(r#""k{i}":"v""#)).collect();
-            format!("{{{}}}", pairs.join(","))
-        };
-        assert!(with(entries(50)).is_ok());
-        assert!(with(entries(51)).is_err());
-        let long_key = "k".repeat(40);
-        assert!(with(format!(r#"{{"{long_key}":"v"}}"#)).is_ok());
-        assert!(with(format!(r#"{{"{long_key}x":"v"}}"#)).is_err());
-        let long_value = "é".repeat(500);
-        assert!(with(format!(r#"{{"k":"{long_value}"}}"#)).is_ok());
-        assert!(with(format!(r#"{{"k":"{long_value}x"}}"#)).is_err());
-    }
-
-    #[test]
-    fn every_test_card_parses_by_its_stripe_name() {
-        for pm in PaymentMethod::ALL {
-            assert_eq!(PaymentMethod::parse(pm.as_str()), Ok(pm));
-        }
-        assert_eq!(PaymentMethod::Visa.decline(), None);
-        assert_eq!(PaymentMethod::Mastercard.decline(), None);
-        assert_eq!(
-            PaymentMethod::ChargeDeclined
-                .decline()
-                .map(|d| d.decline_code),
-            Some("generic_decline")
-        );
-        assert_eq!(
-            PaymentMethod::ChargeDeclinedInsufficientFunds
-                .decline()
-                .map(|d| d.decline_code),
-            Some("insufficient_funds")
-        );
     }
 }

@@ -67,8 +67,8 @@ async fn a_decline_is_a_stored_402_and_absent_from_the_ledger() {
 }
 
 /// Requests refused before they run (no key, bad JSON, an unknown field,
-/// card or amount) answer 400 invalid_request_error and store nothing: the
-/// same key then charges with a corrected request.
+/// card or amount: 400 invalid_request_error; a body over 64 KiB: 413)
+/// store nothing: the same key then charges with a corrected request.
 #[tokio::test]
 async fn refused_requests_store_nothing_and_the_key_then_works() {
     let psp = Psp::start(&[]);
@@ -122,6 +122,15 @@ async fn refused_requests_store_nothing_and_the_key_then_works() {
         assert_eq!(reply.json["error"]["param"].as_str(), param, "{body}");
         assert!(!reply.replayed);
     }
+    let huge = json!({"amount": 100, "currency": "usd", "payment_method": "pm_card_visa",
+                      "metadata": {"note": "x".repeat(70_000)}});
+    let too_large = psp.send_charge(key, huge.to_string()).await.unwrap();
+    assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_error(
+        &too_large.json,
+        "invalid_request_error",
+        "payload_too_large",
+    );
     assert!(psp.ledger().await.is_empty());
 
     let fixed = psp.charge("fix-me", &visa(100)).await;

@@ -67,47 +67,48 @@ fn environment_variables_configure_it_and_flags_win() {
     let dir = tempfile::tempdir().unwrap();
     let from_env = dir.path().join("env/psp.db");
     let from_flag = dir.path().join("flag/psp.db");
-    let start = |args: &[&str]| {
-        let mut child = command(args)
+    let with_env = |args: &[&str], latency: &str| {
+        let mut command = command(args);
+        command
             .env("PSP_LISTEN", "127.0.0.2:0")
             .env(
                 "PSP_DATABASE_URL",
                 format!("sqlite://{}", from_env.display()),
             )
-            .env("PSP_LATENCY", "soon")
-            .spawn()
-            .unwrap();
-        let status = child.wait().unwrap();
-        assert!(!status.success(), "PSP_LATENCY is read (and refused)");
-        let mut child = command(args)
-            .env("PSP_LISTEN", "127.0.0.2:0")
-            .env(
-                "PSP_DATABASE_URL",
-                format!("sqlite://{}", from_env.display()),
-            )
-            .env("PSP_LATENCY", "10ms")
-            .spawn()
-            .unwrap();
+            .env("PSP_LATENCY", latency);
+        command
+    };
+    // The first stdout line of a started simulator.
+    let first_line = |mut command: std::process::Command| {
+        let mut child = command.spawn().unwrap();
         let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
         let _ = child.kill();
         let _ = child.wait();
         line
     };
+
+    let refused = with_env(&[], "soon").status().unwrap();
+    assert!(!refused.success(), "PSP_LATENCY is read (and refused)");
     assert!(
-        start(&[]).starts_with("listening on http://127.0.0.2:"),
+        first_line(with_env(&[], "10ms")).starts_with("listening on http://127.0.0.2:"),
         "PSP_LISTEN names the address"
     );
     assert!(from_env.exists(), "PSP_DATABASE_URL names the file");
+
     let flag = format!("sqlite://{}", from_flag.display());
-    let line = start(&["--listen", "127.0.0.1:0", "--database", &flag]);
+    let flags = [
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        &flag,
+        "--latency",
+        "0s",
+    ];
     assert!(
-        line.starts_with("listening on http://127.0.0.1:"),
-        "--listen wins"
+        first_line(with_env(&flags, "soon")).starts_with("listening on http://127.0.0.1:"),
+        "--listen and --latency win"
     );
     assert!(from_flag.exists(), "--database wins");
 }
