@@ -25,6 +25,9 @@ cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 step "server: unit, property, API, fuzz-corpus and crash tests on SQLite"
 cargo test -p server --features fuzzing
 
+step "payment provider simulator: charges, idempotency, faults, restarts"
+cargo test -p psp
+
 step "server: API and crash tests again on a real PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT

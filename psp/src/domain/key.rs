@@ -1,0 +1,119 @@
+//! The `Idempotency-Key` header of a charge request.
+
+use std::fmt;
+
+/// The longest key accepted, in characters (Stripe's limit).
+const MAX_KEY_LEN: usize = 255;
+
+/// A provider idempotency key: 1 to 255 visible ASCII characters
+/// (0x21 to 0x7E), sent bare.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+/// Why a request has no usable key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The header is absent.
+    #[error("a charge needs an Idempotency-Key header")]
+    Missing,
+    /// The header was sent more than once.
+    #[error("the Idempotency-Key header was sent more than once")]
+    Repeated,
+    /// Empty, too long, or a character outside 0x21..=0x7E.
+    #[error(
+        "the Idempotency-Key must be 1 to 255 visible ASCII characters (0x21 to 0x7E), sent bare"
+    )]
+    Invalid,
+}
+
+impl IdempotencyKey {
+    /// Parses one header value; surrounding spaces are HTTP's and ignored.
+    pub fn parse(raw: &[u8]) -> Result<Self, KeyError> {
+        let raw = raw.trim_ascii();
+        if raw.is_empty()
+            || raw.len() > MAX_KEY_LEN
+            || !raw.iter().all(|b| (0x21..=0x7e).contains(b))
+        {
+            return Err(KeyError::Invalid);
+        }
+        // Only visible ASCII is left, so this cannot fail.
+        String::from_utf8(raw.to_vec())
+            .map(Self)
+            .map_err(|_| KeyError::Invalid)
+    }
+
+    /// Reads the key of a request: exactly one `Idempotency-Key` header.
+    pub fn from_headers(headers: &http::HeaderMap) -> Result<Self, KeyError> {
+        let mut values = headers.get_all("idempotency-key").iter();
+        let first = values.next().ok_or(KeyError::Missing)?;
+        if values.next().is_some() {
+            return Err(KeyError::Repeated);
+        }
+        Self::parse(first.as_bytes())
+    }
+}
+
+impl AsRef<str> for IdempotencyKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdempotencyKey({:?})", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_visible_ascii_of_1_to_255_characters() {
+        for good in ["a", "order-42:attempt", &"k".repeat(255), "  padded\t"] {
+            assert!(IdempotencyKey::parse(good.as_bytes()).is_ok(), "{good:?}");
+        }
+        assert_eq!(
+            IdempotencyKey::parse(b" abc ").unwrap().as_ref(),
+            "abc",
+            "HTTP's surrounding whitespace is not part of the key"
+        );
+        for bad in [
+            &b""[..],
+            b"   ",
+            b"a b",
+            b"caf\xc3\xa9",
+            b"tab\there",
+            &[b'k'; 256],
+        ] {
+            assert_eq!(
+                IdempotencyKey::parse(bad),
+                Err(KeyError::Invalid),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_carries_exactly_one_key_header() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(
+            IdempotencyKey::from_headers(&headers),
+            Err(KeyError::Missing)
+        );
+        headers.append("idempotency-key", "one".parse().unwrap());
+        assert!(IdempotencyKey::from_headers(&headers).is_ok());
+        headers.append("idempotency-key", "two".parse().unwrap());
+        assert_eq!(
+            IdempotencyKey::from_headers(&headers),
+            Err(KeyError::Repeated)
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! The parameters of `POST /v1/charges`, parsed once at the edge, and the
+//! fingerprint that tells a replay from a reused key.
+//!
+//! The body is read by hand from a JSON object (not through a derived
+//! `Deserialize`) so that every refusal names its parameter and carries a
+//! Stripe-style error code.
+
+use super::card::PaymentMethod;
+use super::metadata::Metadata;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The smallest and largest amounts, in minor units (as the checkout
+/// server takes them).
+const AMOUNT_RANGE: std::ops::RangeInclusive<i64> = 1..=100_000_000;
+
+/// The parameters of one charge request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChargeParams {
+    /// What to charge, in minor units.
+    pub amount: Amount,
+    /// In which currency.
+    pub currency: Currency,
+    /// Which test card: it decides success or decline.
+    pub payment_method: PaymentMethod,
+    /// Free-form labels, kept with the charge.
+    pub metadata: Metadata,
+}
+
+/// Why a body is not a charge request. Each renders as a 400
+/// `invalid_request_error` with [`ParamError::code`] and [`ParamError::param`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// Not JSON at all.
+    #[error("the body is not valid JSON: {0}")]
+    Json(String),
+    /// JSON, but not an object.
+    #[error("the body must be a JSON object")]
+    NotAnObject,
+    /// A parameter this endpoint does not take.
+    #[error("received unknown parameter: {0}")]
+    Unknown(String),
+    /// A required parameter is absent (or null).
+    #[error("missing required param: {0}")]
+    Missing(&'static str),
+    /// `amount` is not an integer.
+    #[error("amount must be an integer number of minor units, such as 1999")]
+    AmountNotInteger,
+    /// `amount` below 1.
+    #[error("amount must be at least 1")]
+    AmountTooSmall,
+    /// `amount` above 100000000.
+    #[error("amount must be at most 100000000")]
+    AmountTooLarge,
+    /// `currency` is not three lowercase letters.
+    #[error("currency must be three lowercase letters, such as usd")]
+    Currency,
+    /// `payment_method` is not a string.
+    #[error("payment_method must be a string, such as pm_card_visa")]
+    PaymentMethodNotString,
+    /// `payment_method` names no test card.
+    #[error(
+        "no such payment method: {0:?}; use pm_card_visa, pm_card_mastercard, \
+         pm_card_chargeDeclined or pm_card_chargeDeclinedInsufficientFunds"
+    )]
+    UnknownPaymentMethod(String),
+    /// `metadata` breaks one of Stripe's rules.
+    #[error("metadata {0}")]
+    Metadata(String),
+}
+
+impl ParamError {
+    /// The Stripe-style error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Json(_) | Self::NotAnObject => "invalid_request_body",
+            Self::Unknown(_) => "parameter_unknown",
+            Self::Missing(_) => "parameter_missing",
+            Self::AmountNotInteger => "parameter_invalid_integer",
+            Self::AmountTooSmall => "amount_too_small",
+            Self::AmountTooLarge => "amount_too_large",
+            Self::Currency | Self::PaymentMethodNotString | Self::Metadata(_) => {
+                "parameter_invalid"
+            }
+            Self::UnknownPaymentMethod(_) => "resource_missing",
+        }
+    }
+
+    /// The parameter at fault, if one is.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            Self::Json(_) | Self::NotAnObject => None,
+            Self::Unknown(name) => Some(name),
+            Self::Missing(name) => Some(name),
+            Self::AmountNotInteger | Self::AmountTooSmall | Self::AmountTooLarge => Some("amount"),
+            Self::Currency => Some("currency"),
+            Self::PaymentMethodNotString | Self::UnknownPaymentMethod(_) => Some("payment_method"),
+            Self::Metadata(_) => Some("metadata"),
+        }
+    }
+}
+
+impl ChargeParams {
+    /// Parses a request body: a JSON object with `amount`, `currency`,
+    /// `payment_method` and optionally `metadata`, nothing else.
+    pub fn parse(body: &[u8]) -> Result<Self, ParamError> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| ParamError::Json(e.to_string()))?;
+        let Value::Object(mut fields) = value else {
+            return Err(ParamError::NotAnObject);
+        };
+        let mut take = |name: &'static str| fields.remove(name).filter(|v| !v.is_null());
+        let amount = take("amount").ok_or(ParamError::Missing("amount"))?;
+        let currency = take("currency").ok_or(ParamError::Missing("currency"))?;
+        let payment_method = take("payment_method").ok_or(ParamError::Missing("payment_method"))?;
+        let metadata = take("metadata");
+        if let Some(unknown) = fields.keys().next() {
+            return Err(ParamError::Unknown(unknown.clone()));
+        }
+        Ok(Self {
+            amount: Amount::parse(&amount)?,
+            currency: Currency::parse(&currency)?,
+            payment_method: match payment_method {
+                Value::String(s) => PaymentMethod::parse(&s)?,
+                _ => return Err(ParamError::PaymentMethodNotString),
+            },
+            metadata: metadata.map_or(Ok(Metadata::default()), Metadata::parse)?,
+        })
+    }
+
+    /// All of the parameters as canonical JSON (fixed field order, metadata
+    /// keys sorted): equal exactly when the requests ask for the same charge.
+    /// An absent `metadata` and `{}` are the same request.
+    pub fn fingerprint(&self) -> Fingerprint {
+        #[derive(Serialize)]
+        struct Canonical<'a> {
+            amount: i64,
+            currency: &'a str,
+            metadata: &'a Metadata,
+            payment_method: &'a str,
+        }
+        Fingerprint(
+            serde_json::to_string(&Canonical {
+                amount: self.amount.get(),
+                currency: self.currency.as_ref(),
+                metadata: &self.metadata,
+                payment_method: self.payment_method.as_str(),
+            })
+            .expect("strings, integers and scalar JSON always serialise"),
+        )
+    }
+}
+
+/// The canonical JSON of a request's parameters (see
+/// [`ChargeParams::fingerprint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// A fingerprint as the ledger stored it.
+    pub fn from_stored(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl AsRef<str> for Fingerprint {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An amount in minor units, 1 to 100000000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Amount(i64);
+
+impl Amount {
+    fn parse(value: &Value) -> Result<Self, ParamError> {
+        let amount = value.as_i64().ok_or(match value.as_u64() {
+            Some(_) => ParamError::AmountTooLarge,
+            None => ParamError::AmountNotInteger,
+        })?;
+        if amount < *AMOUNT_RANGE.start() {
+            Err(ParamError::AmountTooSmall)
+        } else if amount > *AMOUNT_RANGE.end() {
+            Err(ParamError::AmountTooLarge)
+        } else {
+            Ok(Self(amount))
+        }
+    }
+
+    /// The amount in minor units.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+/// A currency: three lowercase ASCII letters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Currency(String);
+
+impl Currency {
+    fn parse(value: &Value) -> Result<Self, ParamError> {
+        match value.as_str() {
+            Some(s) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_lowercase()) => {
+                Ok(Self(s.to_owned()))
+            }
+            _ => Err(ParamError::Currency),
+        }
+    }
+}
+
+impl AsRef<str> for Currency {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<ChargeParams, ParamError> {
+        ChargeParams::parse(body.as_bytes())
+    }
+
+    #[test]
+    fn a_full_request_parses() {
+        let params = parse(
+            r#"{"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa",
+                "metadata": {"order": "42", "attempt": 1, "test": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(params.amount.get(), 1999);
+        assert_eq!(params.currency.as_ref(), "usd");
+        assert_eq!(params.payment_method, PaymentMethod::Visa);
+        assert_eq!(
+            params.fingerprint().as_ref(),
+            r#"{"amount":1999,"currency":"usd","metadata":{"attempt":1,"order":"42","test":true},"payment_method":"pm_card_visa"}"#
+        );
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_spelling_but_not_parameters() {
+        let base = parse(
+            r#"{"amount":1,"currency":"eur","payment_method":"pm_card_visa","metadata":{"a":"1","b":"2"}}"#,
+        )
+        .unwrap()
+        .fingerprint();
+        let same = parse(
+            r#"{ "metadata": {"b": "2", "a": "1"}, "payment_method": "pm_card_visa", "currency": "eur", "amount": 1 }"#,
+        )
+        .unwrap()
+        .fingerprint();
+        assert_eq!(base, same);
+        for other in [
+            r#"{"amount":2,"currency":"eur","payment_method":"pm_card_visa","metadata":{"a":"1","b":"2"}}"#,
+            r#"{"amount":1,"currency":"usd","payment_method":"pm_card_visa","metadata":{"a":"1","b":"2"}}"#,
+            r#"{"amount":1,"currency":"eur","payment_method":"pm_card_mastercard","metadata":{"a":"1","b":"2"}}"#,
+            r#"{"amount":1,"currency":"eur","payment_method":"pm_card_visa","metadata":{"a":"1"}}"#,
+            r#"{"amount":1,"currency":"eur","payment_method":"pm_card_visa","metadata":{"a":1,"b":"2"}}"#,
+        ] {
+            assert_ne!(parse(other).unwrap().fingerprint(), base, "{other}");
+        }
+        let bare =
+            parse(r#"{"amount":1,"currency":"eur","payment_method":"pm_card_visa"}"#).unwrap();
+        let empty =
+            parse(r#"{"amount":1,"currency":"eur","payment_method":"pm_card_visa","metadata":{}}"#)
+                .unwrap();
+        assert_eq!(bare.fingerprint(), empty.fingerprint());
+    }
+
+    #[test]
+    fn bad_bodies_name_their_parameter_and_code() {
+        let pm = r#""payment_method":"pm_card_visa""#;
+        let cases = [
+            ("{", "invalid_request_body", None),
+            ("[1]", "invalid_request_body", None),
+            (
+                r#"{"currency":"usd","payment_method":"pm_card_visa"}"#,
+                "parameter_missing",
+                Some("amount"),
+            ),
+            (
+                r#"{"amount":null,"currency":"usd","payment_method":"pm_card_visa"}"#,
+                "parameter_missing",
+                Some("amount"),
+            ),
+            (
+                r#"{"amount":5,"payment_method":"pm_card_visa"}"#,
+                "parameter_missing",
+                Some("currency"),
+            ),
+            (
+                r#"{"amount":5,"currency":"usd"}"#,
+                "parameter_missing",
+                Some("payment_method"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"description":"x"}}"#),
+                "parameter_unknown",
+                Some("description"),
+            ),
+            (
+                &format!(r#"{{"amount":"5","currency":"usd",{pm}}}"#),
+                "parameter_invalid_integer",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":19.99,"currency":"usd",{pm}}}"#),
+                "parameter_invalid_integer",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":0,"currency":"usd",{pm}}}"#),
+                "amount_too_small",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":-5,"currency":"usd",{pm}}}"#),
+                "amount_too_small",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":100000001,"currency":"usd",{pm}}}"#),
+                "amount_too_large",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":18446744073709551615,"currency":"usd",{pm}}}"#),
+                "amount_too_large",
+                Some("amount"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"USD",{pm}}}"#),
+                "parameter_invalid",
+                Some("currency"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usdx",{pm}}}"#),
+                "parameter_invalid",
+                Some("currency"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":7,{pm}}}"#),
+                "parameter_invalid",
+                Some("currency"),
+            ),
+            (
+                r#"{"amount":5,"currency":"usd","payment_method":7}"#,
+                "parameter_invalid",
+                Some("payment_method"),
+            ),
+            (
+                r#"{"amount":5,"currency":"usd","payment_method":"pm_card_amex"}"#,
+                "resource_missing",
+                Some("payment_method"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"metadata":[]}}"#),
+                "parameter_invalid",
+                Some("metadata"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"metadata":{{"a":{{}}}}}}"#),
+                "parameter_invalid",
+                Some("metadata"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"metadata":{{"a":null}}}}"#),
+                "parameter_invalid",
+                Some("metadata"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"metadata":{{"a[0]":"x"}}}}"#),
+                "parameter_invalid",
+                Some("metadata"),
+            ),
+            (
+                &format!(r#"{{"amount":5,"currency":"usd",{pm},"metadata":{{"":"x"}}}}"#),
+                "parameter_invalid",
+                Some("metadata"),
+            ),
+        ];
+        for (body, code, param) in cases {
+            let e = parse(body).expect_err(body);
+            assert_eq!((e.code(), e.param()), (code, param), "{body}: {e}");
+        }
+    }
+}
