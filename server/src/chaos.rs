@@ -24,6 +24,11 @@ pub enum Fault {
     DelayAfterCommit(Duration),
     /// Commit, then exit the process with code 137 (as if OOM-killed).
     ExitAfterCommit,
+    /// With a provider: commit the start, exit (137) before calling it.
+    ExitBeforeProvider,
+    /// With a provider: exit (137) once it has answered, before that is
+    /// committed.
+    ExitAfterProvider,
 }
 
 impl Fault {
@@ -36,6 +41,8 @@ impl Fault {
             "crash-before-commit" => Ok(Self::CrashBeforeCommit),
             "drop-after-commit" => Ok(Self::DropAfterCommit),
             "exit-after-commit" => Ok(Self::ExitAfterCommit),
+            "exit-before-provider" => Ok(Self::ExitBeforeProvider),
+            "exit-after-provider" => Ok(Self::ExitAfterProvider),
             other => {
                 let ms = other
                     .strip_prefix("delay-after-commit=")
@@ -45,7 +52,8 @@ impl Fault {
                     .ok_or_else(|| {
                         format!(
                             "X-Chaos must be crash-before-commit, drop-after-commit, \
-                             delay-after-commit=MS (MS up to {}) or exit-after-commit",
+                             delay-after-commit=MS (MS up to {}), exit-after-commit, \
+                             exit-before-provider or exit-after-provider",
                             MAX_DELAY.as_millis()
                         )
                     })?;
@@ -107,7 +115,23 @@ impl Chaos {
                 tracing::warn!("chaos: committed, exiting with 137");
                 std::process::exit(137);
             }
-            Some(Fault::CrashBeforeCommit) | None => Ok(()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The start is committed; the provider is about to be called.
+    pub fn before_provider(&self) {
+        if self.fault == Some(Fault::ExitBeforeProvider) {
+            tracing::warn!("chaos: start committed, exiting with 137 before the provider call");
+            std::process::exit(137);
+        }
+    }
+
+    /// The provider answered; its answer is not committed yet.
+    pub fn after_provider(&self) {
+        if self.fault == Some(Fault::ExitAfterProvider) {
+            tracing::warn!("chaos: the provider answered, exiting with 137 before the commit");
+            std::process::exit(137);
         }
     }
 

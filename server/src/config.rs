@@ -74,6 +74,29 @@ pub struct Config {
     /// Honour the `X-Chaos` request header (demo and tests only).
     #[arg(long, env = "CHAOS")]
     pub chaos: bool,
+
+    /// Charge cards at this payment provider (`http://HOST:PORT`); none:
+    /// charges are recorded locally only.
+    #[arg(long, env = "PSP_URL", value_name = "URL", value_parser = parse_psp_url)]
+    pub psp_url: Option<String>,
+
+    /// Send receipts by e-mail through this SMTP server (`smtp://HOST:PORT`);
+    /// none: no receipts.
+    #[arg(long, env = "SMTP_URL", value_name = "URL", value_parser = SmtpUrl::parse)]
+    pub smtp_url: Option<SmtpUrl>,
+
+    /// How long a started operation is owned by the request running it
+    /// before a retry or the completer may resume it.
+    #[arg(long, env = "OPERATION_LEASE", default_value = "30s", value_name = "DUR", value_parser = positive_duration)]
+    pub operation_lease: Duration,
+
+    /// How often the completer looks for abandoned operations.
+    #[arg(long, env = "COMPLETE_INTERVAL", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
+    pub complete_interval: Duration,
+
+    /// How long one provider call may take before it counts as failed.
+    #[arg(long, env = "PSP_TIMEOUT", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
+    pub psp_timeout: Duration,
 }
 
 /// When an answer may leave.
@@ -110,6 +133,51 @@ impl DatabaseUrl {
             "{raw:?} is neither sqlite://PATH nor postgres://..."
         ))
     }
+}
+
+/// An SMTP server to hand receipts to: plain SMTP on `HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpUrl {
+    /// Host name or address.
+    pub host: String,
+    /// Port (25 when not given).
+    pub port: u16,
+}
+
+impl SmtpUrl {
+    /// Parses `smtp://HOST[:PORT]`.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let rest = raw.strip_prefix("smtp://").ok_or_else(|| {
+            format!("{raw:?} is not smtp://HOST:PORT (this build speaks plain SMTP only)")
+        })?;
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((host, port)) => (
+                host,
+                port.parse()
+                    .map_err(|_| format!("{raw:?}: the port is not a number from 1 to 65535"))?,
+            ),
+            None => (rest, 25),
+        };
+        if host.is_empty() || host.contains('/') || port == 0 {
+            return Err(format!("{raw:?} is not smtp://HOST:PORT"));
+        }
+        Ok(Self {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// `http://HOST:PORT` (with an optional path prefix), without a trailing slash.
+fn parse_psp_url(raw: &str) -> Result<String, String> {
+    let rest = raw.strip_prefix("http://").ok_or_else(|| {
+        format!("{raw:?} is not http://HOST:PORT (this build speaks plain HTTP to the provider)")
+    })?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{raw:?} has no host"));
+    }
+    Ok(raw.trim_end_matches('/').to_owned())
 }
 
 fn positive_duration(raw: &str) -> Result<Duration, String> {
@@ -153,6 +221,34 @@ mod tests {
         assert!(c.cors_origins.is_empty());
         assert_eq!(c.durability, Durability::Full);
         assert!(!c.chaos);
+        assert_eq!(c.psp_url, None);
+        assert_eq!(c.smtp_url, None);
+        assert_eq!(c.operation_lease, Duration::from_secs(30));
+        assert_eq!(c.complete_interval, Duration::from_secs(10));
+        assert_eq!(c.psp_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn provider_and_smtp_urls_parse() {
+        let c = parse(&[
+            "--psp-url",
+            "http://127.0.0.1:3001/",
+            "--smtp-url",
+            "smtp://localhost:1025",
+            "--operation-lease",
+            "5s",
+        ])
+        .unwrap();
+        assert_eq!(c.psp_url.as_deref(), Some("http://127.0.0.1:3001"));
+        assert_eq!(
+            c.smtp_url,
+            Some(SmtpUrl {
+                host: "localhost".into(),
+                port: 1025
+            })
+        );
+        assert_eq!(c.operation_lease, Duration::from_secs(5));
+        assert_eq!(SmtpUrl::parse("smtp://mail").unwrap().port, 25);
     }
 
     #[test]
@@ -191,6 +287,11 @@ mod tests {
             &["--database", "sqlite://"],
             &["--cors-origin", "localhost:8080"],
             &["--cors-origin", "http://a/path"],
+            &["--psp-url", "https://psp.example"],
+            &["--psp-url", "127.0.0.1:3001"],
+            &["--smtp-url", "smtps://mail:465"],
+            &["--smtp-url", "smtp://mail:notaport"],
+            &["--operation-lease", "0s"],
             &["--no-such-flag"],
         ] {
             assert!(parse(args).is_err(), "{args:?}");

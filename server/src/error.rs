@@ -62,6 +62,10 @@ pub enum ApiError {
     /// No such resource.
     #[error("{0}")]
     NotFound(String),
+    /// The payment provider gave no final answer: the operation waits at its
+    /// recovery point; a retry resumes it.
+    #[error("the payment provider did not answer; the payment is kept and a retry with the same Idempotency-Key resumes it")]
+    ProviderUnavailable(String),
     /// The database cannot be reached: nothing ran, retry later.
     #[error("the database is unavailable; nothing was done, retry later")]
     Unavailable(#[source] BoxError),
@@ -146,6 +150,11 @@ impl ApiError {
                 "Idempotency-Key in use",
             ),
             NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            ProviderUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "provider-unavailable",
+                "Payment provider unavailable",
+            ),
             Unavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
@@ -213,7 +222,9 @@ impl IntoResponse for ApiError {
         let mut response = (status, [(header::CONTENT_TYPE, PROBLEM_JSON)], body).into_response();
         let headers = response.headers_mut();
         match self {
-            ApiError::Unavailable(_) | ApiError::IdempotencyKeyInUse => {
+            ApiError::Unavailable(_)
+            | ApiError::ProviderUnavailable(_)
+            | ApiError::IdempotencyKeyInUse => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
             ApiError::Unauthorized(_) => {

@@ -25,6 +25,9 @@
 //! * [`error`]: `ApiError`, rendered as `application/problem+json`; server
 //!   errors logged once with their cause.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests.
+//! * [`provider`]: the payment provider client (`--psp-url`), retried by
+//!   the shared retry policy; [`completer`]: resumes abandoned operations;
+//!   [`outbox`]: the receipt relay (`--smtp-url`).
 //! * [`sweeper`]: deletes expired records in small batches.
 //! * [`metrics`], [`telemetry`]: Prometheus metrics and structured logs.
 //!
@@ -33,6 +36,7 @@
 //! generator, floor servers) are another package, `bench/`.
 
 pub mod chaos;
+pub mod completer;
 pub mod config;
 pub mod domain;
 pub mod error;
@@ -42,6 +46,8 @@ pub mod fuzzing;
 pub mod idempotency;
 pub mod metrics;
 pub mod operation;
+pub mod outbox;
+pub mod provider;
 pub mod routes;
 pub mod serve;
 pub mod startup;

@@ -1,11 +1,14 @@
 //! Prometheus metrics: what the idempotency layer decided, what the
-//! sweeper deleted, and how long requests took.
+//! sweeper deleted, how long requests took, and the side effects outside
+//! the database: provider calls, operations resumed, receipts.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
-use prometheus_client::metrics::{counter::Counter, family::Family, histogram::Histogram};
+use prometheus_client::metrics::{
+    counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
+};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +27,38 @@ struct DecisionLabels {
     outcome: Decision,
 }
 
+/// How a provider call ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ProviderOutcome {
+    /// Charged.
+    succeeded,
+    /// Declined (or refused) by the provider: a final answer, nothing charged.
+    declined,
+    /// No final answer: unreachable, timed out, 5xx.
+    failed,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    outcome: ProviderOutcome,
+}
+
+/// Who resumed an abandoned operation.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ResumedBy {
+    /// A client's retry of the same key.
+    retry,
+    /// The completer, on its own.
+    completer,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResumedLabels {
+    by: ResumedBy,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     method: String,
@@ -37,6 +72,10 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     expired: Counter,
     latency: Family<RouteLabels, Histogram>,
+    provider_calls: Family<ProviderLabels, Counter>,
+    resumed: Family<ResumedLabels, Counter>,
+    receipts_sent: Counter,
+    outbox_waiting: Gauge,
 }
 
 impl Default for Metrics {
@@ -71,6 +110,30 @@ impl Metrics {
             "Time from request to response head, by route and status",
             latency.clone(),
         );
+        let provider_calls = Family::<ProviderLabels, Counter>::default();
+        registry.register(
+            "provider_calls",
+            "Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)",
+            provider_calls.clone(),
+        );
+        let resumed = Family::<ResumedLabels, Counter>::default();
+        registry.register(
+            "operations_resumed",
+            "Operations stopped at a recovery point and resumed, by a retry or by the completer",
+            resumed.clone(),
+        );
+        let receipts_sent = Counter::default();
+        registry.register(
+            "receipts_sent",
+            "Receipts the SMTP server accepted",
+            receipts_sent.clone(),
+        );
+        let outbox_waiting = Gauge::default();
+        registry.register(
+            "outbox_waiting",
+            "Receipts in the outbox not yet accepted by the SMTP server",
+            outbox_waiting.clone(),
+        );
         for outcome in [
             Decision::executed,
             Decision::replayed,
@@ -79,11 +142,25 @@ impl Metrics {
         ] {
             let _ = decisions.get_or_create(&DecisionLabels { outcome });
         }
+        for outcome in [
+            ProviderOutcome::succeeded,
+            ProviderOutcome::declined,
+            ProviderOutcome::failed,
+        ] {
+            let _ = provider_calls.get_or_create(&ProviderLabels { outcome });
+        }
+        for by in [ResumedBy::retry, ResumedBy::completer] {
+            let _ = resumed.get_or_create(&ResumedLabels { by });
+        }
         Self {
             registry,
             decisions,
             expired,
             latency,
+            provider_calls,
+            resumed,
+            receipts_sent,
+            outbox_waiting,
         }
     }
 
@@ -112,6 +189,25 @@ impl Metrics {
     /// The sweeper deleted `n` records.
     pub fn expired(&self, n: u64) {
         self.expired.inc_by(n);
+    }
+    /// A provider call ended so.
+    pub fn provider_call(&self, outcome: ProviderOutcome) {
+        self.provider_calls
+            .get_or_create(&ProviderLabels { outcome })
+            .inc();
+    }
+    /// An abandoned operation was resumed.
+    pub fn resumed(&self, by: ResumedBy) {
+        self.resumed.get_or_create(&ResumedLabels { by }).inc();
+    }
+    /// The SMTP server accepted a receipt.
+    pub fn receipt_sent(&self) {
+        self.receipts_sent.inc();
+    }
+    /// Receipts waiting in the outbox now.
+    pub fn outbox_waiting(&self, n: u64) {
+        self.outbox_waiting
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// The Prometheus (OpenMetrics) text.

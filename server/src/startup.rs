@@ -1,10 +1,11 @@
 //! Builds the application from its configuration: the store, the router,
 //! the bound listener. Tests and the binary start it the same way.
 
-use crate::config::{Config, DatabaseUrl};
+use crate::config::{Config, DatabaseUrl, SmtpUrl};
 use crate::error;
 use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
 use crate::metrics::{self, Metrics};
+use crate::provider::Provider;
 use crate::routes;
 use crate::serve;
 use crate::state::AppState;
@@ -12,6 +13,7 @@ use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::{Store, StoreError};
 use crate::sweeper;
+use crate::{completer, outbox};
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
@@ -47,6 +49,8 @@ pub struct Application {
     router: Router,
     state: AppState,
     sweep_interval: Duration,
+    complete_interval: Duration,
+    smtp: Option<SmtpUrl>,
 }
 
 impl Application {
@@ -58,6 +62,7 @@ impl Application {
                     path: path.clone(),
                     durability: config.durability,
                     key_ttl: config.key_ttl,
+                    lease: config.operation_lease,
                 };
                 Arc::new(
                     tokio::task::spawn_blocking(move || SqliteStore::open(options))
@@ -72,14 +77,22 @@ impl Application {
                     url: url.clone(),
                     durability: config.durability,
                     key_ttl: config.key_ttl,
+                    lease: config.operation_lease,
                 })
                 .await?,
             ),
         };
+        let metrics = Arc::new(Metrics::new());
+        let provider = config
+            .psp_url
+            .as_deref()
+            .map(|url| Arc::new(Provider::new(url, config.psp_timeout, metrics.clone())));
         let state = AppState {
             store,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             chaos: config.chaos,
+            provider,
+            receipts: config.smtp_url.is_some(),
         };
         let router = router(state.clone(), &config);
         let listener =
@@ -97,6 +110,8 @@ impl Application {
             router,
             state,
             sweep_interval: config.sweep_interval,
+            complete_interval: config.complete_interval,
+            smtp: config.smtp_url,
         })
     }
 
@@ -108,14 +123,28 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then drains in-flight requests.
+    /// Beside the requests run the sweeper, the completer and, with
+    /// `--smtp-url`, the receipt relay.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
-        let sweeper = tokio::spawn(sweeper::run(
-            self.state.store.clone(),
-            self.state.metrics.clone(),
-            self.sweep_interval,
-        ));
+        let mut background = vec![
+            tokio::spawn(sweeper::run(
+                self.state.store.clone(),
+                self.state.metrics.clone(),
+                self.sweep_interval,
+            )),
+            tokio::spawn(completer::run(self.state.clone(), self.complete_interval)),
+        ];
+        if let Some(smtp) = self.smtp {
+            background.push(tokio::spawn(outbox::run(
+                self.state.store.clone(),
+                self.state.metrics.clone(),
+                smtp,
+            )));
+        }
         serve::serve(self.listener, self.router, shutdown).await;
-        sweeper.abort();
+        for task in background {
+            task.abort();
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! What every handler can reach: cheap, cloneable handles.
 
 use crate::metrics::Metrics;
+use crate::provider::Provider;
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -13,6 +14,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Whether `X-Chaos` is honoured.
     pub chaos: bool,
+    /// The payment provider charges go through (`--psp-url`), if any.
+    pub provider: Option<Arc<Provider>>,
+    /// Whether receipts are written to the outbox (`--smtp-url`).
+    pub receipts: bool,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Metrics> {

@@ -1,5 +1,6 @@
 //! Charges: what `POST /charges` asks for and what it creates.
 
+use super::payment::{ChargeStatus, PaymentMethod, ProviderChargeId, ReceiptEmail};
 use serde::{Deserialize, Serialize};
 
 /// Minor units (cents), 1 to 100 000 000.
@@ -12,7 +13,8 @@ pub struct Amount(i64);
 #[serde(transparent)]
 pub struct Currency(String);
 
-/// A free text of at most 500 characters.
+/// A free text of at most 500 characters, none of them a control
+/// character (PostgreSQL cannot store NUL, and a description is one line).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Description(String);
@@ -35,9 +37,15 @@ pub enum NewChargeError {
     /// `currency` is not three lowercase letters.
     #[error("currency must be three lowercase letters, such as \"usd\"")]
     Currency,
-    /// `description` longer than 500 characters.
-    #[error("description must be at most 500 characters")]
+    /// `description` longer than 500 characters, or with a control character.
+    #[error("description must be at most 500 characters, none of them a control character")]
     Description,
+    /// `payment_method` is not a provider's payment method id.
+    #[error("payment_method must be a payment method id such as \"pm_card_visa\"")]
+    PaymentMethod,
+    /// `receipt_email` is not an e-mail address.
+    #[error("receipt_email must be an e-mail address of at most 254 characters")]
+    ReceiptEmail,
 }
 
 impl Amount {
@@ -74,9 +82,10 @@ impl Description {
     /// The longest description, in characters.
     pub const MAX_CHARS: usize = 500;
 
-    /// Parses a description of at most 500 characters.
+    /// Parses a description of at most 500 characters, none of them a
+    /// control character.
     pub fn parse(raw: String) -> Result<Self, NewChargeError> {
-        if raw.chars().count() <= Self::MAX_CHARS {
+        if raw.chars().count() <= Self::MAX_CHARS && !raw.chars().any(char::is_control) {
             Ok(Self(raw))
         } else {
             Err(NewChargeError::Description)
@@ -112,6 +121,10 @@ pub struct NewCharge {
     pub currency: Currency,
     /// What for, if the caller said.
     pub description: Option<Description>,
+    /// What the provider charges (`pm_card_visa` unless the caller said).
+    pub payment_method: PaymentMethod,
+    /// Where the receipt goes, if anywhere.
+    pub receipt_email: Option<ReceiptEmail>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +134,10 @@ struct NewChargeBody {
     currency: String,
     #[serde(default)]
     description: Option<String>,
+    #[serde(default)]
+    payment_method: Option<String>,
+    #[serde(default)]
+    receipt_email: Option<String>,
 }
 
 impl NewCharge {
@@ -132,11 +149,20 @@ impl NewCharge {
             amount: Amount::parse(raw.amount)?,
             currency: Currency::parse(&raw.currency)?,
             description: raw.description.map(Description::parse).transpose()?,
+            payment_method: match raw.payment_method {
+                None => PaymentMethod::default_method(),
+                Some(raw) => PaymentMethod::parse(&raw).ok_or(NewChargeError::PaymentMethod)?,
+            },
+            receipt_email: raw
+                .receipt_email
+                .map(|raw| ReceiptEmail::parse(&raw).ok_or(NewChargeError::ReceiptEmail))
+                .transpose()?,
         })
     }
 }
 
-/// A charge as stored and as answered.
+/// A charge as stored and as answered. The fields serialise in the order
+/// the contract shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Charge {
     /// `ch_…`
@@ -147,41 +173,77 @@ pub struct Charge {
     pub currency: Currency,
     /// The caller's description, or `null`.
     pub description: Option<Description>,
-    /// Always `succeeded` in this demo.
-    pub status: &'static str,
+    /// `succeeded`; through a provider also `pending` or `failed`.
+    pub status: ChargeStatus,
     /// Unix seconds.
     pub created: i64,
+    /// The provider's id of the charge, once it charged (`null` without a
+    /// provider).
+    pub provider_charge: Option<ProviderChargeId>,
+    /// Where the receipt goes, or `null`.
+    pub receipt_email: Option<ReceiptEmail>,
+    /// What the provider charges; kept, not answered.
+    #[serde(skip)]
+    pub payment_method: PaymentMethod,
+}
+
+/// A charge's columns as a backend reads them (trusted: they were parsed
+/// before they were written).
+#[derive(Debug, Clone)]
+pub struct ChargeRow {
+    /// `id`
+    pub id: String,
+    /// `amount`
+    pub amount: i64,
+    /// `currency`
+    pub currency: String,
+    /// `description`
+    pub description: Option<String>,
+    /// `status`
+    pub status: String,
+    /// `created`
+    pub created: i64,
+    /// `provider_charge`
+    pub provider_charge: Option<String>,
+    /// `receipt_email`
+    pub receipt_email: Option<String>,
+    /// `payment_method`
+    pub payment_method: String,
 }
 
 impl Charge {
     /// The charge a request creates, at `created` (Unix seconds).
-    pub fn new(request: NewCharge, created: i64) -> Self {
+    pub fn new(request: NewCharge, status: ChargeStatus, created: i64) -> Self {
         Self {
             id: ChargeId::generate(),
             amount: request.amount,
             currency: request.currency,
             description: request.description,
-            status: "succeeded",
+            status,
             created,
+            provider_charge: None,
+            receipt_email: request.receipt_email,
+            payment_method: request.payment_method,
         }
     }
+}
 
-    /// Rebuilds a stored charge (columns are trusted: they were validated
-    /// before they were written).
-    pub fn from_stored(
-        id: String,
-        amount: i64,
-        currency: String,
-        description: Option<String>,
-        created: i64,
-    ) -> Self {
+impl From<ChargeRow> for Charge {
+    fn from(row: ChargeRow) -> Self {
         Self {
-            id: ChargeId(id),
-            amount: Amount(amount),
-            currency: Currency(currency),
-            description: description.map(Description),
-            status: "succeeded",
-            created,
+            id: ChargeId(row.id),
+            amount: Amount(row.amount),
+            currency: Currency(row.currency),
+            description: row.description.map(Description),
+            // A corrupt status reads as pending: never as charged.
+            status: ChargeStatus::from_stored(&row.status).unwrap_or(ChargeStatus::Pending),
+            created: row.created,
+            provider_charge: row
+                .provider_charge
+                .as_deref()
+                .and_then(ProviderChargeId::parse),
+            receipt_email: row.receipt_email.as_deref().and_then(ReceiptEmail::parse),
+            payment_method: PaymentMethod::from_stored(row.payment_method),
         }
     }
 }
@@ -200,6 +262,8 @@ mod tests {
             json!({"amount": 1, "currency": "eur", "description": "cart 42"}),
             json!({"amount": 100000000, "currency": "jpy", "description": null}),
             json!({"amount": 5, "currency": "usd", "description": "é".repeat(500)}),
+            json!({"amount": 5, "currency": "usd", "payment_method": "pm_card_chargeDeclined",
+                   "receipt_email": "ada@example.com"}),
         ];
         for body in ok {
             assert!(NewCharge::parse(&body).is_ok(), "{body}");
@@ -228,6 +292,26 @@ mod tests {
             (
                 json!({"amount": 10, "currency": "usd", "description": "x".repeat(501)}),
                 NewChargeError::Description,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "description": "nul \u{0} inside"}),
+                NewChargeError::Description,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "description": "two\nlines"}),
+                NewChargeError::Description,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "description": "c1 \u{85} control"}),
+                NewChargeError::Description,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "payment_method": "visa"}),
+                NewChargeError::PaymentMethod,
+            ),
+            (
+                json!({"amount": 10, "currency": "usd", "receipt_email": "not an address"}),
+                NewChargeError::ReceiptEmail,
             ),
         ];
         for (body, want) in bad {

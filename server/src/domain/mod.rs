@@ -23,10 +23,16 @@ mod caller;
 mod charge;
 mod fingerprint;
 mod idempotency_key;
+mod operation_id;
+mod payment;
 mod reservation;
 
 pub use caller::{session_cookie, Caller, CallerError, SessionToken};
-pub use charge::{Amount, Charge, ChargeId, Currency, Description, NewCharge, NewChargeError};
+pub use charge::{
+    Amount, Charge, ChargeId, ChargeRow, Currency, Description, NewCharge, NewChargeError,
+};
 pub use fingerprint::Fingerprint;
 pub use idempotency_key::{IdempotencyKey, IdempotencyKeyError};
+pub use operation_id::OperationId;
+pub use payment::{ChargeStatus, PaymentMethod, ProviderChargeId, ReceiptEmail};
 pub use reservation::{ItemId, NewReservation, NewReservationError, Quantity, Reservation};

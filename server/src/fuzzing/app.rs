@@ -95,6 +95,7 @@ impl App {
             path: path.to_path_buf(),
             durability: self.config.durability,
             key_ttl: self.config.key_ttl,
+            lease: self.config.operation_lease,
         })
         .expect("open a database")
     }

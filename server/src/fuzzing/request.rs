@@ -73,6 +73,8 @@ pub fn request(data: &[u8]) {
             store: db.store.clone(),
             metrics: Arc::new(Metrics::new()),
             chaos: false,
+            provider: None,
+            receipts: false,
         },
         &app.config,
     );

@@ -15,7 +15,11 @@
 //!    seen in flight, gets 409 with `Retry-After`. Never a second run. A
 //!    failure anywhere rolls back everything: 503 or 500, and a retry runs
 //!    afresh.
-//! 4. **Answer**, after the one chaos hook ([`Chaos::after_commit`]).
+//! 4. **Phases**: an operation that calls something outside the database
+//!    stops at a recovery point instead of finishing; the request then runs
+//!    it to its end ([`phases`]), each later phase under a lease.
+//! 5. **Answer**, after the chaos hook
+//!    ([`Chaos::after_commit`](crate::chaos::Chaos::after_commit)).
 //!
 //! One atomic phase is enough while everything the operation changes lives
 //! in the same database as its key: the transaction makes "the work
@@ -24,21 +28,29 @@
 //! that transaction; it runs in phases instead, each phase a transaction
 //! that records how far the operation got (its recovery point), with the
 //! outside call between phases carrying its own idempotency key.
+//!
+//! Every log line of a keyed request carries its operation (`op`, a hash of
+//! caller and key, never the token) and its recovery point (`point`).
 
 pub mod keyed;
+pub mod phases;
 pub mod record;
 
 pub use keyed::{Keyed, MAX_BODY_BYTES};
 
-use crate::domain::{Caller, IdempotencyKey};
+use crate::chaos::Chaos;
+use crate::domain::OperationId;
 use crate::error::ApiError;
+use crate::metrics::ResumedBy;
 use crate::state::AppState;
 use crate::store::{Execution, Operation};
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderName, HeaderValue, StatusCode};
-use record::{StoredResponse, Verdict};
+use phases::Ended;
+use record::{Lease, StoredResponse, Verdict};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// The header that marks a replayed answer.
 pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
@@ -53,6 +65,17 @@ pub async fn run(
     keyed: Keyed,
     parse: impl FnOnce(&serde_json::Value) -> Result<Arc<dyn Operation>, ApiError>,
 ) -> Result<Response, ApiError> {
+    let caller = keyed.request.caller;
+    let id = OperationId::new(&caller, &keyed.request.key);
+    let span = tracing::info_span!("operation", %caller, op = %id, point = "new");
+    run_in_span(state, keyed, parse).instrument(span).await
+}
+
+async fn run_in_span(
+    state: &AppState,
+    keyed: Keyed,
+    parse: impl FnOnce(&serde_json::Value) -> Result<Arc<dyn Operation>, ApiError>,
+) -> Result<Response, ApiError> {
     let Keyed {
         request,
         body,
@@ -61,7 +84,7 @@ pub async fn run(
     let (caller, key) = (request.caller, request.key.clone());
 
     if let Some(record) = state.store.lookup(&caller, &key).await? {
-        return answer(state, &caller, &key, record.verdict(&request.fingerprint));
+        return answer(state, record.verdict(&request.fingerprint));
     }
 
     let operation = parse(&body)?;
@@ -72,39 +95,72 @@ pub async fn run(
     {
         Execution::Ran(response) => {
             state.metrics.executed();
-            tracing::info!(%caller, %key, status = response.status, "executed");
-            chaos.after_commit().await?;
-            Ok(respond(response, false))
+            tracing::info!(status = response.status, "executed");
+            finished(response, &chaos).await
         }
-        Execution::Found(verdict) => answer(state, &caller, &key, verdict),
+        Execution::Stopped(lease) => {
+            state.metrics.executed();
+            tracing::info!(point = lease.point.as_str(), "started");
+            go_on(state, lease, &chaos).await
+        }
+        Execution::Resumed(lease) => {
+            state.metrics.resumed(ResumedBy::retry);
+            tracing::info!(
+                point = lease.point.as_str(),
+                "resuming an abandoned operation"
+            );
+            go_on(state, lease, &chaos).await
+        }
+        Execution::Found(verdict) => answer(state, verdict),
         Execution::InUse => {
             state.metrics.in_conflict();
-            tracing::info!(%caller, %key, "refused: first request still running");
+            tracing::info!("refused: the key's operation is running");
             Err(ApiError::IdempotencyKeyInUse)
         }
         Execution::RolledBack => {
-            tracing::warn!(%caller, %key, "chaos: rolled back before commit, dropping the connection");
+            tracing::warn!("chaos: rolled back before commit, dropping the connection");
             chaos.drop_connection().await
         }
     }
 }
 
+/// Runs a stopped operation to its end and answers; if another holder got
+/// the lease meanwhile, answers what the record says now.
+async fn go_on(state: &AppState, lease: Lease, chaos: &Chaos) -> Result<Response, ApiError> {
+    let (caller, key) = (lease.caller, lease.key.clone());
+    match phases::run_to_end(state, lease, chaos).await? {
+        Ended::Finished(response) => {
+            tracing::info!(status = response.status, "finished");
+            finished(response, chaos).await
+        }
+        Ended::LeaseLost => match state.store.lookup(&caller, &key).await? {
+            Some(record) => Ok(respond(record.response, true)),
+            None => {
+                state.metrics.in_conflict();
+                Err(ApiError::IdempotencyKeyInUse)
+            }
+        },
+    }
+}
+
+/// The operation finished and its answer is committed: answer, after the
+/// chaos hook.
+async fn finished(response: StoredResponse, chaos: &Chaos) -> Result<Response, ApiError> {
+    chaos.after_commit().await?;
+    Ok(respond(response, false))
+}
+
 /// The answer to a request that found a finished record of its key.
-fn answer(
-    state: &AppState,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    verdict: Verdict,
-) -> Result<Response, ApiError> {
+fn answer(state: &AppState, verdict: Verdict) -> Result<Response, ApiError> {
     match verdict {
         Verdict::Replay(response) => {
             state.metrics.replayed();
-            tracing::info!(%caller, %key, status = response.status, "replayed");
+            tracing::info!(status = response.status, "replayed");
             Ok(respond(response, true))
         }
         Verdict::Mismatch => {
             state.metrics.mismatched();
-            tracing::info!(%caller, %key, "refused: key reused with another request");
+            tracing::info!("refused: key reused with another request");
             Err(ApiError::IdempotencyKeyMismatch)
         }
     }

@@ -1,11 +1,13 @@
 //! What a key's record holds and what it decides, with no SQL: the stored
-//! response and its header encoding, and the verdict on a request that
-//! finds a finished record. Both stores and the flow use these, so the
-//! decision is written once.
+//! response and its header encoding, the verdict on a request that finds a
+//! finished record, and, for an operation in phases, where it stopped (its
+//! recovery point) and who may resume it (its lease). Both stores and the
+//! flow use these, so each decision is written once.
 
-use crate::domain::Fingerprint;
+use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use bytes::Bytes;
 use http::StatusCode;
+use std::fmt;
 
 /// A response as recorded with its key and replayed byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,23 +30,39 @@ impl StoredResponse {
         }
     }
 
-    /// Rebuilds a response from its stored columns.
-    pub fn from_stored(status: u16, headers: &str, body: impl Into<Bytes>) -> Self {
+    /// Rebuilds a response from its stored columns (`headers` as
+    /// [`StoredResponse::encoded_headers`] wrote them).
+    pub fn from_stored(status: u16, headers: Option<&str>, body: impl Into<Bytes>) -> Self {
         Self {
             status,
-            headers: decode_headers(headers),
+            headers: match headers {
+                None => vec![DEFAULT_HEADER.map(str::to_owned).into()],
+                Some(text) => decode_headers(text),
+            },
             body: body.into(),
         }
     }
 
-    /// Headers as stored: one `name: value` line each.
-    pub fn encoded_headers(&self) -> String {
-        self.headers
-            .iter()
-            .map(|(name, value)| format!("{name}: {value}\n"))
-            .collect()
+    /// Headers as stored: one `name: value` line each, or nothing (`None`)
+    /// for the usual lone `content-type: application/json`, which most
+    /// records carry: fewer bytes per commit.
+    pub fn encoded_headers(&self) -> Option<String> {
+        if let [(name, value)] = self.headers.as_slice() {
+            if [name.as_str(), value.as_str()] == DEFAULT_HEADER {
+                return None;
+            }
+        }
+        Some(
+            self.headers
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\n"))
+                .collect(),
+        )
     }
 }
+
+/// The headers a record stores as `NULL`.
+const DEFAULT_HEADER: [&str; 2] = ["content-type", "application/json"];
 
 /// Reads headers stored by [`StoredResponse::encoded_headers`].
 fn decode_headers(text: &str) -> Vec<(String, String)> {
@@ -84,15 +102,107 @@ impl Record {
     }
 }
 
+/// Where an unfinished operation stopped: each phase is a transaction that
+/// ends at the next recovery point, so a resumed operation goes on from
+/// there instead of starting over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryPoint {
+    /// The charge is recorded as `pending`; the provider has not (as far as
+    /// we know) charged it. Next: call the provider with the downstream key,
+    /// then finish.
+    ChargeCreated,
+}
+
+impl RecoveryPoint {
+    /// The stored spelling (a finished record stores `finished`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChargeCreated => "charge_created",
+        }
+    }
+
+    /// Reads the stored spelling; `None` for `finished` or a corrupt value.
+    pub fn from_stored(raw: &str) -> Option<Self> {
+        match raw {
+            "charge_created" => Some(Self::ChargeCreated),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RecoveryPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The stored recovery point of a finished record.
+pub const FINISHED: &str = "finished";
+
+/// How a phase ends: the operation is finished (its answer is recorded) or
+/// stopped at a recovery point with what resuming needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The answer, recorded with the key.
+    Finished(StoredResponse),
+    /// Not finished: where it stopped, and the state to resume from (JSON,
+    /// the operation's own).
+    Stopped(RecoveryPoint, String),
+}
+
+/// The right to run an unfinished operation's next phase, held by one
+/// request or the completer at a time, until `leased_until`. Every phase
+/// checks the token, so a holder whose lease was taken over cannot record
+/// anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Whose operation.
+    pub caller: Caller,
+    /// Its key.
+    pub key: IdempotencyKey,
+    /// Random, new at every acquisition.
+    pub token: [u8; 16],
+    /// Where the operation stands.
+    pub point: RecoveryPoint,
+    /// What it needs to go on.
+    pub state: String,
+}
+
+impl Lease {
+    /// A fresh token for a new holder.
+    pub fn new_token() -> [u8; 16] {
+        rand::random()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn stored_headers_round_trip() {
-        let r = StoredResponse::new(StatusCode::CREATED, "application/json", &b"{}"[..]);
-        let back = StoredResponse::from_stored(r.status, &r.encoded_headers(), r.body.clone());
-        assert_eq!(back, r);
+    fn stored_headers_round_trip_and_the_usual_one_costs_nothing() {
+        let json = StoredResponse::new(StatusCode::CREATED, "application/json", &b"{}"[..]);
+        assert_eq!(json.encoded_headers(), None);
+        let problem = StoredResponse::new(StatusCode::CONFLICT, "application/problem+json", "{}");
+        assert_eq!(
+            problem.encoded_headers().as_deref(),
+            Some("content-type: application/problem+json\n")
+        );
+        for r in [json, problem] {
+            let back = StoredResponse::from_stored(
+                r.status,
+                r.encoded_headers().as_deref(),
+                r.body.clone(),
+            );
+            assert_eq!(back, r);
+        }
+    }
+
+    #[test]
+    fn recovery_points_round_trip_and_finished_is_none_of_them() {
+        let p = RecoveryPoint::ChargeCreated;
+        assert_eq!(RecoveryPoint::from_stored(p.as_str()), Some(p));
+        assert_eq!(RecoveryPoint::from_stored(FINISHED), None);
     }
 
     #[test]

@@ -9,4 +9,5 @@
 //! [`crate::routes`].
 
 pub mod charge;
+pub mod receipt;
 pub mod reservation;

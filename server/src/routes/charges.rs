@@ -5,19 +5,27 @@ use crate::domain::Charge;
 use crate::domain::{ChargeId, NewCharge};
 use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
+use crate::operation::charge::{RecordCharge, StartCharge};
 use crate::state::AppState;
-use crate::store::ChargeQuery;
+use crate::store::{ChargeQuery, Operation};
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// `POST /charges`: creates a charge, at most once per key.
+/// `POST /charges`: creates a charge, at most once per key: in one phase,
+/// or, with a provider, started here and finished around the provider call.
 pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
-    idempotency::run(&state, keyed, |body| match NewCharge::parse(body) {
-        Ok(charge) => Ok(Arc::new(charge)),
-        Err(e) => Err(ApiError::InvalidRequest(e.to_string())),
+    let (phased, receipts) = (state.provider.is_some(), state.receipts);
+    idempotency::run(&state, keyed, |body| {
+        let request =
+            NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        Ok(if phased {
+            Arc::new(StartCharge { request }) as Arc<dyn Operation>
+        } else {
+            Arc::new(RecordCharge { request, receipts })
+        })
     })
     .await
 }

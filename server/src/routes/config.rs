@@ -5,7 +5,13 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-/// `{"chaos": bool}`: whether the page may offer the chaos panel.
+/// `{"chaos": bool, "provider": bool, "receipts": bool}`: whether the page
+/// may offer the chaos panel, charges go through a payment provider, and
+/// receipts are e-mailed.
 pub async fn show(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({ "chaos": state.chaos }))
+    Json(json!({
+        "chaos": state.chaos,
+        "provider": state.provider.is_some(),
+        "receipts": state.receipts,
+    }))
 }

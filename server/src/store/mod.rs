@@ -2,10 +2,17 @@
 //! the same whatever the database.
 //!
 //! The contract every backend keeps: [`Store::execute`] claims the key, runs
-//! the operation and writes the response **in one transaction**, and returns
-//! only once that transaction is durable. A record a backend can see is
-//! either finished (it has its response) or, on backends where a transaction
-//! can be observed in flight, reported as [`Execution::InUse`].
+//! the operation's first phase and writes how it ended **in one
+//! transaction**, and returns only once that transaction is durable. A
+//! phase ends with the answer (the record is finished) or at a recovery
+//! point under a lease ([`Lease`]); [`Store::advance`] runs a later phase in
+//! a transaction of its own, only for the lease's holder. A record a
+//! backend can see is finished, stopped at a recovery point (its lease
+//! says who may go on), or, on backends where a transaction can be
+//! observed in flight, reported as [`Execution::InUse`].
+//!
+//! Beside the records, the outbox: receipts written with the phase that
+//! finishes a charge, claimed and marked by the relay.
 //!
 //! A backend only translates: the verdict on a finished record
 //! ([`Record::verdict`]), the stored response's encoding, the paging rules
@@ -20,7 +27,8 @@ pub mod schema;
 pub mod sqlite;
 
 use crate::domain::{Caller, Charge, ChargeId, Fingerprint, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Record, StoredResponse, Verdict};
+use crate::idempotency::record::{Lease, Record, StoredResponse, Verdict};
+use crate::operation::receipt::Receipt;
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
@@ -37,9 +45,10 @@ pub struct IdempotentRequest {
     pub fingerprint: Fingerprint,
 }
 
-/// A business operation an idempotency key protects: a domain request that
-/// each backend knows how to run inside the transaction that records its
-/// key. Adding an operation means implementing both backends' `Run` (the
+/// A business operation (or one phase of one) an idempotency key protects:
+/// a request that each backend knows how to run inside the transaction that
+/// records its key, ending in a [`Step`](crate::idempotency::record::Step).
+/// Adding an operation means implementing both backends' `Run` (the
 /// compiler insists), not a match arm in every store.
 pub trait Operation: sqlite::Run + postgres::Run + fmt::Debug + Send + Sync + 'static {}
 
@@ -57,15 +66,46 @@ pub struct RunContext<'a> {
 /// What [`Store::execute`] did.
 #[derive(Debug)]
 pub enum Execution {
-    /// The operation ran and its record was committed with it.
+    /// The operation ran and finished; its answer was committed with it.
     Ran(StoredResponse),
-    /// The key was already recorded, finished: replay it or refuse.
+    /// The operation's first phase committed and stopped at a recovery
+    /// point; the lease is this request's.
+    Stopped(Lease),
+    /// The key's operation was stopped at a recovery point and abandoned
+    /// (its lease ran out): this request has taken it over.
+    Resumed(Lease),
+    /// The key was already recorded, finished (replay it or refuse), or
+    /// recorded for another request (refuse).
     Found(Verdict),
-    /// Another transaction holds the key right now: nothing ran.
+    /// Another request holds the key right now (its transaction, or its
+    /// operation's lease): nothing ran.
     InUse,
     /// The operation ran and was rolled back on purpose (chaos
     /// `crash-before-commit`): nothing is stored.
     RolledBack,
+}
+
+/// What [`Store::advance`] did.
+#[derive(Debug)]
+pub enum Advanced {
+    /// The phase finished the operation; its answer is recorded.
+    Finished(StoredResponse),
+    /// The phase stopped at the next recovery point; the lease goes on.
+    Stopped(Lease),
+    /// The lease is no longer this holder's (it ran out and another took
+    /// over, or the operation finished): nothing was written.
+    LeaseLost,
+}
+
+/// A receipt waiting in the outbox, claimed by one relay for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxItem {
+    /// The outbox row.
+    pub id: i64,
+    /// How many sends failed before.
+    pub attempts: u32,
+    /// The message.
+    pub receipt: Receipt,
 }
 
 /// Whether an execution commits or, on purpose, rolls back (chaos).
@@ -206,8 +246,10 @@ pub trait Store: Send + Sync + 'static {
         key: &IdempotencyKey,
     ) -> Result<Option<Record>, StoreError>;
 
-    /// Claims the key, runs the operation and records its response in one
-    /// transaction; answers once the transaction is durable.
+    /// Claims the key, runs the operation's first phase and records how it
+    /// ended in one transaction; answers once the transaction is durable.
+    /// A key whose operation stopped and was abandoned is taken over
+    /// instead ([`Execution::Resumed`]).
     async fn execute(
         &self,
         request: IdempotentRequest,
@@ -215,14 +257,62 @@ pub trait Store: Send + Sync + 'static {
         finish: Finish,
     ) -> Result<Execution, StoreError>;
 
+    /// Runs the next phase of the lease's operation in a transaction of its
+    /// own, if the lease is still its holder's, and records how it ended.
+    async fn advance(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+    ) -> Result<Advanced, StoreError>;
+
+    /// Gives the lease up at once, so a retry may resume without waiting
+    /// for it to run out.
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Up to `limit` operations stopped at a recovery point whose lease ran
+    /// out: what the completer resumes.
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError>;
+
+    /// Takes over an abandoned operation (its lease ran out); `None` when it
+    /// is held or finished meanwhile.
+    async fn take_over(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Lease>, StoreError>;
+
     /// A page of a caller's charges, newest first.
     async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError>;
 
     /// The stock left of an item, `None` if there is no such item.
     async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError>;
 
-    /// Deletes at most `limit` records that expired by now; returns how many.
+    /// Deletes at most `limit` finished records that expired by now;
+    /// returns how many. (A record stopped at a recovery point is kept until
+    /// its operation finishes, whatever its age.)
     async fn sweep(&self, limit: u32) -> Result<u64, StoreError>;
+
+    /// Up to `limit` receipts due for sending, each claimed for `claim` so
+    /// that no other relay sends it meanwhile.
+    async fn due_receipts(
+        &self,
+        limit: u32,
+        claim: Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError>;
+
+    /// The SMTP server accepted the receipt: it is never sent again.
+    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError>;
+
+    /// Sending failed: try again in `retry_in`.
+    async fn receipt_failed(
+        &self,
+        id: i64,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<(), StoreError>;
+
+    /// How many receipts wait to be sent.
+    async fn receipts_waiting(&self) -> Result<u64, StoreError>;
 
     /// Ok when the database is reachable, migrated and writable.
     async fn health(&self) -> Result<(), StoreError>;

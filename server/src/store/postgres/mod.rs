@@ -1,33 +1,37 @@
 //! The PostgreSQL backend: how the server runs as many instances.
 //!
-//! Each request is one transaction on a pooled connection
+//! Each phase is one transaction on a pooled connection
 //! ([`operations::execute`]):
 //!
-//! 1. an expired record of the key is deleted (it counts as absent);
-//! 2. the key is **claimed** with `INSERT … ON CONFLICT (caller, key) DO
-//!    NOTHING`. If another transaction (in this process or another
-//!    instance) holds the same key, PostgreSQL makes this statement wait
-//!    for that transaction's outcome: committed, the claim finds its record
-//!    and replays it (or answers 422 for another request); rolled back, the
-//!    claim succeeds and the request runs. Waiting longer than
-//!    `lock_timeout` answers 409 `idempotency-key-in-use` with `Retry-After`;
-//! 3. the business change runs in the same transaction;
-//! 4. the response is written into the claimed record, and the transaction
-//!    commits (`synchronous_commit=on` with `--durability full`) before
-//!    the answer leaves.
+//! 1. the key is **claimed** with `INSERT … ON CONFLICT (caller, key) DO
+//!    UPDATE … WHERE` the existing record is finished and expired (an
+//!    expired record counts as absent). If another transaction (in this
+//!    process or another instance) holds the same key, PostgreSQL makes
+//!    this statement wait for that transaction's outcome: committed, the
+//!    claim finds its record and replays it (or answers 422 for another
+//!    request); rolled back, the claim succeeds and the request runs.
+//!    Waiting longer than `lock_timeout` answers 409
+//!    `idempotency-key-in-use` with `Retry-After`;
+//! 2. the business change runs in the same transaction;
+//! 3. the response (or the recovery point and a lease) is written into the
+//!    claimed record, and the transaction commits (`synchronous_commit=on`
+//!    with `--durability full`) before the answer leaves.
 //!
-//! Group commit is PostgreSQL's own: concurrent commits share WAL flushes.
-//! [`schema`] migrates under an advisory lock.
+//! Every expiry and lease is judged by the database's clock (`now()`), so
+//! instances with wrong clocks still agree. Group commit is PostgreSQL's
+//! own: concurrent commits share WAL flushes. [`schema`] migrates under an
+//! advisory lock.
 
 mod operations;
 mod schema;
 
 use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Record, StoredResponse};
+use crate::idempotency::record::{Lease, Record, Step};
+use crate::operation::receipt::Receipt;
 use crate::store::{
-    millis, now_ms, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
-    RunContext, Store, StoreError,
+    now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
+    OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -44,15 +48,15 @@ const POOL_SIZE: usize = 32;
 const LOCK_TIMEOUT: &str = "5s";
 
 /// An operation's business change in PostgreSQL, inside the transaction
-/// that also records its key.
+/// that also records its key (or, for a later phase, advances its record).
 #[async_trait]
 pub trait Run {
-    /// Runs the change and returns the answer to record.
+    /// Runs the change and says how the phase ended.
     async fn run_postgres(
         &self,
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
-    ) -> Result<StoredResponse, StoreError>;
+    ) -> Result<Step, StoreError>;
 }
 
 /// Where and how to connect.
@@ -64,12 +68,15 @@ pub struct PostgresOptions {
     pub durability: Durability,
     /// How long a key's record lives.
     pub key_ttl: Duration,
+    /// How long a stopped operation is its holder's.
+    pub lease: Duration,
 }
 
 /// The PostgreSQL store: a connection pool.
 pub struct PostgresStore {
     pool: Pool,
-    ttl_ms: i64,
+    ttl_secs: f64,
+    lease_secs: f64,
 }
 
 impl PostgresStore {
@@ -104,7 +111,8 @@ impl PostgresStore {
             .map_err(|e| StoreError::internal("cannot build the pool").caused_by(e))?;
         let store = Self {
             pool,
-            ttl_ms: millis(options.key_ttl),
+            ttl_secs: options.key_ttl.as_secs_f64(),
+            lease_secs: options.lease.as_secs_f64(),
         };
         schema::migrate(&mut store.client().await?).await?;
         Ok(store)
@@ -131,10 +139,11 @@ impl Store for PostgresStore {
                 &cached(
                     &client,
                     "SELECT fingerprint, status, headers, body FROM idempotency_keys
-                     WHERE caller = $1 AND key = $2 AND expires_at > $3",
+                     WHERE caller = $1 AND key = $2 AND expires_at > now()
+                       AND recovery_point = 'finished'",
                 )
                 .await?,
-                &[&&caller.as_bytes()[..], &key.as_ref(), &now_ms()],
+                &[&&caller.as_bytes()[..], &key.as_ref()],
             )
             .await
             .map_err(classify)?;
@@ -154,10 +163,70 @@ impl Store for PostgresStore {
             &request,
             operation.as_ref(),
             finish,
+            self.ttl_secs,
+            self.lease_secs,
             now_ms(),
-            self.ttl_ms,
         )
         .await
+    }
+
+    async fn advance(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+    ) -> Result<Advanced, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(classify)?;
+        operations::advance(tx, lease, phase.as_ref(), self.lease_secs, now_ms()).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        exec(
+            &self.client().await?,
+            "UPDATE idempotency_keys SET leased_until = now()
+             WHERE caller = $1 AND key = $2 AND lease_token = $3",
+            &[
+                &&lease.caller.as_bytes()[..],
+                &lease.key.as_ref(),
+                &&lease.token[..],
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &cached(
+                    &client,
+                    "SELECT caller, key FROM idempotency_keys
+                     WHERE recovery_point <> 'finished' AND leased_until <= now()
+                     ORDER BY leased_until LIMIT $1",
+                )
+                .await?,
+                &[&i64::from(limit)],
+            )
+            .await
+            .map_err(classify)?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let caller: &[u8] = row.get(0);
+                let caller = Caller::from_bytes(caller.try_into().ok()?);
+                let key = IdempotencyKey::parse(row.get::<_, &str>(1).as_bytes()).ok()?;
+                Some((caller, key))
+            })
+            .collect())
+    }
+
+    async fn take_over(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Lease>, StoreError> {
+        operations::take_over(&self.client().await?, caller, key, self.lease_secs).await
     }
 
     async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
@@ -167,8 +236,11 @@ impl Store for PostgresStore {
             .query(
                 &cached(
                     &client,
-                    "SELECT id, amount, currency, description, created FROM charges
-                     WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                    &format!(
+                        "SELECT {} FROM charges
+                         WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                        operations::CHARGE_COLUMNS
+                    ),
                 )
                 .await?,
                 &[
@@ -181,7 +253,7 @@ impl Store for PostgresStore {
             .map_err(classify)?;
         Ok(query.page(
             rows.iter()
-                .map(|r| Charge::from_stored(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+                .map(|row| Charge::from(operations::charge_row(row)))
                 .collect(),
         ))
     }
@@ -191,7 +263,89 @@ impl Store for PostgresStore {
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64, StoreError> {
-        operations::sweep(&self.client().await?, now_ms(), limit).await
+        exec(
+            &self.client().await?,
+            "DELETE FROM idempotency_keys WHERE ctid IN (
+               SELECT ctid FROM idempotency_keys
+               WHERE expires_at <= now() AND recovery_point = 'finished'
+               ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+            &[&i64::from(limit)],
+        )
+        .await
+    }
+
+    async fn due_receipts(
+        &self,
+        limit: u32,
+        claim: Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &cached(
+                    &client,
+                    "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
+                     WHERE id IN (SELECT id FROM outbox
+                                  WHERE sent_at IS NULL AND next_attempt_at <= now()
+                                    AND (claimed_until IS NULL OR claimed_until <= now())
+                                  ORDER BY next_attempt_at LIMIT $1
+                                  FOR UPDATE SKIP LOCKED)
+                     RETURNING id, attempts, message_id, recipient, subject, body",
+                )
+                .await?,
+                &[&i64::from(limit), &claim.as_secs_f64()],
+            )
+            .await
+            .map_err(classify)?;
+        Ok(rows
+            .iter()
+            .map(|row| OutboxItem {
+                id: row.get(0),
+                attempts: row.get::<_, i32>(1).unsigned_abs(),
+                receipt: Receipt {
+                    message_id: row.get(2),
+                    recipient: row.get(3),
+                    subject: row.get(4),
+                    body: row.get(5),
+                },
+            })
+            .collect())
+    }
+
+    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
+        exec(
+            &self.client().await?,
+            "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn receipt_failed(
+        &self,
+        id: i64,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        exec(
+            &self.client().await?,
+            "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
+                    next_attempt_at = now() + $2 * interval '1 second'
+             WHERE id = $1",
+            &[&id, &retry_in.as_secs_f64(), &error],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn receipts_waiting(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
+            .await
+            .map_err(classify)?;
+        Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
     async fn health(&self) -> Result<(), StoreError> {
@@ -200,12 +354,12 @@ impl Store for PostgresStore {
         let version = schema::version(&tx).await?;
         schema::MIGRATIONS.check(version)?;
         // A write probe: healthy means a write can commit.
-        tx.execute(
+        exec(
+            &tx,
             "UPDATE schema_migrations SET applied_at = applied_at WHERE version = $1",
             &[&version],
         )
-        .await
-        .map_err(classify)?;
+        .await?;
         tx.commit().await.map_err(classify)
     }
 }
@@ -220,6 +374,18 @@ async fn available(client: &impl GenericClient, item: &ItemId) -> Result<Option<
         .await
         .map_err(classify)?;
     Ok(row.map(|r| r.get(0)))
+}
+
+/// Runs a cached statement; how many rows it changed.
+async fn exec(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<u64, StoreError> {
+    client
+        .execute(&cached(client, sql).await?, params)
+        .await
+        .map_err(classify)
 }
 
 /// A statement prepared once per connection and cached with it, so each

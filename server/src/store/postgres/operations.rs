@@ -1,103 +1,111 @@
-//! The SQL of the writes: the keyed protocol in one transaction (delete an
-//! expired record, claim the key, run the operation, record its answer)
-//! and each operation's business change.
+//! The SQL of the writes: the keyed protocol (claim the key, or find its
+//! record and decide; later phases under a lease), each operation's
+//! business change, and the outbox. Every time is the database's `now()`.
 
-use super::{cached, classify, Run};
-use crate::domain::{Charge, Fingerprint, NewCharge, NewReservation, Reservation};
-use crate::idempotency::record::{Record, StoredResponse};
+use super::{cached, classify, exec, Run};
+use crate::domain::{Caller, Charge, ChargeRow, ChargeStatus, Fingerprint, IdempotencyKey};
+use crate::domain::{NewReservation, Reservation};
+use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredResponse};
 use crate::operation;
-use crate::store::{Execution, Finish, IdempotentRequest, Operation, RunContext, StoreError};
+use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
+use crate::operation::receipt::Receipt;
+use crate::store::StoreError;
+use crate::store::{Advanced, Execution, Finish, IdempotentRequest, Operation, RunContext};
 use async_trait::async_trait;
-use deadpool_postgres::GenericClient;
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::error::SqlState;
 
-/// Claims the key (waiting for a transaction that holds it), runs the
-/// operation and records its answer, then commits or rolls back.
+/// A key's record columns, in the order [`record`] and [`execute`] read.
+const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
+
+/// Claims the key (waiting for a transaction that holds it) and runs the
+/// operation's first phase, or finds the key's record and decides; then
+/// commits or, for chaos, rolls back.
 pub(super) async fn execute(
     tx: Transaction<'_>,
     request: &IdempotentRequest,
     operation: &dyn Operation,
     finish: Finish,
-    now: i64,
-    ttl_ms: i64,
+    ttl_secs: f64,
+    lease_secs: f64,
+    now_ms: i64,
 ) -> Result<Execution, StoreError> {
     let caller = &request.caller.as_bytes()[..];
     let key = request.key.as_ref();
-    tx.execute(
-        &cached(
-            &tx,
-            "DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2 AND expires_at <= $3",
-        )
-        .await?,
-        &[&caller, &key, &now],
-    )
-    .await
-    .map_err(classify)?;
-    let claim = tx
+    // A finished, expired record counts as absent: the claim replaces it.
+    let claimed = tx
         .query_opt(
             &cached(
                 &tx,
                 "INSERT INTO idempotency_keys
-                   (caller, key, fingerprint, status, headers, body, created_at, expires_at)
-                 VALUES ($1, $2, $3, 0, '', ''::bytea, $4, $5)
-                 ON CONFLICT (caller, key) DO NOTHING RETURNING id",
+                   (caller, key, fingerprint, recovery_point, created_at, expires_at)
+                 VALUES ($1, $2, $3, 'claimed', now(), now() + $4 * interval '1 second')
+                 ON CONFLICT (caller, key) DO UPDATE
+                   SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'claimed',
+                       state = NULL, lease_token = NULL, leased_until = NULL, status = NULL,
+                       headers = NULL, body = NULL, created_at = EXCLUDED.created_at,
+                       expires_at = EXCLUDED.expires_at
+                   WHERE idempotency_keys.recovery_point = 'finished'
+                     AND idempotency_keys.expires_at <= now()
+                 RETURNING 1",
             )
             .await?,
             &[
                 &caller,
                 &key,
                 &&request.fingerprint.as_bytes()[..],
-                &now,
-                &now.saturating_add(ttl_ms),
+                &ttl_secs,
             ],
         )
         .await;
-    let claim = match claim {
-        Ok(claim) => claim,
-        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => return Ok(Execution::InUse),
-        Err(e) => return Err(classify(e)),
+    let claimed = match in_use_or(claimed)? {
+        None => return Ok(Execution::InUse),
+        Some(claimed) => claimed.is_some(),
     };
-    let Some(claim) = claim else {
-        // The key is recorded, and committed: the claim waited for it.
-        let row = tx
-            .query_one(
-                &cached(
-                    &tx,
-                    "SELECT fingerprint, status, headers, body FROM idempotency_keys
-                     WHERE caller = $1 AND key = $2",
-                )
-                .await?,
-                &[&caller, &key],
-            )
-            .await
-            .map_err(classify)?;
-        return Ok(Execution::Found(
-            record(&row)?.verdict(&request.fingerprint),
-        ));
-    };
-    let id: i64 = claim.get(0);
+    if !claimed {
+        // The key's record is live: its transaction committed (the claim
+        // waited for it), so read it and decide.
+        let execution = decide(&tx, request, lease_secs).await?;
+        tx.commit().await.map_err(classify)?;
+        return Ok(execution);
+    }
 
     let context = RunContext {
         caller: &request.caller,
-        now_ms: now,
+        now_ms,
     };
-    let response = operation.run_postgres(&tx, &context).await?;
-    tx.execute(
-        &cached(
-            &tx,
-            "UPDATE idempotency_keys SET status = $2, headers = $3, body = $4 WHERE id = $1",
-        )
-        .await?,
-        &[
-            &id,
-            &(response.status as i16),
-            &response.encoded_headers(),
-            &&response.body[..],
-        ],
-    )
-    .await
-    .map_err(classify)?;
+    let step = operation.run_postgres(&tx, &context).await?;
+    let execution = match step {
+        Step::Finished(response) => {
+            record_response(&tx, &request.caller, &request.key, &response).await?;
+            Execution::Ran(response)
+        }
+        Step::Stopped(point, state) => {
+            let token = Lease::new_token();
+            exec(
+                &tx,
+                "UPDATE idempotency_keys SET recovery_point = $3, state = $4, lease_token = $5,
+                        leased_until = now() + $6 * interval '1 second'
+                 WHERE caller = $1 AND key = $2",
+                &[
+                    &caller,
+                    &key,
+                    &point.as_str(),
+                    &state,
+                    &&token[..],
+                    &lease_secs,
+                ],
+            )
+            .await?;
+            Execution::Stopped(Lease {
+                caller: request.caller,
+                key: request.key.clone(),
+                token,
+                point,
+                state,
+            })
+        }
+    };
     match finish {
         Finish::RollBack => {
             tx.rollback().await.map_err(classify)?;
@@ -105,57 +113,367 @@ pub(super) async fn execute(
         }
         Finish::Commit => {
             tx.commit().await.map_err(classify)?;
-            Ok(Execution::Ran(response))
+            Ok(execution)
         }
     }
 }
 
-/// A record from a row of fingerprint, status, headers, body.
+/// A live record of the key: finished (replay or refuse), or stopped at a
+/// recovery point (refuse another request, wait for the lease's holder,
+/// or take an abandoned operation over).
+async fn decide(
+    tx: &Transaction<'_>,
+    request: &IdempotentRequest,
+    lease_secs: f64,
+) -> Result<Execution, StoreError> {
+    let caller = &request.caller.as_bytes()[..];
+    let row = tx
+        .query_one(
+            &cached(
+                tx,
+                &format!(
+                    "SELECT {RECORD_COLUMNS}, recovery_point, state, lease_token,
+                            coalesce(leased_until > now(), false)
+                     FROM idempotency_keys WHERE caller = $1 AND key = $2"
+                ),
+            )
+            .await?,
+            &[&caller, &request.key.as_ref()],
+        )
+        .await
+        .map_err(classify)?;
+    let existing = record(&row)?;
+    let Some(point) = RecoveryPoint::from_stored(row.get(4)) else {
+        return Ok(Execution::Found(existing.verdict(&request.fingerprint)));
+    };
+    if existing.fingerprint != request.fingerprint {
+        return Ok(Execution::Found(existing.verdict(&request.fingerprint)));
+    }
+    if row.get::<_, bool>(7) {
+        return Ok(Execution::InUse);
+    }
+    let old: Option<&[u8]> = row.get(6);
+    let token = Lease::new_token();
+    let taken = tx
+        .execute(
+            &cached(
+                tx,
+                "UPDATE idempotency_keys
+                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
+                 WHERE caller = $1 AND key = $2 AND lease_token IS NOT DISTINCT FROM $5
+                   AND recovery_point <> 'finished'",
+            )
+            .await?,
+            &[
+                &caller,
+                &request.key.as_ref(),
+                &&token[..],
+                &lease_secs,
+                &old,
+            ],
+        )
+        .await;
+    Ok(match in_use_or(taken)? {
+        Some(1) => Execution::Resumed(Lease {
+            caller: request.caller,
+            key: request.key.clone(),
+            token,
+            point,
+            state: row.get::<_, Option<String>>(5).unwrap_or_default(),
+        }),
+        _ => Execution::InUse,
+    })
+}
+
+/// `None` when the statement gave up waiting for a lock another
+/// transaction holds (`lock_timeout`): the key is in use.
+fn in_use_or<T>(result: Result<T, tokio_postgres::Error>) -> Result<Option<T>, StoreError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
+        Err(e) => Err(classify(e)),
+    }
+}
+
+async fn record_response(
+    tx: &Transaction<'_>,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    response: &StoredResponse,
+) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
+             status = $3, headers = $4, body = $5
+         WHERE caller = $1 AND key = $2",
+        &[
+            &&caller.as_bytes()[..],
+            &key.as_ref(),
+            &(response.status as i16),
+            &response.encoded_headers(),
+            &&response.body[..],
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The next phase of the lease's operation, if the lease is still its
+/// holder's (the row stays locked until the commit, so nobody takes it
+/// over meanwhile); records how the phase ended.
+pub(super) async fn advance(
+    tx: Transaction<'_>,
+    lease: &Lease,
+    phase: &dyn Operation,
+    lease_secs: f64,
+    now_ms: i64,
+) -> Result<Advanced, StoreError> {
+    let caller = &lease.caller.as_bytes()[..];
+    let held = tx
+        .query_opt(
+            &cached(
+                &tx,
+                "SELECT 1 FROM idempotency_keys
+                 WHERE caller = $1 AND key = $2 AND lease_token = $3
+                   AND recovery_point <> 'finished'
+                 FOR UPDATE",
+            )
+            .await?,
+            &[&caller, &lease.key.as_ref(), &&lease.token[..]],
+        )
+        .await;
+    match in_use_or(held)? {
+        Some(Some(_)) => {}
+        _ => return Ok(Advanced::LeaseLost),
+    }
+    let context = RunContext {
+        caller: &lease.caller,
+        now_ms,
+    };
+    let advanced = match phase.run_postgres(&tx, &context).await? {
+        Step::Finished(response) => {
+            record_response(&tx, &lease.caller, &lease.key, &response).await?;
+            Advanced::Finished(response)
+        }
+        Step::Stopped(point, state) => {
+            exec(
+                &tx,
+                "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
+                        leased_until = now() + $5 * interval '1 second'
+                 WHERE caller = $1 AND key = $2",
+                &[
+                    &caller,
+                    &lease.key.as_ref(),
+                    &point.as_str(),
+                    &state,
+                    &lease_secs,
+                ],
+            )
+            .await?;
+            Advanced::Stopped(Lease {
+                point,
+                state,
+                ..lease.clone()
+            })
+        }
+    };
+    tx.commit().await.map_err(classify)?;
+    Ok(advanced)
+}
+
+/// Takes over the key's abandoned operation (its lease ran out).
+pub(super) async fn take_over(
+    client: &impl GenericClient,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    lease_secs: f64,
+) -> Result<Option<Lease>, StoreError> {
+    let token = Lease::new_token();
+    let row = client
+        .query_opt(
+            &cached(
+                client,
+                "UPDATE idempotency_keys
+                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
+                 WHERE caller = $1 AND key = $2 AND recovery_point <> 'finished'
+                   AND leased_until <= now()
+                 RETURNING recovery_point, state",
+            )
+            .await?,
+            &[
+                &&caller.as_bytes()[..],
+                &key.as_ref(),
+                &&token[..],
+                &lease_secs,
+            ],
+        )
+        .await;
+    Ok(in_use_or(row)?.flatten().and_then(|row| {
+        Some(Lease {
+            caller: *caller,
+            key: key.clone(),
+            token,
+            point: RecoveryPoint::from_stored(row.get(0))?,
+            state: row.get::<_, Option<String>>(1).unwrap_or_default(),
+        })
+    }))
+}
+
+/// A record from a row whose first columns are [`RECORD_COLUMNS`] (the
+/// status is 0 for an unfinished record).
 pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record, StoreError> {
     let fingerprint: &[u8] = row.get(0);
     let fingerprint: [u8; 32] = fingerprint
         .try_into()
         .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))?;
-    let status: i16 = row.get(1);
-    let body: &[u8] = row.get(3);
+    let status: Option<i16> = row.get(1);
+    let body: Option<&[u8]> = row.get(3);
     Ok(Record {
         fingerprint: Fingerprint::from_bytes(fingerprint),
         response: StoredResponse::from_stored(
-            status as u16,
+            status.unwrap_or(0) as u16,
             row.get(2),
-            bytes::Bytes::copy_from_slice(body),
+            bytes::Bytes::copy_from_slice(body.unwrap_or_default()),
         ),
     })
 }
 
+/// A charge's columns, in the order [`charge_row`] reads them.
+pub(super) const CHARGE_COLUMNS: &str =
+    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
+     payment_method";
+
+/// A row of [`CHARGE_COLUMNS`].
+pub(super) fn charge_row(row: &tokio_postgres::Row) -> ChargeRow {
+    ChargeRow {
+        id: row.get(0),
+        amount: row.get(1),
+        currency: row.get(2),
+        description: row.get(3),
+        status: row.get(4),
+        created: row.get(5),
+        provider_charge: row.get(6),
+        receipt_email: row.get(7),
+        payment_method: row.get(8),
+    }
+}
+
 #[async_trait]
-impl Run for NewCharge {
+impl Run for RecordCharge {
     async fn run_postgres(
         &self,
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
-    ) -> Result<StoredResponse, StoreError> {
-        let charge = Charge::new(self.clone(), at.now_ms / 1000);
-        tx.execute(
-            &cached(
-                tx,
-                "INSERT INTO charges (id, caller, amount, currency, description, created)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .await?,
-            &[
-                &charge.id.as_ref(),
-                &&at.caller.as_bytes()[..],
-                &charge.amount.get(),
-                &charge.currency.as_ref(),
-                &charge.description.as_ref().map(AsRef::as_ref),
-                &charge.created,
-            ],
-        )
-        .await
-        .map_err(classify)?;
-        Ok(operation::charge::created(&charge))
+    ) -> Result<Step, StoreError> {
+        let charge = Charge::new(
+            self.request.clone(),
+            ChargeStatus::Succeeded,
+            at.now_ms / 1000,
+        );
+        insert_charge(tx, at, &charge).await?;
+        if self.receipts {
+            if let Some(receipt) = Receipt::for_charge(&charge) {
+                enqueue(tx, &receipt).await?;
+            }
+        }
+        Ok(Step::Finished(charge::created(&charge)))
     }
+}
+
+#[async_trait]
+impl Run for StartCharge {
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<Step, StoreError> {
+        let charge = Charge::new(
+            self.request.clone(),
+            ChargeStatus::Pending,
+            at.now_ms / 1000,
+        );
+        insert_charge(tx, at, &charge).await?;
+        Ok(StartCharge::stop(&charge))
+    }
+}
+
+#[async_trait]
+impl Run for FinishCharge {
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<Step, StoreError> {
+        let row = tx
+            .query_one(
+                &cached(
+                    tx,
+                    &format!(
+                        "UPDATE charges SET status = $3, provider_charge = $4
+                         WHERE caller = $1 AND id = $2 RETURNING {CHARGE_COLUMNS}"
+                    ),
+                )
+                .await?,
+                &[
+                    &&at.caller.as_bytes()[..],
+                    &self.charge.as_ref(),
+                    &self.verdict.status().as_str(),
+                    &self.verdict.provider_charge().map(AsRef::<str>::as_ref),
+                ],
+            )
+            .await
+            .map_err(classify)?;
+        let charge = Charge::from(charge_row(&row));
+        let (step, receipt) = charge::finished(&charge, &self.verdict, self.receipts);
+        if let Some(receipt) = receipt {
+            enqueue(tx, &receipt).await?;
+        }
+        Ok(step)
+    }
+}
+
+async fn insert_charge(
+    tx: &Transaction<'_>,
+    at: &RunContext<'_>,
+    charge: &Charge,
+) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "INSERT INTO charges (caller, id, amount, currency, description, status,
+                              payment_method, receipt_email, created)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &&at.caller.as_bytes()[..],
+            &charge.id.as_ref(),
+            &charge.amount.get(),
+            &charge.currency.as_ref(),
+            &charge.description.as_ref().map(AsRef::<str>::as_ref),
+            &charge.status.as_str(),
+            &charge.payment_method.as_ref(),
+            &charge.receipt_email.as_ref().map(AsRef::<str>::as_ref),
+            &charge.created,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes a receipt to the outbox, due now; never twice for one charge.
+async fn enqueue(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+         VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
+        &[
+            &receipt.message_id,
+            &receipt.recipient,
+            &receipt.subject,
+            &receipt.body,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 #[async_trait]
@@ -164,33 +482,27 @@ impl Run for NewReservation {
         &self,
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
-    ) -> Result<StoredResponse, StoreError> {
+    ) -> Result<Step, StoreError> {
         // The guard is in the UPDATE: the row lock serialises buyers and
         // the condition is re-checked after the wait.
-        let taken = tx
-            .execute(
-                &cached(
-                    tx,
-                    "UPDATE inventory SET available = available - $1
-                     WHERE item_id = $2 AND available >= $1",
-                )
-                .await?,
-                &[&self.quantity.get(), &self.item_id.as_ref()],
-            )
-            .await
-            .map_err(classify)?;
+        let taken = exec(
+            tx,
+            "UPDATE inventory SET available = available - $1
+             WHERE item_id = $2 AND available >= $1",
+            &[&self.quantity.get(), &self.item_id.as_ref()],
+        )
+        .await?;
         if taken == 0 {
             let available = super::available(tx, &self.item_id).await?;
-            return Ok(operation::reservation::refused(self, available));
+            return Ok(Step::Finished(operation::reservation::refused(
+                self, available,
+            )));
         }
         let reservation = Reservation::new(self.clone());
-        tx.execute(
-            &cached(
-                tx,
-                "INSERT INTO reservations (id, caller, item_id, quantity, created)
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .await?,
+        exec(
+            tx,
+            "INSERT INTO reservations (id, caller, item_id, quantity, created)
+             VALUES ($1, $2, $3, $4, $5)",
             &[
                 &reservation.id,
                 &&at.caller.as_bytes()[..],
@@ -199,26 +511,9 @@ impl Run for NewReservation {
                 &(at.now_ms / 1000),
             ],
         )
-        .await
-        .map_err(classify)?;
-        Ok(operation::reservation::reserved(&reservation))
+        .await?;
+        Ok(Step::Finished(operation::reservation::reserved(
+            &reservation,
+        )))
     }
-}
-
-/// Deletes at most `limit` records expired by `now`; instances sweeping at
-/// once skip each other's rows.
-pub(super) async fn sweep(
-    client: &impl GenericClient,
-    now: i64,
-    limit: u32,
-) -> Result<u64, StoreError> {
-    client
-        .execute(
-            "DELETE FROM idempotency_keys WHERE id IN (
-               SELECT id FROM idempotency_keys WHERE expires_at <= $1
-               ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-            &[&now, &i64::from(limit)],
-        )
-        .await
-        .map_err(classify)
 }

@@ -7,10 +7,16 @@ use crate::store::{now_ms, StoreError};
 use deadpool_postgres::GenericClient;
 
 /// The schema, in order.
-pub(super) const MIGRATIONS: Migrations = Migrations(&[(
-    1,
-    include_str!("../../../migrations/postgres/0001_init.sql"),
-)]);
+pub(super) const MIGRATIONS: Migrations = Migrations(&[
+    (
+        1,
+        include_str!("../../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../migrations/postgres/0002_phases.sql"),
+    ),
+]);
 
 /// Any number, the same for every instance: the migration lock.
 const MIGRATION_LOCK: i64 = 0x1de3_9071;

@@ -15,13 +15,14 @@ mod writer;
 
 use crate::config::Durability;
 use crate::domain::{Caller, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Record, StoredResponse};
+use crate::idempotency::record::{Lease, Record, Step};
 use crate::store::schema::Migrations;
 use crate::store::{
-    millis, now_ms, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
-    RunContext, Store, StoreError,
+    millis, now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest,
+    Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
+use operations::Clock;
 use readers::ReadPool;
 use rusqlite::{Connection, ErrorCode};
 use std::path::PathBuf;
@@ -31,18 +32,16 @@ use std::time::Duration;
 use writer::{Keep, Kind, Writer};
 
 /// The schema, in order.
-const MIGRATIONS: Migrations =
-    Migrations(&[(1, include_str!("../../../migrations/0001_init.sql"))]);
+const MIGRATIONS: Migrations = Migrations(&[
+    (1, include_str!("../../../migrations/0001_init.sql")),
+    (2, include_str!("../../../migrations/0002_phases.sql")),
+]);
 
 /// An operation's business change in SQLite, inside the savepoint that
-/// also records its key.
+/// also records its key (or, for a later phase, advances its record).
 pub trait Run {
-    /// Runs the change and returns the answer to record.
-    fn run_sqlite(
-        &self,
-        conn: &Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<StoredResponse>;
+    /// Runs the change and says how the phase ended.
+    fn run_sqlite(&self, conn: &Connection, at: &RunContext<'_>) -> rusqlite::Result<Step>;
 }
 
 /// Where and how to open the database.
@@ -54,6 +53,8 @@ pub struct SqliteOptions {
     pub durability: Durability,
     /// How long a key's record lives.
     pub key_ttl: Duration,
+    /// How long a stopped operation is its holder's.
+    pub lease: Duration,
 }
 
 /// The SQLite store: a handle to the writer thread and the read pool.
@@ -61,6 +62,7 @@ pub struct SqliteStore {
     writer: Writer,
     readers: ReadPool,
     ttl_ms: i64,
+    lease_ms: i64,
 }
 
 impl SqliteStore {
@@ -86,7 +88,29 @@ impl SqliteStore {
             writer,
             readers: ReadPool::new(options.path, generation),
             ttl_ms: millis(options.key_ttl),
+            lease_ms: millis(options.lease),
         })
+    }
+
+    fn clock(&self) -> Clock {
+        Clock {
+            now: now_ms(),
+            ttl: self.ttl_ms,
+            lease: self.lease_ms,
+        }
+    }
+
+    /// Runs `work` as a writer job whose savepoint is kept.
+    async fn write<T: Send + 'static>(
+        &self,
+        kind: Kind,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .submit(kind, move |batch| {
+                work(batch.conn).map(|t| (t, Keep::Yes)).map_err(classify)
+            })
+            .await
     }
 }
 
@@ -107,18 +131,67 @@ impl Store for SqliteStore {
         operation: Arc<dyn Operation>,
         finish: Finish,
     ) -> Result<Execution, StoreError> {
-        let ttl_ms = self.ttl_ms;
+        let clock = self.clock();
         self.writer
             .submit(Kind::Write, move |batch| {
                 let execution =
-                    operations::execute(batch.conn, &request, operation.as_ref(), now_ms(), ttl_ms)
+                    operations::execute(batch.conn, &request, operation.as_ref(), clock)
                         .map_err(classify)?;
                 Ok(match (execution, finish) {
-                    (Execution::Ran(_), Finish::RollBack) => (Execution::RolledBack, Keep::No),
+                    (Execution::Ran(_) | Execution::Stopped(_), Finish::RollBack) => {
+                        (Execution::RolledBack, Keep::No)
+                    }
                     (execution, _) => (execution, Keep::Yes),
                 })
             })
             .await
+    }
+
+    async fn advance(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+    ) -> Result<Advanced, StoreError> {
+        let (lease, clock) = (lease.clone(), self.clock());
+        self.write(Kind::Write, move |conn| {
+            operations::advance(conn, &lease, phase.as_ref(), clock)
+        })
+        .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let (lease, now) = (lease.clone(), now_ms());
+        self.write(Kind::Write, move |conn| {
+            operations::release(conn, &lease, now)
+        })
+        .await
+    }
+
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError> {
+        let now = now_ms();
+        let rows = self
+            .readers
+            .with(|conn| operations::abandoned(conn, now, limit))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(caller, key)| {
+                let caller = Caller::from_bytes(caller.try_into().ok()?);
+                let key = IdempotencyKey::parse(key.as_bytes()).ok()?;
+                Some((caller, key))
+            })
+            .collect())
+    }
+
+    async fn take_over(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Lease>, StoreError> {
+        let (caller, key, clock) = (*caller, key.clone(), self.clock());
+        self.write(Kind::Write, move |conn| {
+            operations::take_over(conn, &caller, &key, clock)
+        })
+        .await
     }
 
     async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
@@ -131,12 +204,57 @@ impl Store for SqliteStore {
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64, StoreError> {
-        self.writer
-            .submit(Kind::Other, move |batch| {
-                let deleted = operations::sweep(batch.conn, now_ms(), limit).map_err(classify)?;
-                Ok((deleted, Keep::Yes))
-            })
+        let now = now_ms();
+        self.write(Kind::Other, move |conn| operations::sweep(conn, now, limit))
             .await
+    }
+
+    async fn due_receipts(
+        &self,
+        limit: u32,
+        claim: Duration,
+    ) -> Result<Vec<OutboxItem>, StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(millis(claim));
+        let rows = self
+            .write(Kind::Other, move |conn| {
+                operations::claim_receipts(conn, now, until, limit)
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, attempts, receipt)| OutboxItem {
+                id,
+                attempts,
+                receipt,
+            })
+            .collect())
+    }
+
+    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
+        let now = now_ms();
+        self.write(Kind::Other, move |conn| {
+            operations::settle_receipt(conn, id, Ok(now))
+        })
+        .await
+    }
+
+    async fn receipt_failed(
+        &self,
+        id: i64,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        let retry_at = now_ms().saturating_add(millis(retry_in));
+        let error = error.to_owned();
+        self.write(Kind::Other, move |conn| {
+            operations::settle_receipt(conn, id, Err((retry_at, &error)))
+        })
+        .await
+    }
+
+    async fn receipts_waiting(&self) -> Result<u64, StoreError> {
+        self.readers.with(queries::receipts_waiting)
     }
 
     async fn health(&self) -> Result<(), StoreError> {

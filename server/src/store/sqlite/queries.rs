@@ -1,13 +1,34 @@
 //! The SQL of the reads, run on a read connection (or, for the stock left
-//! after a refused reservation, inside the writer's savepoint).
+//! after a refused reservation and a finished charge, inside the writer's
+//! savepoint).
 
 use super::operations::record;
-use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
+use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId};
 use crate::idempotency::record::Record;
 use crate::store::ChargeQuery;
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// A live record of the key, for a replay.
+/// A charge's columns, in the order [`charge_row`] reads them.
+pub(super) const CHARGE_COLUMNS: &str =
+    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
+     payment_method";
+
+/// A row of [`CHARGE_COLUMNS`].
+pub(super) fn charge_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ChargeRow> {
+    Ok(ChargeRow {
+        id: row.get(0)?,
+        amount: row.get(1)?,
+        currency: row.get(2)?,
+        description: row.get(3)?,
+        status: row.get(4)?,
+        created: row.get(5)?,
+        provider_charge: row.get(6)?,
+        receipt_email: row.get(7)?,
+        payment_method: row.get(8)?,
+    })
+}
+
+/// A finished, live record of the key, for a replay.
 pub(super) fn live_record(
     conn: &Connection,
     caller: &Caller,
@@ -16,7 +37,7 @@ pub(super) fn live_record(
 ) -> rusqlite::Result<Option<Record>> {
     conn.prepare_cached(
         "SELECT fingerprint, status, headers, body FROM idempotency_keys
-         WHERE caller = ?1 AND key = ?2 AND expires_at > ?3",
+         WHERE caller = ?1 AND key = ?2 AND expires_at > ?3 AND recovery_point = 'finished'",
     )?
     .query_row(params![&caller.as_bytes()[..], key.as_ref(), now], |row| {
         record(row, 0)
@@ -27,21 +48,13 @@ pub(super) fn live_record(
 /// One page of a caller's charges, newest first (one row more than the
 /// page, see [`ChargeQuery`]).
 pub(super) fn charges(conn: &Connection, query: &ChargeQuery<'_>) -> rusqlite::Result<Vec<Charge>> {
-    conn.prepare_cached(
-        "SELECT id, amount, currency, description, created FROM charges
-         WHERE caller = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
-    )?
+    conn.prepare_cached(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges
+         WHERE caller = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
+    ))?
     .query_map(
         params![&query.caller.as_bytes()[..], query.before(), query.rows()],
-        |row| {
-            Ok(Charge::from_stored(
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
-        },
+        |row| charge_row(row).map(Charge::from),
     )?
     .collect()
 }
@@ -51,4 +64,11 @@ pub(super) fn available(conn: &Connection, item: &ItemId) -> rusqlite::Result<Op
     conn.prepare_cached("SELECT available FROM inventory WHERE item_id = ?1")?
         .query_row([item.as_ref()], |row| row.get(0))
         .optional()
+}
+
+/// How many receipts wait to be sent.
+pub(super) fn receipts_waiting(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT count(*) FROM outbox WHERE sent_at IS NULL")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| n.unsigned_abs())
 }

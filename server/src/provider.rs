@@ -1,0 +1,163 @@
+//! The payment provider as the server calls it (`--psp-url`): `POST
+//! /v1/charges` with the operation's downstream `Idempotency-Key`, retried
+//! within the request by the project's one retry policy (exponential
+//! backoff with full jitter, `Retry-After` honoured up to a cap), each
+//! attempt bounded by `--psp-timeout`.
+//!
+//! A repeat is harmless: the provider keeps its own record of the key, so
+//! a second call for an operation (a retry, a resumption after a crash, the
+//! completer) gets the first call's answer, never a second charge.
+
+use crate::domain::ProviderChargeId;
+use crate::metrics::{Metrics, ProviderOutcome};
+use crate::operation::charge::{PendingCharge, ProviderVerdict};
+use retry_policy::{parse_retry_after, Attempt, Decision, Policy};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Retries within one request: a few quick ones, then the operation waits
+/// at its recovery point for the client's retry or the completer.
+const POLICY: Policy = Policy {
+    max_attempts: 3,
+    base_ms: 100.0,
+    max_ms: 1_000.0,
+    max_retry_after_ms: 2_000.0,
+};
+
+/// What the provider said about a charge, after any retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// A final answer: charged, declined or refused.
+    Verdict(ProviderVerdict),
+    /// No final answer (unreachable, timed out, 5xx): try again later.
+    Unavailable(String),
+    /// An answer that should never come (our key reused with other
+    /// parameters, an unreadable body): try again later, and look into it.
+    Broken(String),
+}
+
+/// A client of one provider.
+pub struct Provider {
+    http: reqwest::Client,
+    charges_url: String,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Provider {
+    /// The provider at `base_url` (`http://HOST:PORT`).
+    pub fn new(base_url: &str, timeout: Duration, metrics: Arc<Metrics>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            charges_url: format!("{base_url}/v1/charges"),
+            timeout,
+            metrics,
+        }
+    }
+
+    /// Asks the provider to charge `charge` under `key`, retrying what is
+    /// worth retrying.
+    pub async fn charge(&self, key: &str, charge: &PendingCharge) -> Reply {
+        let body = json!({
+            "amount": charge.amount,
+            "currency": charge.currency,
+            "payment_method": charge.payment_method,
+            "metadata": { "charge_id": charge.id },
+        });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let sent = self
+                .http
+                .post(&self.charges_url)
+                .header("Idempotency-Key", key)
+                .timeout(self.timeout)
+                .json(&body)
+                .send()
+                .await;
+            let (kind, retry_after, why) = match sent {
+                Ok(answer) => {
+                    let status = answer.status().as_u16();
+                    let retry_after = answer
+                        .headers()
+                        .get(http::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| parse_retry_after(v, unix_ms()));
+                    let body: Value = answer.json().await.unwrap_or(Value::Null);
+                    if let Some(reply) = self.final_reply(status, &body) {
+                        return reply;
+                    }
+                    let why = format!("the provider answered {status}: {body}");
+                    (
+                        Attempt::Answer {
+                            status,
+                            problem_type: None,
+                        },
+                        retry_after,
+                        why,
+                    )
+                }
+                Err(e) if e.is_timeout() => (
+                    Attempt::Timeout,
+                    None,
+                    format!("no answer from the provider within {:?}", self.timeout),
+                ),
+                Err(e) => (
+                    Attempt::Network,
+                    None,
+                    format!("the provider cannot be reached: {e}"),
+                ),
+            };
+            self.metrics.provider_call(ProviderOutcome::failed);
+            match POLICY.decide(attempt, kind, retry_after, rand::random()) {
+                Decision::RetryAfter(ms) => {
+                    tracing::warn!(attempt, retry_in_ms = ms, reason = %why, "provider call failed; retrying");
+                    tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
+                }
+                Decision::GiveUp => return Reply::Unavailable(why),
+                Decision::Done => return Reply::Broken(why),
+            }
+        }
+    }
+
+    /// The reply an answer is final for, if it is one.
+    fn final_reply(&self, status: u16, body: &Value) -> Option<Reply> {
+        let error = &body["error"];
+        let reply = match status {
+            201 => match body["id"].as_str().and_then(ProviderChargeId::parse) {
+                Some(id) => Reply::Verdict(ProviderVerdict::Charged(id)),
+                None => Reply::Broken(format!("a 201 without a charge id: {body}")),
+            },
+            402 => Reply::Verdict(ProviderVerdict::Declined {
+                code: error["decline_code"]
+                    .as_str()
+                    .or(error["code"].as_str())
+                    .unwrap_or("card_declined")
+                    .to_owned(),
+            }),
+            400 if error["type"] == "idempotency_error" => Reply::Broken(format!(
+                "the provider says our key was used with other parameters: {body}"
+            )),
+            400 => Reply::Verdict(ProviderVerdict::Refused {
+                message: error["message"]
+                    .as_str()
+                    .unwrap_or("the request was refused")
+                    .to_owned(),
+            }),
+            _ => return None,
+        };
+        self.metrics.provider_call(match &reply {
+            Reply::Verdict(ProviderVerdict::Charged(_)) => ProviderOutcome::succeeded,
+            Reply::Verdict(_) => ProviderOutcome::declined,
+            _ => ProviderOutcome::failed,
+        });
+        Some(reply)
+    }
+}
+
+fn unix_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
