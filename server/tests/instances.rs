@@ -3,44 +3,15 @@
 //! Needs a PostgreSQL server: `scripts/test.sh` starts one and runs these
 //! with `TEST_POSTGRES_URL=... cargo test -p server --test instances -- --include-ignored`.
 
-mod common;
-
-use common::spawn_server;
-use serde_json::{json, Value};
-use std::process::Child;
+use serde_json::json;
 use std::sync::Arc;
+use testkit::{Database, Server};
 
-struct Instance {
-    child: Child,
-    base: String,
-}
-
-impl Instance {
-    fn start(database: &str) -> Self {
-        let args = [
-            "--listen",
-            "127.0.0.1:0",
-            "--www",
-            "/nonexistent",
-            "--database",
-            database,
-        ];
-        let (child, base) = spawn_server(&args).expect("the server starts");
-        Self { child, base }
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn fresh_database() -> String {
-    common::fresh_postgres()
-        .await
-        .expect("TEST_POSTGRES_URL names a PostgreSQL server")
+/// Two server processes on one fresh PostgreSQL database.
+async fn two_instances() -> [Server; 2] {
+    let database = Database::postgres().await.unwrap();
+    let start = || Server::builder().database(database.clone()).start();
+    [start().await.unwrap(), start().await.unwrap()]
 }
 
 /// Forty copies of one request, spread over two instances at once: one
@@ -48,25 +19,22 @@ async fn fresh_database() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
 async fn concurrent_duplicates_on_two_instances_run_once() {
-    let database = fresh_database().await;
-    let instances = [Instance::start(&database), Instance::start(&database)];
-    let client = reqwest::Client::new();
-    let key = uuid::Uuid::new_v4().to_string();
-    let token = format!("instances-{}", uuid::Uuid::new_v4().simple());
+    let instances = two_instances().await;
+    let key = testkit::new_key();
+    let token = testkit::new_token();
     let barrier = Arc::new(tokio::sync::Barrier::new(40));
     let mut tasks = Vec::new();
     for i in 0..40 {
-        let url = format!("{}/charges", instances[i % 2].base);
-        let (client, key, token, barrier) =
-            (client.clone(), key.clone(), token.clone(), barrier.clone());
+        let caller = instances[i % 2].bearer(&token);
+        let (key, barrier) = (key.clone(), barrier.clone());
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            let r = client
-                .post(url)
-                .bearer_auth(token)
-                .header("Idempotency-Key", key)
-                .json(&json!({"amount": 1500, "currency": "usd"}))
-                .send()
+            let r = caller
+                .post_keyed(
+                    "/charges",
+                    &key,
+                    &json!({"amount": 1500, "currency": "usd"}),
+                )
                 .await
                 .unwrap();
             let replayed = r.headers().contains_key("idempotent-replayed");
@@ -88,12 +56,8 @@ async fn concurrent_duplicates_on_two_instances_run_once() {
     );
     assert!(answers.iter().all(|(_, _, body)| *body == answers[0].2));
     for instance in &instances {
-        assert_eq!(
-            common::list_charges(&client, &instance.base, &token)
-                .await
-                .len(),
-            1
-        );
+        let charges = instance.bearer(&token).charges().await.unwrap();
+        assert_eq!(charges.len(), 1, "{charges:?}");
     }
 }
 
@@ -101,22 +65,20 @@ async fn concurrent_duplicates_on_two_instances_run_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
 async fn the_inventory_guard_holds_across_instances() {
-    let database = fresh_database().await;
-    let instances = [Instance::start(&database), Instance::start(&database)];
-    let client = reqwest::Client::new();
+    let instances = two_instances().await;
     let barrier = Arc::new(tokio::sync::Barrier::new(10));
     let mut tasks = Vec::new();
     for i in 0..10 {
-        let url = format!("{}/reservations", instances[i % 2].base);
-        let (client, barrier) = (client.clone(), barrier.clone());
+        let buyer = instances[i % 2].caller();
+        let barrier = barrier.clone();
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            client
-                .post(url)
-                .bearer_auth(format!("buyer-{}", uuid::Uuid::new_v4().simple()))
-                .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
-                .json(&json!({"item_id": "sku-poster", "quantity": 1}))
-                .send()
+            buyer
+                .post_keyed(
+                    "/reservations",
+                    &testkit::new_key(),
+                    &json!({"item_id": "sku-poster", "quantity": 1}),
+                )
                 .await
                 .unwrap()
                 .status()
@@ -137,13 +99,5 @@ async fn the_inventory_guard_holds_across_instances() {
         7,
         "{statuses:?}"
     );
-    let stock: Value = client
-        .get(format!("{}/inventory/sku-poster", instances[1].base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(stock["available"], 0);
+    assert_eq!(instances[1].available("sku-poster").await.unwrap(), 0);
 }

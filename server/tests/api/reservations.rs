@@ -69,18 +69,25 @@ async fn insufficient_inventory_is_recorded_and_replayed() {
     assert_eq!(app.available("sku-poster").await, 3);
 }
 
-/// A reservation of an unknown item is a recorded 404.
+/// A reservation of an unknown item is a recorded 404: the retry replays
+/// it, byte for byte.
 #[tokio::test]
-async fn reserving_an_unknown_item_is_404() {
+async fn reserving_an_unknown_item_is_a_recorded_404() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/reservations",
-            &new_key(),
-            &json!({"item_id": "sku-ghost", "quantity": 1}),
-        )
-        .await;
-    assert_problem(r, 404, "not-found").await;
+    let key = new_key();
+    let ghost = json!({"item_id": "sku-ghost", "quantity": 1});
+    let first = app.post("/reservations", &key, &ghost).await;
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first = assert_problem(first, 404, "not-found").await;
+    let again = app.post("/reservations", &key, &ghost).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(assert_problem(again, 404, "not-found").await, first);
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "the 404 is recorded"
+    );
+    assert_eq!(app.count("reservations").await, 0);
 }
 
 /// A reservation answers with the contract's fields and takes the stock once.
