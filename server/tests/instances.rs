@@ -4,7 +4,6 @@
 //! with `TEST_POSTGRES_URL=... cargo test -p server --test instances -- --include-ignored`.
 
 use serde_json::json;
-use std::sync::Arc;
 use testkit::{Database, Server};
 
 /// Two server processes on one fresh PostgreSQL database.
@@ -22,39 +21,15 @@ async fn concurrent_duplicates_on_two_instances_run_once() {
     let instances = two_instances().await;
     let key = testkit::new_key();
     let token = testkit::new_token();
-    let barrier = Arc::new(tokio::sync::Barrier::new(40));
-    let mut tasks = Vec::new();
-    for i in 0..40 {
-        let caller = instances[i % 2].bearer(&token);
-        let (key, barrier) = (key.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let r = caller
-                .post_keyed(
-                    "/charges",
-                    &key,
-                    &json!({"amount": 1500, "currency": "usd"}),
-                )
-                .await
-                .unwrap();
-            let replayed = r.headers().contains_key("idempotent-replayed");
-            (r.status().as_u16(), replayed, r.bytes().await.unwrap())
-        }));
-    }
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.unwrap());
-    }
-    assert!(
-        answers.iter().all(|(s, _, _)| *s == 201),
-        "{:?}",
-        answers.iter().map(|a| a.0).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        answers.iter().filter(|(_, replayed, _)| !replayed).count(),
-        1
-    );
-    assert!(answers.iter().all(|(_, _, body)| *body == answers[0].2));
+    let body = json!({"amount": 1500, "currency": "usd"});
+    let copies = (0..40).map(|i| {
+        instances[i % 2]
+            .bearer(&token)
+            .keyed("/charges", &key)
+            .json(&body)
+    });
+    let answers = testkit::at_once(copies).await.unwrap();
+    testkit::exactly_one_run(&answers).unwrap();
     for instance in &instances {
         let charges = instance.bearer(&token).charges().await.unwrap();
         assert_eq!(charges.len(), 1, "{charges:?}");
@@ -66,29 +41,15 @@ async fn concurrent_duplicates_on_two_instances_run_once() {
 #[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
 async fn the_inventory_guard_holds_across_instances() {
     let instances = two_instances().await;
-    let barrier = Arc::new(tokio::sync::Barrier::new(10));
-    let mut tasks = Vec::new();
-    for i in 0..10 {
-        let buyer = instances[i % 2].caller();
-        let barrier = barrier.clone();
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            buyer
-                .post_keyed(
-                    "/reservations",
-                    &testkit::new_key(),
-                    &json!({"item_id": "sku-poster", "quantity": 1}),
-                )
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        }));
-    }
-    let mut statuses = Vec::new();
-    for task in tasks {
-        statuses.push(task.await.unwrap());
-    }
+    let poster = json!({"item_id": "sku-poster", "quantity": 1});
+    let buyers = (0..10).map(|i| {
+        instances[i % 2]
+            .caller()
+            .keyed("/reservations", &testkit::new_key())
+            .json(&poster)
+    });
+    let answers = testkit::at_once(buyers).await.unwrap();
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
     assert_eq!(
         statuses.iter().filter(|s| **s == 201).count(),
         3,

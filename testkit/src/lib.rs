@@ -16,6 +16,8 @@
 //!   `TEST_POSTGRES_URL` names a server; SQL behind the server's back.
 //! - [`server`]: the `server` process with its flags, database and page.
 //! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
+//! - [`concurrent`]: many requests released at once, their answers read
+//!   whole; copies of one keyed request must run once.
 //! - [`metrics`]: `GET /metrics` parsed; a missing series is an error.
 //!
 //! # Example
@@ -39,6 +41,7 @@
 
 pub mod binary;
 pub mod caller;
+pub mod concurrent;
 pub mod database;
 pub mod metrics;
 pub mod process;
@@ -46,6 +49,7 @@ pub mod server;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
+pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
 pub use metrics::Metrics;
 pub use process::{Launch, Process};

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, ensure, Result};
 use e2e::page::ensure_one_key;
-use e2e::{Page, Receipt, Server};
+use e2e::{Page, Receipt, Scene, Server};
 use serde_json::json;
 use std::time::Duration;
 
@@ -28,6 +28,16 @@ async fn fill_cart(page: &Page) -> Result<()> {
         "document.querySelector('#total').textContent === '$68.00'",
     )
     .await
+}
+
+/// A new shopper fills the cart, asks for `chaos` on the payment, and
+/// clicks Pay.
+async fn pay_with_chaos(scene: &mut Scene, chaos: &str) -> Result<Page> {
+    let page = scene.shopper().await?;
+    fill_cart(&page).await?;
+    page.choose_chaos(chaos).await?;
+    page.pay().await?;
+    Ok(page)
 }
 
 /// Checks, in the page and on the server, that the shopper has exactly one
@@ -215,10 +225,7 @@ async fn keyed_requests(server: &Server, outcome: &str) -> Result<f64> {
 async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("drop-after-commit").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "drop-after-commit").await?;
         let receipt = page.wait_for_receipt().await?;
         let attempts = page.charge_attempts().await?;
         // Chromium itself resends a request once when a reused keep-alive
@@ -259,10 +266,7 @@ async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
 async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("delay-after-commit=5000").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "delay-after-commit=5000").await?;
         let receipt = page.wait_for_receipt().await?;
         let attempts = page.charge_attempts().await?;
         ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
@@ -279,10 +283,7 @@ async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_cha
 async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("delay-after-commit=5000").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "delay-after-commit=5000").await?;
         wait_until_committed_in_flight(&page, &scene.server).await?;
         let before = page.charge_attempts().await?;
         ensure!(
@@ -318,10 +319,7 @@ async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_sho
 async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("exit-after-commit").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "exit-after-commit").await?;
         let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
         ensure!(
             exit.code() == Some(137),
@@ -517,10 +515,7 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
 async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("crash-before-commit").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "crash-before-commit").await?;
         let receipt = page.wait_for_receipt().await?;
         let attempts = page.charge_attempts().await?;
         ensure_one_key(&attempts, &receipt.key)?;
@@ -585,10 +580,7 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
 async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key() {
     let mut scene = e2e::scene!().await;
     let result = async {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_chaos("exit-after-commit").await?;
-        page.pay().await?;
+        let page = pay_with_chaos(&mut scene, "exit-after-commit").await?;
         scene.server.wait_for_exit(Duration::from_secs(30))?;
         page.wait_for(
             "the page to give up",

@@ -6,7 +6,7 @@
 use reqwest::{header, Client, Response};
 use serde_json::Value;
 use std::net::SocketAddr;
-use testkit::{Caller, Server, ServerBuilder};
+use testkit::{Server, ServerBuilder};
 
 pub(crate) use testkit::{new_key, new_token};
 
@@ -16,7 +16,6 @@ pub(crate) struct TestApp {
     pub(crate) addr: SocketAddr,
     pub(crate) client: Client,
     pub(crate) token: String,
-    caller: Caller,
 }
 
 impl TestApp {
@@ -33,12 +32,10 @@ impl TestApp {
     /// The app `builder` describes.
     pub(crate) async fn start(builder: ServerBuilder) -> Self {
         let server = builder.start().await.expect("the server starts");
-        let caller = server.caller();
         Self {
             addr: server.addr(),
             client: server.http().clone(),
-            token: caller.token().to_owned(),
-            caller,
+            token: testkit::new_token(),
             server,
         }
     }
@@ -49,10 +46,7 @@ impl TestApp {
 
     /// `POST path` as this app's caller with `key` and a JSON body.
     pub(crate) async fn post(&self, path: &str, key: &str, body: &Value) -> Response {
-        self.caller
-            .post_keyed(path, key, body)
-            .await
-            .expect("request sent")
+        self.post_as(&self.token, path, key, body).await
     }
 
     /// `POST path` as the caller with bearer `token`.

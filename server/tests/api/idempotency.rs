@@ -176,41 +176,13 @@ async fn the_same_key_from_another_caller_is_another_operation_and_leaks_nothing
 /// rest replays, no 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_requests_with_one_key_make_one_charge_and_no_5xx() {
-    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let app = TestApp::spawn().await;
     let key = new_key();
-    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(50));
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let (app, key, barrier) = (app.clone(), key.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let response = app.charge(&key, 1234).await;
-            let replayed = response.headers().contains_key("idempotent-replayed");
-            (
-                response.status().as_u16(),
-                replayed,
-                response.bytes().await.unwrap(),
-            )
-        }));
-    }
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.unwrap());
-    }
-    assert!(
-        answers.iter().all(|(status, _, _)| *status == 201),
-        "{:?}",
-        answers.iter().map(|a| a.0).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        answers.iter().filter(|(_, replayed, _)| !replayed).count(),
-        1,
-        "exactly one first run"
-    );
-    assert!(
-        answers.iter().all(|(_, _, body)| *body == answers[0].2),
-        "every answer is the same charge"
-    );
+    let body = json!({"amount": 1234, "currency": "usd"});
+    let caller = app.server.bearer(&app.token);
+    let copies = (0..50).map(|_| caller.keyed("/charges", &key).json(&body));
+    let answers = testkit::at_once(copies).await.unwrap();
+    testkit::exactly_one_run(&answers).unwrap();
     assert_eq!(app.charges().await.len(), 1);
     assert_eq!(app.keyed_requests("executed").await, 1.0);
     assert_eq!(app.keyed_requests("replayed").await, 49.0);

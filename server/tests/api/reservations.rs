@@ -1,36 +1,24 @@
 //! `POST /reservations` and the inventory guard.
 
-use crate::helpers::{assert_problem, new_key, new_token, TestApp};
+use crate::helpers::{assert_problem, new_key, TestApp};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// Ten buyers with different keys race for three posters: three win, stock
 /// ends at zero and never below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_buyers_for_three_posters_get_three_reservations_and_stock_ends_at_zero() {
-    let app = Arc::new(TestApp::spawn().await);
-    let barrier = Arc::new(tokio::sync::Barrier::new(10));
-    let mut tasks = Vec::new();
-    for _ in 0..10 {
-        let (app, barrier) = (app.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let r = app
-                .post_as(
-                    &new_token(),
-                    "/reservations",
-                    &new_key(),
-                    &json!({"item_id": "sku-poster", "quantity": 1}),
-                )
-                .await;
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap())
-        }));
-    }
+    let app = TestApp::spawn().await;
+    let poster = json!({"item_id": "sku-poster", "quantity": 1});
+    let buyers = (0..10).map(|_| {
+        app.server
+            .caller()
+            .keyed("/reservations", &new_key())
+            .json(&poster)
+    });
     let mut won = 0;
-    for task in tasks {
-        let (status, body) = task.await.unwrap();
-        match status {
+    for answer in testkit::at_once(buyers).await.unwrap() {
+        let body = answer.json();
+        match answer.status {
             201 => {
                 won += 1;
                 assert_eq!(body["status"], "reserved");
