@@ -5,6 +5,10 @@
 //!
 //! Run with `scripts/test-e2e.sh` (it builds the wasm client and the server
 //! first). Screenshots land in `target/e2e/`.
+//!
+//! One file because the stories are one document: the README's story told
+//! failure by failure, numbered, sharing the cart, the checks of "charged
+//! once" and the retry shapes defined at the top.
 
 use anyhow::{bail, ensure, Result};
 use e2e::page::ensure_one_key;

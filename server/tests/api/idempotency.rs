@@ -1,4 +1,5 @@
-//! CONTRACT section 3, "Idempotency", clause by clause.
+//! CONTRACT section 3, "Idempotency", clause by clause. One file because it
+//! reads as that section does, one test per clause, in its order.
 
 use crate::helpers::{assert_problem, new_key, new_token, TestApp};
 use serde_json::json;
