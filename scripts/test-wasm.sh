@@ -109,10 +109,11 @@ status=0
 node client-wasm/smoke/run.mjs "http://127.0.0.1:$driver_port" "$server_url/smoke.html" || status=$?
 kill "$driver_pid" 2>/dev/null || true
 wait "$driver_pid" 2>/dev/null || true
+# The result line cargo's runners print, so scripts/test-total.sh counts it.
 if [ "$status" = 0 ]; then
-    echo "1 passed, 0 failed"
+    echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out (the release smoke test)"
 else
     echo "test-wasm: the release build failed in the browser" >&2
-    echo "0 passed, 1 failed"
+    echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out (the release smoke test)"
     exit 1
 fi

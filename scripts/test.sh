@@ -22,13 +22,15 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
-step "server: unit, property, API, fuzz-corpus and crash tests on SQLite"
-cargo test -p server --features fuzzing
+step "server and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
+cargo test -p server -p testkit --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp
 
-step "server: API and crash tests again on a real PostgreSQL"
+# The same API and crash suites again, on PostgreSQL: a second run of them,
+# counted under its own name in the total.
+step "server: the API, crash and instances suites again, on PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
@@ -42,6 +44,5 @@ scripts/test-e2e.sh
 
 step "all tests passed"
 scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null
-# One closing line for every runner above (cargo test, wasm-bindgen-test).
-awk '/^test result:/ { for (i = 1; i < NF; i++) { if ($(i+1) == "passed;") p += $i; if ($(i+1) == "failed;") f += $i } }
-     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+# One line per step that ran tests, then the total (every run once).
+scripts/test-total.sh "$log"

@@ -32,7 +32,7 @@ pub async fn run(state: AppState, interval: Duration) {
         };
         for (caller, key) in abandoned {
             let id = OperationId::new(&caller, &key);
-            let span = tracing::info_span!("operation", %caller, op = %id, point = "abandoned");
+            let span = tracing::info_span!("operation", %caller, op = %id);
             resume(&state, &caller, &key).instrument(span).await;
         }
     }

@@ -4,104 +4,91 @@
 //! key and body (the retrying client of the seed article: same key on every
 //! retry; retry on timeouts, connection errors, 409 and 5xx), while a killer
 //! sends SIGKILL to the server at random moments and restarts it on the same
-//! SQLite file. Some attempts carry `X-Chaos` values too (drop, delay,
-//! crash before commit, exit after commit). At the end every operation has
-//! exactly one charge, none is lost or unfinished, and its stored replay
-//! equals every answer any sender got.
+//! address and database. Some attempts carry `X-Chaos` values too (drop,
+//! delay, crash before commit, exit after commit). At the end every
+//! operation has exactly one charge, none is lost or unfinished, and its
+//! stored replay equals every answer any sender got.
+//!
+//! Retrying is not hiding: every answer is counted by status and printed as
+//! a table, and the ones the contract rules out fail the run: a 500 ever
+//! ("database is locked" included), a 409 on SQLite (which waits instead of
+//! answering "in use"), a 409 on PostgreSQL that is not
+//! `idempotency-key-in-use` with `Retry-After`, a 503 without
+//! `Retry-After`. And the kills must land on requests in flight: the
+//! senders count the requests they have out, the killer records that count
+//! at each kill, and at least half the kills must find one or more.
 //!
 //! `CRASH_KILLS` (default 100) sets how many kills; `CRASH_SEED` replays a
 //! schedule (the seed is printed, and repeated on failure).
 
-mod common;
-
-use common::spawn_server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::process::Child;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::{Caller, Database, Server};
 
 const CALLERS: usize = 4;
 const IN_FLIGHT: usize = 16;
 const SENDERS_PER_OPERATION: usize = 2;
 
-/// The server process, restarted on the same database whenever it dies.
+/// The server process, restarted on the same address and database
+/// whenever it dies.
 struct Supervised {
-    db: String,
-    child: Mutex<Child>,
-    addr: RwLock<String>,
+    server: Mutex<Server>,
     restarts: AtomicUsize,
 }
 
-fn start(db: &str, listen: &str) -> Option<(Child, String)> {
-    let args = [
-        "--listen",
-        listen,
-        "--chaos",
-        "--durability",
-        "relaxed",
-        "--www",
-        "/nonexistent",
-        "--database",
-        db,
-    ];
-    let (child, base) = spawn_server(&args)?;
-    Some((child, base.trim_start_matches("http://").to_owned()))
-}
-
 impl Supervised {
-    fn new(db: String) -> Self {
-        let (child, addr) = start(&db, "127.0.0.1:0").expect("first start");
-        Self {
-            db,
-            child: Mutex::new(child),
-            addr: RwLock::new(addr),
-            restarts: AtomicUsize::new(0),
-        }
-    }
-
-    fn addr(&self) -> String {
-        self.addr.read().unwrap().clone()
-    }
-
-    /// Restarts on the same port (or, if taken, another one).
-    fn restart(&self, child: &mut Child) {
-        let _ = child.wait();
-        let addr = self.addr();
-        let (new_child, new_addr) = start(&self.db, &addr)
-            .or_else(|| start(&self.db, "127.0.0.1:0"))
-            .expect("restart");
-        *child = new_child;
-        *self.addr.write().unwrap() = new_addr;
+    /// SIGKILL, then a new process on the same address and database.
+    fn kill_and_restart(&self) {
+        let mut server = self.server.lock().unwrap();
+        server.kill().expect("SIGKILL");
+        server.restart().expect("restart");
         self.restarts.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn kill_and_restart(&self) {
-        let mut child = self.child.lock().unwrap();
-        let _ = child.kill(); // SIGKILL
-        self.restart(&mut child);
-    }
-
     /// Restarts the process if it exited on its own (`exit-after-commit`).
-    fn revive(&self) -> bool {
-        let mut child = self.child.lock().unwrap();
-        if child.try_wait().unwrap().is_some() {
-            self.restart(&mut child);
-            true
-        } else {
-            false
+    fn revive(&self) {
+        let mut server = self.server.lock().unwrap();
+        if server.try_wait().unwrap().is_some() {
+            server.restart().expect("restart");
+            self.restarts.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
-impl Drop for Supervised {
-    fn drop(&mut self) {
-        let mut child = self.child.lock().unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
+/// What the senders saw: every answer by status, the ones the contract
+/// rules out, the requests out right now, and how many were sent.
+#[derive(Default)]
+struct Tally {
+    statuses: Mutex<BTreeMap<String, usize>>,
+    forbidden: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    attempts: AtomicUsize,
+}
+
+impl Tally {
+    fn count(&self, what: String) {
+        *self.statuses.lock().unwrap().entry(what).or_default() += 1;
+    }
+
+    fn forbid(&self, op: usize, why: String) {
+        self.forbidden
+            .lock()
+            .unwrap()
+            .push(format!("op {op}: {why}"));
+    }
+
+    fn table(&self) -> String {
+        let statuses = self.statuses.lock().unwrap();
+        let rows: Vec<String> = statuses
+            .iter()
+            .map(|(status, n)| format!("  {status:>16}  {n}"))
+            .collect();
+        rows.join("\n")
     }
 }
 
@@ -109,7 +96,7 @@ impl Drop for Supervised {
 #[derive(Clone)]
 struct Operation {
     id: usize,
-    token: String,
+    caller: Caller,
     key: String,
     amount: i64,
 }
@@ -120,15 +107,16 @@ impl Operation {
     }
 }
 
-/// Sends `op` until a final answer, as a retrying client would.
+/// Sends `op` until a final answer, as a retrying client would; counts
+/// every answer in `tally`.
 async fn send_until_answered(
-    client: &reqwest::Client,
-    server: &Supervised,
     op: &Operation,
+    postgres: bool,
+    tally: &Tally,
     rng: &mut StdRng,
-) -> (bytes::Bytes, usize) {
+) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(120);
-    for attempt in 1.. {
+    loop {
         assert!(
             Instant::now() < deadline,
             "op {} never got an answer",
@@ -141,32 +129,61 @@ async fn send_until_answered(
             10 => Some("exit-after-commit"),
             _ => None,
         };
-        let mut request = client
-            .post(format!("http://{}/charges", server.addr()))
-            .bearer_auth(&op.token)
-            .header("Idempotency-Key", &op.key)
-            .json(&op.body());
-        if let Some(chaos) = chaos {
-            request = request.header("X-Chaos", chaos);
-        }
-        // An Err (refused, reset, timed out) means the server may be dead: retry.
-        if let Ok(response) = request.send().await {
-            let status = response.status().as_u16();
-            match (status, response.bytes().await) {
-                (201, Ok(body)) => return (body, attempt),
-                (408 | 409 | 425 | 429 | 500..=599, _) | (_, Err(_)) => {}
-                (other, Ok(body)) => {
-                    panic!(
-                        "op {}: unexpected {other}: {}",
+        let headers: &[(&str, &str)] = match &chaos {
+            Some(chaos) => &[("X-Chaos", chaos)],
+            None => &[],
+        };
+        tally.attempts.fetch_add(1, Ordering::Relaxed);
+        tally.in_flight.fetch_add(1, Ordering::SeqCst);
+        let answer = match op
+            .caller
+            .post_keyed_with("/charges", &op.key, &op.body(), headers)
+            .await
+        {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let retry_after = response.headers().contains_key("retry-after");
+                response
+                    .bytes()
+                    .await
+                    .ok()
+                    .map(|body| (status, retry_after, body.to_vec()))
+            }
+            // Refused, reset, timed out: the server may be dead.
+            Err(_) => None,
+        };
+        tally.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let Some((status, retry_after, body)) = answer else {
+            tally.count("transport error".into());
+            tokio::time::sleep(Duration::from_millis(rng.random_range(2..25))).await;
+            continue;
+        };
+        tally.count(status.to_string());
+        let text = || String::from_utf8_lossy(&body).into_owned();
+        match status {
+            201 => return body,
+            409 if !postgres => tally.forbid(op.id, format!("409 on SQLite: {}", text())),
+            409 => {
+                let problem: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let in_use = problem["type"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with("/idempotency-key-in-use"));
+                if !(in_use && retry_after) {
+                    tally.forbid(
                         op.id,
-                        String::from_utf8_lossy(&body)
-                    )
+                        format!("409 (Retry-After: {retry_after}): {}", text()),
+                    );
                 }
             }
+            503 if !retry_after => {
+                tally.forbid(op.id, format!("503 without Retry-After: {}", text()))
+            }
+            503 => {}
+            500..=599 => tally.forbid(op.id, format!("{status}: {}", text())),
+            other => panic!("op {}: unexpected {other}: {}", op.id, text()),
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(2..25))).await;
     }
-    unreachable!()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -182,32 +199,48 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     println!("crash harness: CRASH_SEED={seed} CRASH_KILLS={kills}");
     let report_seed = SeedOnPanic(seed);
 
-    let dir = tempfile::tempdir().unwrap();
-    let server = Arc::new(Supervised::new(common::fresh_database(dir.path()).await));
-    let client = reqwest::Client::builder()
+    let database = Database::fresh().await.unwrap();
+    let postgres = database.is_postgres();
+    let server = Server::builder()
+        .chaos()
+        .database(database)
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
         .unwrap();
-    let tokens: Vec<String> = (0..CALLERS)
-        .map(|i| format!("crash-caller-{i}-{seed:016x}"))
+    let callers: Vec<Caller> = (0..CALLERS)
+        .map(|i| {
+            server
+                .bearer(&format!("crash-caller-{i}-{seed:016x}"))
+                .with_http(http.clone())
+        })
         .collect();
+    let server = Arc::new(Supervised {
+        server: Mutex::new(server),
+        restarts: AtomicUsize::new(0),
+    });
+    let tally = Arc::new(Tally::default());
     let killing = Arc::new(AtomicBool::new(true));
     let started = Instant::now();
 
-    // The killer: SIGKILL at random moments, restart on the same file; also
-    // revive a process that exited on its own.
+    // The killer: SIGKILL at random moments, restart on the same address;
+    // also revive a process that exited on its own. Records how many
+    // requests were out at each kill.
     let killer = {
-        let (server, killing) = (server.clone(), killing.clone());
+        let (server, killing, tally) = (server.clone(), killing.clone(), tally.clone());
         tokio::task::spawn_blocking(move || {
             let mut rng = StdRng::seed_from_u64(seed);
-            let mut done = 0;
+            let mut in_flight_at_kills = Vec::new();
             let mut next = Instant::now() + Duration::from_millis(rng.random_range(5..60));
-            while done < kills {
+            while in_flight_at_kills.len() < kills {
                 std::thread::sleep(Duration::from_millis(2));
                 server.revive();
                 if Instant::now() >= next {
+                    in_flight_at_kills.push(tally.in_flight.load(Ordering::SeqCst));
                     server.kill_and_restart();
-                    done += 1;
                     next = Instant::now() + Duration::from_millis(rng.random_range(5..60));
                 }
             }
@@ -217,12 +250,12 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
                 std::thread::sleep(Duration::from_millis(2));
                 server.revive();
             }
-            done
+            in_flight_at_kills
         })
     };
 
     // The senders: operations keep coming while the killer works.
-    let answers: Arc<Mutex<HashMap<usize, Vec<bytes::Bytes>>>> = Arc::default();
+    let answers: Arc<Mutex<HashMap<usize, Vec<Vec<u8>>>>> = Arc::default();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut operations = Vec::new();
     let mut tasks = Vec::new();
@@ -231,19 +264,17 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
         let slot = slots.clone().acquire_owned().await.unwrap();
         let op = Operation {
             id: operations.len(),
-            token: tokens[rng.random_range(0..CALLERS)].clone(),
-            key: uuid::Uuid::new_v4().to_string(),
+            caller: callers[rng.random_range(0..CALLERS)].clone(),
+            key: testkit::new_key(),
             amount: rng.random_range(1..100_000),
         };
         operations.push(op.clone());
         let senders: Vec<_> = (0..SENDERS_PER_OPERATION)
             .map(|n| {
-                let (client, server, op, answers) =
-                    (client.clone(), server.clone(), op.clone(), answers.clone());
+                let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
                 let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
                 tokio::spawn(async move {
-                    let (body, _attempts) =
-                        send_until_answered(&client, &server, &op, &mut rng).await;
+                    let body = send_until_answered(&op, postgres, &tally, &mut rng).await;
                     answers.lock().unwrap().entry(op.id).or_default().push(body);
                 })
             })
@@ -259,41 +290,19 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
         task.await.expect("a sender failed");
     }
     killing.store(true, Ordering::Release); // tell the reviver to stop
-    let kills_done = killer.await.unwrap();
+    let in_flight_at_kills = killer.await.unwrap();
 
     // Every operation: exactly one charge, and one answer for everyone.
     let answers = answers.lock().unwrap().clone();
     let mut charges_by_op: HashMap<String, Vec<Value>> = HashMap::new();
-    for token in &tokens {
-        let mut after = String::new();
-        loop {
-            let page: Value = client
-                .get(format!(
-                    "http://{}/charges?limit=1000{after}",
-                    server.addr()
-                ))
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let data = page["data"].as_array().unwrap();
-            for charge in data {
-                let description = charge["description"].as_str().unwrap().to_owned();
-                charges_by_op
-                    .entry(description)
-                    .or_default()
-                    .push(charge.clone());
-            }
-            if page["has_more"] != true {
-                break;
-            }
-            after = format!(
-                "&starting_after={}",
-                data.last().unwrap()["id"].as_str().unwrap()
-            );
+    for caller in &callers {
+        let charges = caller
+            .charges()
+            .await
+            .unwrap_or_else(|e| panic!("listing the charges: {e:#}"));
+        for charge in charges {
+            let description = charge["description"].as_str().unwrap().to_owned();
+            charges_by_op.entry(description).or_default().push(charge);
         }
     }
     let mut duplicates = 0;
@@ -321,12 +330,9 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
             );
         }
         // The record is there, finished, and replays the same bytes.
-        let replay = client
-            .post(format!("http://{}/charges", server.addr()))
-            .bearer_auth(&op.token)
-            .header("Idempotency-Key", &op.key)
-            .json(&op.body())
-            .send()
+        let replay = op
+            .caller
+            .post_keyed("/charges", &op.key, &op.body())
             .await
             .unwrap();
         assert_eq!(
@@ -343,11 +349,18 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
         );
     }
     let total: usize = charges_by_op.values().map(Vec::len).sum();
+    let kills_done = in_flight_at_kills.len();
+    let landed = in_flight_at_kills.iter().filter(|n| **n > 0).count();
     println!(
-        "crash harness: seed={seed} kills={kills_done} restarts={} operations={} charges={total} duplicates={duplicates} lost={lost} in {:.1}s",
+        "crash harness: seed={seed} backend={} kills={kills_done} (on requests in flight: {landed}) \
+         restarts={} operations={} attempts={} charges={total} duplicates={duplicates} lost={lost} in {:.1}s\n\
+         answers by status:\n{}",
+        if postgres { "postgres" } else { "sqlite" },
         server.restarts.load(Ordering::Relaxed),
         operations.len(),
-        started.elapsed().as_secs_f64()
+        tally.attempts.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+        tally.table()
     );
     assert_eq!(duplicates, 0, "duplicate charges");
     assert_eq!(lost, 0, "lost operations");
@@ -356,7 +369,18 @@ async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
         operations.len(),
         "charges that belong to no operation"
     );
+    let forbidden = tally.forbidden.lock().unwrap().clone();
+    assert!(
+        forbidden.is_empty(),
+        "{} answers the contract rules out, first ones:\n{}",
+        forbidden.len(),
+        forbidden[..forbidden.len().min(10)].join("\n")
+    );
     assert!(kills_done >= kills);
+    assert!(
+        landed * 2 >= kills_done,
+        "only {landed} of {kills_done} kills found a request in flight: {in_flight_at_kills:?}"
+    );
     std::mem::forget(report_seed);
 }
 

@@ -3,27 +3,28 @@
 //!
 //! # Layout
 //!
-//! - [`paths`]: where the server binary, the page and the outputs live.
-//! - [`server`]: the `server` process on port 0 with a fresh SQLite database;
-//!   it can be waited on and restarted on the same port and database, and
-//!   asked over HTTP what it holds.
+//! - [`paths`]: where the page and the outputs live.
+//! - The server is the test kit's [`Server`] (crate `testkit`): the `server`
+//!   process on port 0 with a fresh SQLite database and `--chaos`; it can
+//!   be waited on and restarted on the same port and database, and asked
+//!   over HTTP what it holds.
 //! - [`browser`]: a `chromedriver` process and Chromium sessions, each with
 //!   its own profile (its own cookies and storage).
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
-//! - [`scene`]: one story: a server, a driver and browsers; at the end it
-//!   saves screenshots under `target/e2e/` and fails with what the pages showed.
+//! - [`scene`]: one story, set with [`scene!`] (named after its test): a
+//!   server, a driver and browsers; at the end it saves screenshots under
+//!   `target/e2e/` and fails with what the pages showed.
 
 pub mod browser;
 pub mod page;
 pub mod paths;
 pub mod scene;
-pub mod server;
 
 pub use browser::{Browser, Driver};
 pub use page::{Attempt, ListedCharge, Page, Receipt};
 pub use scene::Scene;
-pub use server::Server;
+pub use testkit::Server;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

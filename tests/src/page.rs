@@ -38,6 +38,11 @@ pub struct Attempt {
     pub status: String,
     /// The answer carried `Idempotent-Replayed: true`.
     pub replayed: bool,
+    /// When the page's fetch sent it (ms since the epoch, the browser's
+    /// clock, as the page logged it).
+    pub start: f64,
+    /// When it ended; `None` while in flight.
+    pub end: Option<f64>,
 }
 
 /// One entry of the page's "Your charges" list.
@@ -289,12 +294,18 @@ impl Page {
         .await
     }
 
-    /// Every row of the attempt log, oldest first.
+    /// Every row of the attempt log, oldest first, with the times the
+    /// page recorded beside each row (its log in sessionStorage, of which
+    /// the rows are a rendering).
     pub async fn attempts(&self) -> Result<Vec<Attempt>> {
         self.eval(
-            "return [...document.querySelectorAll('#attempts tbody tr')].map(r => ({ \
-               key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
-               replayed: r.dataset.replayed === 'true' }));",
+            "const log = (JSON.parse(sessionStorage.getItem('shop:attempts') || '{}') || {}).entries || []; \
+             const rows = [...document.querySelectorAll('#attempts tbody tr')]; \
+             if (rows.length !== log.length) throw new Error(`${rows.length} rows for ${log.length} logged attempts`); \
+             return rows.map((r, i) => { \
+               if (log[i].key !== r.dataset.key) throw new Error(`row ${i} is not the logged attempt`); \
+               return { key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
+               replayed: r.dataset.replayed === 'true', start: log[i].start, end: log[i].end }; });",
         )
         .await
     }

@@ -1,4 +1,5 @@
-//! Where things are: the workspace, the server binary, the page, the outputs.
+//! Where things are: the workspace, the page, the outputs. (The server
+//! binary is the test kit's to find.)
 
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
@@ -9,32 +10,6 @@ pub fn workspace() -> PathBuf {
         .parent()
         .expect("the e2e crate lives inside the workspace")
         .to_path_buf()
-}
-
-/// Cargo's target folder: `CARGO_TARGET_DIR` when set (relative to the
-/// workspace), else `target/` in the workspace.
-pub fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => workspace().join(dir),
-        _ => workspace().join("target"),
-    }
-}
-
-/// The debug `server` binary (`SERVER_BIN` overrides), which
-/// `scripts/test-e2e.sh` builds first.
-pub fn server_binary() -> Result<PathBuf> {
-    let path = match std::env::var_os("SERVER_BIN") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => target_dir().join("debug").join("server"),
-    };
-    if !path.is_file() {
-        bail!(
-            "the server binary {} is missing: build it with `cargo build -p server` \
-             (scripts/test-e2e.sh does), or point SERVER_BIN at one",
-            path.display()
-        );
-    }
-    Ok(path)
 }
 
 /// The page the server serves (`www/`), with the wasm client built into it.
@@ -50,9 +25,10 @@ pub fn www_dir() -> Result<PathBuf> {
     Ok(www)
 }
 
-/// Where the stories leave screenshots and logs: `target/e2e/`.
+/// Where the stories leave screenshots and logs: `target/e2e/` (the
+/// target folder of the running test).
 pub fn output_dir() -> Result<PathBuf> {
-    let dir = target_dir().join("e2e");
+    let dir = testkit::binary::target_dir()?.join("e2e");
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

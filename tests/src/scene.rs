@@ -1,14 +1,47 @@
 //! One story: a fresh server, a chromedriver, the browsers the story opens.
-//! [`Scene::finish`] saves a screenshot of every window under
-//! `target/e2e/` and, when the story failed, panics with what each page
-//! showed and where the logs are.
+//! A story sets its scene with [`scene!`](crate::scene!), which names it
+//! after the test function it is written in, so a renamed story cannot save
+//! its screenshots and logs under a stale name. [`Scene::finish`] saves a
+//! screenshot of every window under `target/e2e/` and, when the story
+//! failed, panics with what each page showed and where the logs are.
 
 use crate::browser::{Browser, Driver};
 use crate::page::Page;
 use crate::paths;
-use crate::server::Server;
 use anyhow::Result;
 use std::path::PathBuf;
+use testkit::{Database, Server};
+
+/// Sets the scene for the story it is written in: `scene!().await` is
+/// [`Scene::start`] with the enclosing test function's name.
+#[macro_export]
+macro_rules! scene {
+    () => {
+        $crate::Scene::start($crate::test_name!())
+    };
+}
+
+/// The name of the function it is written in, closures and async blocks
+/// (such as `#[tokio::test]`'s) left out.
+#[macro_export]
+macro_rules! test_name {
+    () => {
+        $crate::scene::function_name({
+            fn here() {}
+            ::std::any::type_name_of_val(&here)
+        })
+    };
+}
+
+/// `stories::a_story::{{closure}}::here` → `a_story`.
+#[doc(hidden)]
+pub fn function_name(here: &'static str) -> &'static str {
+    let mut path = here.strip_suffix("::here").unwrap_or(here);
+    while let Some(outer) = path.strip_suffix("::{{closure}}") {
+        path = outer;
+    }
+    path.rsplit("::").next().unwrap_or(path)
+}
 
 /// A story's world.
 pub struct Scene {
@@ -21,8 +54,10 @@ pub struct Scene {
 }
 
 impl Scene {
-    /// Starts a server and a chromedriver for the story `name` (the test's
-    /// name). Panics with the reason when it cannot: nothing to test then.
+    /// Starts a server and a chromedriver for the story `name`. Panics
+    /// with the reason when it cannot: nothing to test then. Stories call
+    /// it through [`scene!`](crate::scene!), which passes their own name.
+    #[doc(hidden)]
     pub async fn start(name: &str) -> Self {
         match Self::try_start(name).await {
             Ok(scene) => scene,
@@ -37,7 +72,13 @@ impl Scene {
         for log in [&server_log, &driver_log] {
             let _ = std::fs::remove_file(log);
         }
-        let server = Server::start(&server_log).await?;
+        let server = Server::builder()
+            .chaos()
+            .database(Database::sqlite()?)
+            .www(paths::www_dir()?)
+            .log(&server_log)
+            .start()
+            .await?;
         let driver = Driver::start(&driver_log).await?;
         Ok(Self {
             name: name.to_owned(),
@@ -52,7 +93,8 @@ impl Scene {
     /// and loads the shop in it.
     pub async fn shopper(&mut self) -> Result<Page> {
         let browser = Browser::launch(&self.driver).await?;
-        let page = Page::in_current_window(browser.client().clone(), &self.server.url()).await?;
+        let page =
+            Page::in_current_window(browser.client().clone(), &self.server.base_url()).await?;
         self.browsers.push(browser);
         page.open().await?;
         Ok(page)
@@ -72,7 +114,7 @@ impl Scene {
                     (b, 0) => format!("-browser{}", b + 1),
                     (b, w) => format!("-browser{}-window{}", b + 1, w + 1),
                 };
-                let page = Page::with_window(client.clone(), window, &self.server.url());
+                let page = Page::with_window(client.clone(), window, &self.server.base_url());
                 if outcome.is_err() {
                     report.push_str(&format!("\npage{suffix}: {}\n", page.describe().await));
                 }
@@ -89,6 +131,8 @@ impl Scene {
             }
         }
         let log = self.server.log_path().to_path_buf();
+        // The server's log ends where the story did.
+        drop(self.server);
         for browser in self.browsers {
             let _ = browser.close().await;
         }
@@ -102,5 +146,26 @@ impl Scene {
                 log.display()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_scene_is_named_after_the_function_it_is_set_in() {
+        assert_eq!(
+            crate::test_name!(),
+            "a_scene_is_named_after_the_function_it_is_set_in"
+        );
+        let in_async_block = async { crate::test_name!() };
+        let name = block_on(in_async_block);
+        assert_eq!(name, "a_scene_is_named_after_the_function_it_is_set_in");
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
     }
 }

@@ -30,7 +30,8 @@
 //! outside call between phases carrying its own idempotency key.
 //!
 //! Every log line of a keyed request carries its operation (`op`, a hash of
-//! caller and key, never the token) and its recovery point (`point`).
+//! caller and key, never the token); the lines of a later phase carry the
+//! recovery point it started from (`phase{point=…}`).
 
 pub mod keyed;
 pub mod phases;
@@ -67,7 +68,7 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let caller = keyed.request.caller;
     let id = OperationId::new(&caller, &keyed.request.key);
-    let span = tracing::info_span!("operation", %caller, op = %id, point = "new");
+    let span = tracing::info_span!("operation", %caller, op = %id);
     run_in_span(state, keyed, parse).instrument(span).await
 }
 
@@ -129,10 +130,7 @@ async fn run_in_span(
 async fn go_on(state: &AppState, lease: Lease, chaos: &Chaos) -> Result<Response, ApiError> {
     let (caller, key) = (lease.caller, lease.key.clone());
     match phases::run_to_end(state, lease, chaos).await? {
-        Ended::Finished(response) => {
-            tracing::info!(status = response.status, "finished");
-            finished(response, chaos).await
-        }
+        Ended::Finished(response) => finished(response, chaos).await,
         Ended::LeaseLost => match state.store.lookup(&caller, &key).await? {
             Some(record) => Ok(respond(record.response, true)),
             None => {

@@ -21,6 +21,7 @@ use crate::provider::Reply;
 use crate::state::AppState;
 use crate::store::Advanced;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// How a resumed operation ended for the one running it.
 #[derive(Debug)]
@@ -38,22 +39,33 @@ pub async fn run_to_end(
     chaos: &Chaos,
 ) -> Result<Ended, ApiError> {
     loop {
-        tracing::Span::current().record("point", lease.point.as_str());
-        let phase = match lease.point {
-            RecoveryPoint::ChargeCreated => charge_at_provider(state, &lease, chaos).await?,
-        };
-        match state.store.advance(&lease, phase).await? {
-            Advanced::Finished(response) => {
-                tracing::Span::current().record("point", "finished");
-                return Ok(Ended::Finished(response));
-            }
+        let span = tracing::info_span!("phase", point = lease.point.as_str());
+        match next_phase(state, &lease, chaos).instrument(span).await? {
+            Advanced::Finished(response) => return Ok(Ended::Finished(response)),
             Advanced::Stopped(next) => lease = next,
-            Advanced::LeaseLost => {
-                tracing::warn!("the lease ran out and another holder took over; nothing recorded");
-                return Ok(Ended::LeaseLost);
-            }
+            Advanced::LeaseLost => return Ok(Ended::LeaseLost),
         }
     }
+}
+
+/// The work the lease's recovery point calls for, then its phase.
+async fn next_phase(
+    state: &AppState,
+    lease: &Lease,
+    chaos: &Chaos,
+) -> Result<Advanced, ApiError> {
+    let phase = match lease.point {
+        RecoveryPoint::ChargeCreated => charge_at_provider(state, lease, chaos).await?,
+    };
+    let advanced = state.store.advance(lease, phase).await?;
+    match &advanced {
+        Advanced::Finished(response) => tracing::info!(status = response.status, "finished"),
+        Advanced::Stopped(next) => tracing::info!(next = next.point.as_str(), "stopped"),
+        Advanced::LeaseLost => {
+            tracing::warn!("the lease ran out and another holder took over; nothing recorded")
+        }
+    }
+    Ok(advanced)
 }
 
 /// At `charge_created`: asks the provider to charge (same downstream key

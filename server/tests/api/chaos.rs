@@ -9,13 +9,14 @@ async fn charge_with_chaos(
     key: &str,
     chaos: &str,
 ) -> reqwest::Result<reqwest::Response> {
-    app.client
-        .post(app.url("/charges"))
-        .bearer_auth(&app.token)
-        .header("Idempotency-Key", key)
-        .header("X-Chaos", chaos)
-        .json(&json!({"amount": 2500, "currency": "usd"}))
-        .send()
+    app.server
+        .bearer(&app.token)
+        .post_keyed_with(
+            "/charges",
+            key,
+            &json!({"amount": 2500, "currency": "usd"}),
+            &[("X-Chaos", chaos)],
+        )
         .await
 }
 
@@ -30,7 +31,7 @@ async fn crash_before_commit_stores_nothing_and_the_retry_runs_once() {
         lost.is_err(),
         "the connection is dropped without an answer: {lost:?}"
     );
-    assert!(app.charges().await.is_empty(), "nothing was committed");
+    app.assert_nothing_stored().await;
     let retry = app
         .post(
             "/charges",
@@ -120,5 +121,5 @@ async fn an_unknown_chaos_value_is_400() {
         .await
         .unwrap();
     crate::helpers::assert_problem(r, 400, "invalid-request").await;
-    assert!(app.charges().await.is_empty());
+    app.assert_nothing_stored().await;
 }

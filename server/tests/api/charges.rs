@@ -1,6 +1,6 @@
 //! `GET /charges`, `/inventory`, `/healthz`, `/metrics`.
 
-use crate::helpers::{assert_problem, metric, new_key, TestApp};
+use crate::helpers::{assert_problem, new_key, TestApp};
 use serde_json::Value;
 
 /// The caller's charges come newest first, in pages.
@@ -97,20 +97,15 @@ async fn healthz_is_200_and_metrics_count_decisions() {
     let key = new_key();
     app.charge(&key, 10).await;
     app.charge(&key, 10).await;
-    let text = app.metrics().await;
+    assert_eq!(app.keyed_requests("executed").await, 1.0);
+    assert_eq!(app.keyed_requests("replayed").await, 1.0);
+    assert_eq!(app.keyed_requests("conflict").await, 0.0);
     assert_eq!(
-        metric(&text, "idempotency_requests_total{outcome=\"executed\"}"),
-        1.0
-    );
-    assert_eq!(
-        metric(&text, "idempotency_requests_total{outcome=\"replayed\"}"),
-        1.0
-    );
-    assert_eq!(
-        metric(&text, "idempotency_requests_total{outcome=\"conflict\"}"),
+        app.counter("idempotency_records_expired_total", &[]).await,
         0.0
     );
-    assert_eq!(metric(&text, "idempotency_records_expired_total"), 0.0);
+    let text = app.server.metrics().await.unwrap();
+    let text = text.text();
     assert!(
         text.contains("http_request_duration_seconds_bucket"),
         "{text}"

@@ -1,127 +1,47 @@
-//! Spawns the app the way `main` does, on port 0 with its own database.
+//! The app under test: the real `server` binary started by the test kit on
+//! port 0 with a fresh database, and an HTTP client logged in as one
+//! caller. One method per thing the tests do; each panics with the reason
+//! when it cannot do it.
 
-use clap::Parser;
 use reqwest::{header, Client, Response};
 use serde_json::Value;
-use server::{Application, Config};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Once;
-use tempfile::TempDir;
-use tokio::sync::oneshot;
+use testkit::{Server, ServerBuilder};
 
-static TRACING: Once = Once::new();
+pub(crate) use testkit::{new_key, new_token};
 
-/// A running server and an HTTP client logged in as one caller.
+/// A running server and a caller of it.
 pub(crate) struct TestApp {
+    pub(crate) server: Server,
     pub(crate) addr: SocketAddr,
     pub(crate) client: Client,
     pub(crate) token: String,
-    /// Keeps the database folder alive as long as the app.
-    _dir: TempDir,
-    /// Where the app keeps its data.
-    pub(crate) database: Database,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-/// A fresh random caller token.
-pub(crate) fn new_token() -> String {
-    format!("test-{}", uuid::Uuid::new_v4().simple())
-}
-
-/// A fresh random idempotency key.
-pub(crate) fn new_key() -> String {
-    uuid::Uuid::new_v4().to_string()
 }
 
 impl TestApp {
-    /// The app with default flags and `extra` ones, on a fresh database.
-    pub(crate) async fn spawn_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        Self::spawn_in(dir, extra).await
-    }
-
-    /// The app with default flags (plus `--chaos`), on a fresh database.
+    /// The app with `--chaos`, on a fresh database.
     pub(crate) async fn spawn() -> Self {
         Self::spawn_with(&["--chaos"]).await
     }
 
-    /// The app on the database in `dir`.
-    pub(crate) async fn spawn_in(dir: TempDir, extra: &[&str]) -> Self {
-        TRACING.call_once(|| {
-            if std::env::var("TEST_LOG").is_ok() {
-                server::telemetry::init();
-            }
-        });
-        let database = Database::fresh(&dir).await;
-        let db = database.url();
-        let www = dir.path().join("www");
-        std::fs::create_dir_all(&www).unwrap();
-        std::fs::write(www.join("index.html"), "<!doctype html><title>test</title>").unwrap();
-        let www = www.display().to_string();
-        let mut args = vec![
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &db,
-            "--durability",
-            "relaxed",
-            "--www",
-            &www,
-        ];
-        args.extend_from_slice(extra);
-        let config = Config::try_parse_from(&args).expect("valid test flags");
-        let app = Application::build(config).await.expect("the app starts");
-        let addr = app.local_addr();
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(app.run_until_stopped(async {
-            let _ = stopped.await;
-        }));
+    /// The app with exactly the flags `extra` on top of the kit's defaults.
+    pub(crate) async fn spawn_with(extra: &[&str]) -> Self {
+        Self::start(Server::builder().flags(extra)).await
+    }
+
+    /// The app `builder` describes.
+    pub(crate) async fn start(builder: ServerBuilder) -> Self {
+        let server = builder.start().await.expect("the server starts");
         Self {
-            addr,
-            client: Client::builder().build().unwrap(),
-            token: new_token(),
-            _dir: dir,
-            database,
-            stop: Some(stop),
-        }
-    }
-
-    /// Runs SQL straight on the app's database, behind its back.
-    pub(crate) async fn sql(&self, sqlite: &str, postgres: &str) {
-        match &self.database {
-            Database::Sqlite(path) => rusqlite::Connection::open(path)
-                .unwrap()
-                .execute_batch(sqlite)
-                .unwrap(),
-            Database::Postgres(url) => crate::common::connect(url)
-                .await
-                .batch_execute(postgres)
-                .await
-                .unwrap(),
-        }
-    }
-
-    /// Counts rows straight in the app's database.
-    pub(crate) async fn count(&self, table: &str) -> i64 {
-        let sql = format!("SELECT count(*) FROM {table}");
-        match &self.database {
-            Database::Sqlite(path) => rusqlite::Connection::open(path)
-                .unwrap()
-                .query_row(&sql, [], |row| row.get(0))
-                .unwrap(),
-            Database::Postgres(url) => crate::common::connect(url)
-                .await
-                .query_one(&sql, &[])
-                .await
-                .unwrap()
-                .get(0),
+            addr: server.addr(),
+            client: server.http().clone(),
+            token: testkit::new_token(),
+            server,
         }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        self.server.url(path)
     }
 
     /// `POST path` as this app's caller with `key` and a JSON body.
@@ -129,6 +49,7 @@ impl TestApp {
         self.post_as(&self.token, path, key, body).await
     }
 
+    /// `POST path` as the caller with bearer `token`.
     pub(crate) async fn post_as(
         &self,
         token: &str,
@@ -136,10 +57,14 @@ impl TestApp {
         key: &str,
         body: &Value,
     ) -> Response {
-        self.post_raw(token, path, key, body.to_string(), &[]).await
+        self.server
+            .bearer(token)
+            .post_keyed(path, key, body)
+            .await
+            .expect("request sent")
     }
 
-    /// A POST with a raw body and extra headers.
+    /// A keyed POST with a raw body (sent as JSON) and extra headers.
     pub(crate) async fn post_raw(
         &self,
         token: &str,
@@ -149,10 +74,9 @@ impl TestApp {
         extra: &[(&str, &str)],
     ) -> Response {
         let mut request = self
-            .client
-            .post(self.url(path))
-            .bearer_auth(token)
-            .header("Idempotency-Key", key)
+            .server
+            .bearer(token)
+            .keyed(path, key)
             .header(header::CONTENT_TYPE, "application/json")
             .body(body);
         for (name, value) in extra {
@@ -161,6 +85,7 @@ impl TestApp {
         request.send().await.expect("request sent")
     }
 
+    /// `POST /charges` of `amount` usd with `key`.
     pub(crate) async fn charge(&self, key: &str, amount: i64) -> Response {
         self.post(
             "/charges",
@@ -170,59 +95,69 @@ impl TestApp {
         .await
     }
 
-    /// The caller's charges (all of them).
+    /// The charges of the caller with bearer `token`, all pages.
     pub(crate) async fn charges_of(&self, token: &str) -> Vec<Value> {
-        crate::common::list_charges(&self.client, &self.url(""), token).await
+        self.server
+            .bearer(token)
+            .charges()
+            .await
+            .unwrap_or_else(|e| panic!("listing the charges: {e:#}"))
     }
 
+    /// This app's caller's charges, all pages.
     pub(crate) async fn charges(&self) -> Vec<Value> {
         self.charges_of(&self.token).await
     }
 
+    /// How many of `item` are left.
     pub(crate) async fn available(&self, item: &str) -> i64 {
-        let body: Value = self
-            .client
-            .get(self.url(&format!("/inventory/{item}")))
-            .send()
+        self.server
+            .available(item)
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        body["available"].as_i64().expect("available")
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    pub(crate) async fn metrics(&self) -> String {
-        self.client
-            .get(self.url("/metrics"))
-            .send()
+    /// The value of one series of `GET /metrics`; panics when it is absent.
+    pub(crate) async fn counter(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.server
+            .metrics()
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+            .and_then(|m| m.counter(name, labels))
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
-}
 
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+    /// `idempotency_requests_total{outcome=OUTCOME}`.
+    pub(crate) async fn keyed_requests(&self, outcome: &str) -> f64 {
+        self.counter("idempotency_requests_total", &[("outcome", outcome)])
+            .await
+    }
+
+    /// Runs SQL straight on the app's database, behind its back.
+    pub(crate) async fn sql(&self, sqlite: &str, postgres: &str) {
+        self.server
+            .database()
+            .sql(sqlite, postgres)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// Counts rows straight in the app's database.
+    pub(crate) async fn count(&self, table: &str) -> i64 {
+        self.server
+            .database()
+            .count(table)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Nothing was stored: the caller lists no charge, and the database
+    /// holds no charge, no reservation and no key record.
+    pub(crate) async fn assert_nothing_stored(&self) {
+        assert_eq!(self.charges().await, Vec::<Value>::new(), "listed charges");
+        for table in ["charges", "reservations", "idempotency_keys"] {
+            assert_eq!(self.count(table).await, 0, "rows in {table}");
         }
     }
-}
-
-pub(crate) fn db_path(dir: &TempDir) -> PathBuf {
-    dir.path().join("data").join("shop.db")
-}
-
-/// Reads a counter from the metrics text.
-pub(crate) fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|line| line.starts_with(name) && line[name.len()..].starts_with(' '))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
 }
 
 /// Asserts a problem+json answer of the given status and type slug.
@@ -248,28 +183,4 @@ pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) 
         "{body}"
     );
     body
-}
-
-/// The database a test app runs on: a fresh SQLite file, or, when
-/// `TEST_POSTGRES_URL` names a PostgreSQL server (as `scripts/test.sh` does),
-/// a fresh database on it. The same tests run on both backends.
-pub(crate) enum Database {
-    Sqlite(PathBuf),
-    Postgres(String),
-}
-
-impl Database {
-    async fn fresh(dir: &TempDir) -> Self {
-        match crate::common::fresh_postgres().await {
-            Some(url) => Self::Postgres(url),
-            None => Self::Sqlite(db_path(dir)),
-        }
-    }
-
-    fn url(&self) -> String {
-        match self {
-            Self::Sqlite(path) => format!("sqlite://{}", path.display()),
-            Self::Postgres(url) => url.clone(),
-        }
-    }
 }

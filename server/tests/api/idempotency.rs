@@ -1,6 +1,7 @@
-//! CONTRACT section 3, "Idempotency", clause by clause.
+//! CONTRACT section 3, "Idempotency", clause by clause. One file because it
+//! reads as that section does, one test per clause, in its order.
 
-use crate::helpers::{assert_problem, metric, new_key, new_token, TestApp};
+use crate::helpers::{assert_problem, new_key, new_token, TestApp};
 use serde_json::json;
 use std::time::Duration;
 
@@ -102,13 +103,7 @@ async fn a_key_reused_with_another_body_is_refused_with_422_and_nothing_runs() {
     let charges = app.charges().await;
     assert_eq!(charges.len(), 1);
     assert_eq!(charges[0]["amount"], 1000);
-    assert_eq!(
-        metric(
-            &app.metrics().await,
-            "idempotency_requests_total{outcome=\"mismatch\"}"
-        ),
-        1.0
-    );
+    assert_eq!(app.keyed_requests("mismatch").await, 1.0);
 }
 
 /// Same key, another path (same body): 422.
@@ -182,51 +177,16 @@ async fn the_same_key_from_another_caller_is_another_operation_and_leaks_nothing
 /// rest replays, no 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_requests_with_one_key_make_one_charge_and_no_5xx() {
-    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let app = TestApp::spawn().await;
     let key = new_key();
-    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(50));
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let (app, key, barrier) = (app.clone(), key.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let response = app.charge(&key, 1234).await;
-            let replayed = response.headers().contains_key("idempotent-replayed");
-            (
-                response.status().as_u16(),
-                replayed,
-                response.bytes().await.unwrap(),
-            )
-        }));
-    }
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.unwrap());
-    }
-    assert!(
-        answers.iter().all(|(status, _, _)| *status == 201),
-        "{:?}",
-        answers.iter().map(|a| a.0).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        answers.iter().filter(|(_, replayed, _)| !replayed).count(),
-        1,
-        "exactly one first run"
-    );
-    assert!(
-        answers.iter().all(|(_, _, body)| *body == answers[0].2),
-        "every answer is the same charge"
-    );
+    let body = json!({"amount": 1234, "currency": "usd"});
+    let caller = app.server.bearer(&app.token);
+    let copies = (0..50).map(|_| caller.keyed("/charges", &key).json(&body));
+    let answers = testkit::at_once(copies).await.unwrap();
+    testkit::exactly_one_run(&answers).unwrap();
     assert_eq!(app.charges().await.len(), 1);
-    let metrics = app.metrics().await;
-    assert_eq!(
-        metric(&metrics, "idempotency_requests_total{outcome=\"executed\"}"),
-        1.0
-    );
-    assert_eq!(
-        metric(&metrics, "idempotency_requests_total{outcome=\"replayed\"}"),
-        49.0
-    );
+    assert_eq!(app.keyed_requests("executed").await, 1.0);
+    assert_eq!(app.keyed_requests("replayed").await, 49.0);
 }
 
 /// Requests refused before they run store nothing: the key can be used
@@ -281,7 +241,7 @@ async fn refused_requests_leave_the_key_reusable() {
     let r = app.post_raw(&app.token, "/charges", &key, huge, &[]).await;
     assert_problem(r, 413, "payload-too-large").await;
 
-    assert!(app.charges().await.is_empty());
+    app.assert_nothing_stored().await;
     let r = app.post_raw(&app.token, "/charges", &key, good, &[]).await;
     assert_eq!(r.status(), 201);
     assert!(
@@ -305,17 +265,29 @@ async fn records_expire_after_the_ttl_and_a_retry_then_runs_again() {
 
     tokio::time::sleep(Duration::from_millis(1300)).await;
     // Expired: even a different body is no mismatch now; it simply runs.
-    let again = app.charge(&key, 100).await;
+    let again = app.charge(&key, 200).await;
     assert_eq!(again.status(), 201);
     assert!(again.headers().get("idempotent-replayed").is_none());
-    assert_eq!(app.charges().await.len(), 2);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["amount"], 200);
+    let amounts: Vec<_> = app
+        .charges()
+        .await
+        .iter()
+        .map(|c| c["amount"].clone())
+        .collect();
+    assert_eq!(amounts, [200, 100], "the new run and the expired one");
+    // The new run is the key's record now.
+    let replay = app.charge(&key, 200).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<serde_json::Value>().await.unwrap(), again);
 
     // The sweeper deletes expired records on its own.
     let other = new_key();
     assert_eq!(app.charge(&other, 100).await.status(), 201);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let expired = metric(&app.metrics().await, "idempotency_records_expired_total");
+        let expired = app.counter("idempotency_records_expired_total", &[]).await;
         if expired >= 1.0 {
             break;
         }
@@ -330,7 +302,13 @@ async fn records_expire_after_the_ttl_and_a_retry_then_runs_again() {
 /// A browser session (the `sid` cookie `GET /` sets) is a caller too.
 #[tokio::test]
 async fn the_session_cookie_from_the_page_identifies_the_caller() {
-    let app = TestApp::spawn().await;
+    let www = tempfile::tempdir().unwrap();
+    std::fs::write(
+        www.path().join("index.html"),
+        "<!doctype html><title>shop</title>",
+    )
+    .unwrap();
+    let app = TestApp::start(testkit::Server::builder().www(www.path())).await;
     let page = app.client.get(app.url("/")).send().await.unwrap();
     let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(
@@ -376,11 +354,8 @@ async fn a_charge_never_commits_without_its_record() {
     let r = app.charge(&key, 777).await;
     assert!(r.status().is_server_error(), "{}", r.status());
     assert_eq!(r.headers()["content-type"], "application/problem+json");
-    assert!(
-        app.charges().await.is_empty(),
-        "the charge was rolled back with its record"
-    );
-    assert_eq!(app.count("charges").await, 0);
+    // The charge was rolled back with its record.
+    app.assert_nothing_stored().await;
 
     app.sql(
         "DROP TRIGGER refuse_records;",
@@ -394,4 +369,40 @@ async fn a_charge_never_commits_without_its_record() {
         "the retry ran afresh"
     );
     assert_eq!(app.charges().await.len(), 1);
+}
+
+/// A request with both a bearer token and a `sid` cookie belongs to the
+/// bearer's caller: the charge is listed for the bearer, not the cookie,
+/// and the key's record is the bearer's.
+#[tokio::test]
+async fn the_bearer_token_wins_over_the_session_cookie() {
+    let app = TestApp::spawn().await;
+    let (bearer, sid) = (new_token(), new_token());
+    let key = new_key();
+    let both = app
+        .server
+        .bearer(&bearer)
+        .keyed("/charges", &key)
+        .header("cookie", format!("sid={sid}"))
+        .json(&json!({"amount": 1300, "currency": "usd"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(both.status(), 201);
+    let charge: serde_json::Value = both.json().await.unwrap();
+
+    assert_eq!(app.charges_of(&bearer).await, vec![charge.clone()]);
+    let by_cookie = app.server.session(&sid).charges().await.unwrap();
+    assert_eq!(by_cookie, Vec::<serde_json::Value>::new());
+    // The key is the bearer's: it replays for the bearer alone.
+    let replay = app
+        .post_as(
+            &bearer,
+            "/charges",
+            &key,
+            &json!({"amount": 1300, "currency": "usd"}),
+        )
+        .await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<serde_json::Value>().await.unwrap(), charge);
 }

@@ -1,8 +1,6 @@
-//! The server's API tests: the real application on port 0, a fresh SQLite
-//! file per test, driven over HTTP.
-
-#[path = "../common/mod.rs"]
-mod common;
+//! The server's API tests: the real `server` binary on port 0 with a fresh
+//! database per test (SQLite, or PostgreSQL with `TEST_POSTGRES_URL`),
+//! started by the test kit and driven over HTTP.
 
 mod chaos;
 mod charges;

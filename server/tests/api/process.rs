@@ -1,94 +1,47 @@
 //! The `server` binary as a process: flags, start-up errors, signals,
 //! a crash mid-request, and a database that goes away.
 
-use crate::helpers::{assert_problem, new_key, new_token};
-use reqwest::Client;
-use serde_json::{json, Value};
+use crate::helpers::{assert_problem, new_key};
+use serde_json::json;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use testkit::{Binary, Caller, Database, Server};
 
-use crate::common::{spawn_server, BIN};
-
-/// A `server` process and the address it printed.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(db: &Path, extra: &[&str]) -> Self {
-        let database = format!("sqlite://{}", db.display());
-        let mut args = vec![
-            "--listen",
-            "127.0.0.1:0",
-            "--durability",
-            "relaxed",
-            "--www",
-            "/nonexistent",
-        ];
-        args.extend(["--database", &database]);
-        args.extend_from_slice(extra);
-        let (child, base) = spawn_server(&args).expect("the server starts");
-        Self { child, base }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{name}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// `POST /charges` of 49.99 usd as `caller` with `key`, and `X-Chaos` when
+/// given.
 async fn charge(
-    client: &Client,
-    server: &Server,
-    token: &str,
+    caller: &Caller,
     key: &str,
     chaos: Option<&str>,
 ) -> reqwest::Result<reqwest::Response> {
-    let mut request = client
-        .post(server.url("/charges"))
-        .bearer_auth(token)
-        .header("Idempotency-Key", key)
-        .json(&json!({"amount": 4999, "currency": "usd"}));
-    if let Some(chaos) = chaos {
-        request = request.header("X-Chaos", chaos);
-    }
-    request.send().await
+    let headers: &[(&str, &str)] = match &chaos {
+        Some(chaos) => &[("X-Chaos", chaos)],
+        None => &[],
+    };
+    caller
+        .post_keyed_with(
+            "/charges",
+            key,
+            &json!({"amount": 4999, "currency": "usd"}),
+            headers,
+        )
+        .await
 }
 
-async fn charges(client: &Client, server: &Server, token: &str) -> Vec<Value> {
-    crate::common::list_charges(client, &server.base, token).await
+/// A caller's charges; panics when they cannot be listed.
+async fn charges(caller: &Caller) -> Vec<serde_json::Value> {
+    caller
+        .charges()
+        .await
+        .unwrap_or_else(|e| panic!("listing the charges: {e:#}"))
 }
 
 fn run_to_exit(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN).args(args).output().unwrap();
+    let out = Command::new(Binary::server().path().unwrap())
+        .args(args)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -123,112 +76,114 @@ fn an_unreachable_database_exits_non_zero_with_one_line() {
     assert_eq!(lines.len(), 1, "{stderr}");
 }
 
-/// SIGTERM lets the request in flight finish, then exits 0.
+/// SIGTERM while an answer is delayed after its commit: the server stops
+/// accepting at once (a new connection is refused while that answer is
+/// still pending, so the signal arrived first), then sends the answer,
+/// then exits 0.
 #[tokio::test]
-async fn sigterm_drains_the_request_in_flight_then_exits_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(&dir.path().join("shop.db"), &["--chaos"]);
-    let client = Client::new();
-    let token = new_token();
-    let key = new_key();
+async fn sigterm_stops_accepting_then_drains_the_request_in_flight_then_exits_zero() {
+    let mut server = Server::builder().chaos().start().await.unwrap();
+    let alice = server.caller();
     let slow = {
-        let (client, url, token, key) = (
-            client.clone(),
-            server.url("/charges"),
-            token.clone(),
-            key.clone(),
-        );
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(token)
-                .header("Idempotency-Key", key)
-                .header("X-Chaos", "delay-after-commit=800")
-                .json(&json!({"amount": 4999, "currency": "usd"}))
-                .send()
-                .await
-        })
+        let alice = alice.clone();
+        tokio::spawn(
+            async move { charge(&alice, &new_key(), Some("delay-after-commit=4000")).await },
+        )
     };
     // Signal once the charge is committed and its answer is being delayed.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while charges(&client, &server, &token).await.is_empty() {
-        assert!(Instant::now() < deadline);
+    while charges(&alice).await.is_empty() {
+        assert!(Instant::now() < deadline, "the charge never committed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    server.signal("TERM");
+    server.signal("TERM").unwrap();
+
+    let addr = server.addr();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
+        let connect = tokio::net::TcpStream::connect(addr);
+        match tokio::time::timeout(Duration::from_millis(200), connect).await {
+            Ok(Err(e)) if e.kind() == ConnectionRefused => break,
+            Ok(Err(e)) if e.kind() != ConnectionReset => panic!("connecting during the drain: {e}"),
+            // Accepted, left waiting in the backlog, or reset as the
+            // listener closed: not refused yet.
+            _ => assert!(
+                Instant::now() < deadline,
+                "new connections are not refused 2 s after SIGTERM"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !slow.is_finished(),
+        "the delayed answer came before the server stopped accepting"
+    );
+
     let answer = slow
         .await
         .unwrap()
         .expect("the in-flight request is answered");
     assert_eq!(answer.status(), 201);
-    assert!(server.wait(Duration::from_secs(10)).success());
+    let status = server.wait_for_exit(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "{status}");
 }
 
 /// `exit-after-commit` kills the process after its commit; a new process on
-/// the same file replays the charge to the retry.
+/// the same address and database replays the charge to the retry.
 #[tokio::test]
 async fn a_process_killed_after_commit_replays_the_charge_after_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("data/shop.db");
-    let client = Client::new();
-    let token = new_token();
+    let mut server = Server::builder().chaos().start().await.unwrap();
+    let alice = server.caller();
     let key = new_key();
 
-    let mut first = Server::start(&db, &["--chaos"]);
-    let lost = charge(&client, &first, &token, &key, Some("exit-after-commit")).await;
+    let lost = charge(&alice, &key, Some("exit-after-commit")).await;
     assert!(lost.is_err(), "no answer from a dead process");
-    assert_eq!(first.wait(Duration::from_secs(5)).code(), Some(137));
+    let status = server.wait_for_exit(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(137));
 
-    let second = Server::start(&db, &["--chaos"]);
-    let retry = charge(&client, &second, &token, &key, Some("exit-after-commit"))
+    server.restart().unwrap();
+    let retry = charge(&alice, &key, Some("exit-after-commit"))
         .await
         .unwrap();
     assert_eq!(retry.status(), 201);
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
-    assert_eq!(charges(&client, &second, &token).await.len(), 1);
+    assert_eq!(charges(&alice).await.len(), 1);
 }
 
 /// The database file goes away: 503 with Retry-After, /healthz 503, nothing
 /// runs. It comes back: the same key runs, once.
 #[tokio::test]
 async fn a_missing_database_file_answers_503_and_the_key_runs_once_when_it_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("shop.db");
-    let aside = dir.path().join("aside.db");
-    let server = Server::start(&db, &[]);
-    let client = Client::new();
-    let token = new_token();
-    assert_eq!(
-        charge(&client, &server, &token, &new_key(), None)
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    let database = Database::sqlite().unwrap();
+    let db = database.sqlite_path().unwrap().to_owned();
+    let aside = db.with_file_name("aside.db");
+    let server = Server::builder().database(database).start().await.unwrap();
+    let alice = server.caller();
+    let first = charge(&alice, &new_key(), None).await.unwrap();
+    assert_eq!(first.status(), 201);
 
     std::fs::rename(&db, &aside).unwrap();
     let key = new_key();
     for _ in 0..3 {
-        let r = charge(&client, &server, &token, &key, None).await.unwrap();
+        let r = charge(&alice, &key, None).await.unwrap();
         assert!(r.headers().contains_key("retry-after"));
         assert_problem(r, 503, "unavailable").await;
     }
-    let health = client.get(server.url("/healthz")).send().await.unwrap();
-    assert_eq!(health.status(), 503);
+    assert_eq!(server.health().await.unwrap(), 503);
 
     std::fs::rename(&aside, &db).unwrap();
-    let r = charge(&client, &server, &token, &key, None).await.unwrap();
+    let r = charge(&alice, &key, None).await.unwrap();
     assert_eq!(r.status(), 201);
     assert!(
         r.headers().get("idempotent-replayed").is_none(),
         "it had never run"
     );
-    let r = charge(&client, &server, &token, &key, None).await.unwrap();
+    let r = charge(&alice, &key, None).await.unwrap();
     assert_eq!(r.headers()["idempotent-replayed"], "true");
-    assert_eq!(charges(&client, &server, &token).await.len(), 2);
+    assert_eq!(charges(&alice).await.len(), 2);
     // Writes commit again, so the server says it is healthy again.
-    let health = client.get(server.url("/healthz")).send().await.unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(server.health().await.unwrap(), 200);
 }
 
 /// A tmpfs of a few MB, unmounted on drop.
@@ -273,23 +228,17 @@ impl Drop for SmallDisk {
 async fn a_full_disk_answers_503_writes_nothing_half_and_the_keys_finish_once_after() {
     let dir = tempfile::tempdir().unwrap();
     let disk = SmallDisk::mount(&dir.path().join("mnt"));
-    let db = dir.path().join("mnt/shop.db");
-    let server = Server::start(&db, &[]);
-    let client = Client::new();
-    let token = new_token();
-    assert_eq!(
-        charge(&client, &server, &token, &new_key(), None)
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    let database = Database::sqlite_at(dir.path().join("mnt/shop.db"));
+    let server = Server::builder().database(database).start().await.unwrap();
+    let alice = server.caller();
+    let first = charge(&alice, &new_key(), None).await.unwrap();
+    assert_eq!(first.status(), 201);
 
     let filler = disk.fill();
     let (mut answered, mut refused) = (Vec::new(), Vec::new());
     for _ in 0..500 {
         let key = new_key();
-        let r = charge(&client, &server, &token, &key, None).await.unwrap();
+        let r = charge(&alice, &key, None).await.unwrap();
         match r.status().as_u16() {
             201 => answered.push(key),
             503 => {
@@ -304,55 +253,29 @@ async fn a_full_disk_answers_503_writes_nothing_half_and_the_keys_finish_once_af
         }
     }
     assert_eq!(refused.len(), 3, "a full disk must refuse writes");
-    assert_eq!(
-        client
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        503
-    );
+    assert_eq!(server.health().await.unwrap(), 503);
     // Nothing half-written: every charge has its record and vice versa, and
     // only the answered keys (plus the first) made charges.
-    {
-        let conn =
-            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .unwrap();
-        let count = |sql: &str| conn.query_row(sql, [], |row| row.get::<_, i64>(0)).unwrap();
-        assert_eq!(
-            count("SELECT count(*) FROM charges"),
-            count("SELECT count(*) FROM idempotency_keys")
-        );
-        assert_eq!(
-            count("SELECT count(*) FROM charges"),
-            answered.len() as i64 + 1
-        );
-    }
+    let count = |table| server.database().count(table);
+    let stored = count("charges").await.unwrap();
+    assert_eq!(stored, count("idempotency_keys").await.unwrap());
+    assert_eq!(stored, answered.len() as i64 + 1);
 
     std::fs::remove_file(filler).unwrap();
     for key in &refused {
-        let r = charge(&client, &server, &token, key, None).await.unwrap();
+        let r = charge(&alice, key, None).await.unwrap();
         assert_eq!(r.status(), 201);
         assert!(
             r.headers().get("idempotent-replayed").is_none(),
             "it never ran while the disk was full"
         );
-        let again = charge(&client, &server, &token, key, None).await.unwrap();
+        let again = charge(&alice, key, None).await.unwrap();
         assert_eq!(again.headers()["idempotent-replayed"], "true");
     }
     assert_eq!(
-        charges(&client, &server, &token).await.len(),
+        charges(&alice).await.len(),
         answered.len() + 1 + refused.len()
     );
     // Writes commit again, so the server says it is healthy again.
-    assert_eq!(
-        client
-            .get(server.url("/healthz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.health().await.unwrap(), 200);
 }

@@ -1,36 +1,24 @@
 //! `POST /reservations` and the inventory guard.
 
-use crate::helpers::{assert_problem, new_key, new_token, TestApp};
+use crate::helpers::{assert_problem, new_key, TestApp};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// Ten buyers with different keys race for three posters: three win, stock
 /// ends at zero and never below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_buyers_for_three_posters_get_three_reservations_and_stock_ends_at_zero() {
-    let app = Arc::new(TestApp::spawn().await);
-    let barrier = Arc::new(tokio::sync::Barrier::new(10));
-    let mut tasks = Vec::new();
-    for _ in 0..10 {
-        let (app, barrier) = (app.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let r = app
-                .post_as(
-                    &new_token(),
-                    "/reservations",
-                    &new_key(),
-                    &json!({"item_id": "sku-poster", "quantity": 1}),
-                )
-                .await;
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap())
-        }));
-    }
+    let app = TestApp::spawn().await;
+    let poster = json!({"item_id": "sku-poster", "quantity": 1});
+    let buyers = (0..10).map(|_| {
+        app.server
+            .caller()
+            .keyed("/reservations", &new_key())
+            .json(&poster)
+    });
     let mut won = 0;
-    for task in tasks {
-        let (status, body) = task.await.unwrap();
-        match status {
+    for answer in testkit::at_once(buyers).await.unwrap() {
+        let body = answer.json();
+        match answer.status {
             201 => {
                 won += 1;
                 assert_eq!(body["status"], "reserved");
@@ -69,18 +57,25 @@ async fn insufficient_inventory_is_recorded_and_replayed() {
     assert_eq!(app.available("sku-poster").await, 3);
 }
 
-/// A reservation of an unknown item is a recorded 404.
+/// A reservation of an unknown item is a recorded 404: the retry replays
+/// it, byte for byte.
 #[tokio::test]
-async fn reserving_an_unknown_item_is_404() {
+async fn reserving_an_unknown_item_is_a_recorded_404() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/reservations",
-            &new_key(),
-            &json!({"item_id": "sku-ghost", "quantity": 1}),
-        )
-        .await;
-    assert_problem(r, 404, "not-found").await;
+    let key = new_key();
+    let ghost = json!({"item_id": "sku-ghost", "quantity": 1});
+    let first = app.post("/reservations", &key, &ghost).await;
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first = assert_problem(first, 404, "not-found").await;
+    let again = app.post("/reservations", &key, &ghost).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(assert_problem(again, 404, "not-found").await, first);
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "the 404 is recorded"
+    );
+    assert_eq!(app.count("reservations").await, 0);
 }
 
 /// A reservation answers with the contract's fields and takes the stock once.

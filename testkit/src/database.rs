@@ -1,0 +1,154 @@
+//! The database a test's server runs on: a fresh SQLite file in a
+//! temporary folder, or, when `TEST_POSTGRES_URL` names a PostgreSQL server
+//! (as `scripts/test.sh` does for its second run), a fresh database on it.
+//! The same tests then run on both backends. A [`Database`] is a cheap
+//! handle: clones share one database (two instances on one PostgreSQL
+//! database, or a restart on the same file), and its folder lives as long
+//! as the last clone.
+
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tempfile::TempDir;
+
+/// The environment variable naming the PostgreSQL server to make fresh
+/// databases on (`postgres://USER@HOST:PORT/DB`).
+pub const POSTGRES_ENV: &str = "TEST_POSTGRES_URL";
+
+/// One database, fresh for a test.
+#[derive(Debug, Clone)]
+pub struct Database(Arc<Kind>);
+
+#[derive(Debug)]
+enum Kind {
+    Sqlite {
+        path: PathBuf,
+        _dir: Option<TempDir>,
+    },
+    Postgres {
+        url: String,
+    },
+}
+
+impl Database {
+    /// A fresh database on PostgreSQL when `TEST_POSTGRES_URL` is set, else
+    /// a fresh SQLite file.
+    pub async fn fresh() -> Result<Self> {
+        if std::env::var_os(POSTGRES_ENV).is_some() {
+            Self::postgres().await
+        } else {
+            Self::sqlite()
+        }
+    }
+
+    /// A fresh SQLite file (`data/shop.db` in a new temporary folder; the
+    /// server creates the file and its folder).
+    pub fn sqlite() -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("testkit-db-").tempdir()?;
+        let path = dir.path().join("data").join("shop.db");
+        Ok(Self(Arc::new(Kind::Sqlite {
+            path,
+            _dir: Some(dir),
+        })))
+    }
+
+    /// The SQLite file at `path`, in a folder the test owns (a small disk,
+    /// say).
+    pub fn sqlite_at(path: impl Into<PathBuf>) -> Self {
+        Self(Arc::new(Kind::Sqlite {
+            path: path.into(),
+            _dir: None,
+        }))
+    }
+
+    /// `CREATE DATABASE t_<uuid>` on the server `TEST_POSTGRES_URL` names;
+    /// an error when it names none.
+    pub async fn postgres() -> Result<Self> {
+        let admin = std::env::var(POSTGRES_ENV)
+            .map_err(|_| anyhow!("{POSTGRES_ENV} must name a PostgreSQL server"))?;
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        connect(&admin)
+            .await?
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .with_context(|| format!("CREATE DATABASE {name}"))?;
+        let (server, _) = admin
+            .rsplit_once('/')
+            .ok_or_else(|| anyhow!("{POSTGRES_ENV}={admin} has no database name"))?;
+        Ok(Self(Arc::new(Kind::Postgres {
+            url: format!("{server}/{name}"),
+        })))
+    }
+
+    /// The URL to pass as `--database`.
+    pub fn url(&self) -> String {
+        match &*self.0 {
+            Kind::Sqlite { path, .. } => format!("sqlite://{}", path.display()),
+            Kind::Postgres { url } => url.clone(),
+        }
+    }
+
+    /// The SQLite file, or `None` on PostgreSQL.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match &*self.0 {
+            Kind::Sqlite { path, .. } => Some(path),
+            Kind::Postgres { .. } => None,
+        }
+    }
+
+    /// Whether this is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(&*self.0, Kind::Postgres { .. })
+    }
+
+    /// Runs SQL straight on the database, behind the server's back: the
+    /// `sqlite` text on SQLite, the `postgres` one on PostgreSQL.
+    pub async fn sql(&self, sqlite: &str, postgres: &str) -> Result<()> {
+        match &*self.0 {
+            Kind::Sqlite { path, .. } => open(path)?
+                .execute_batch(sqlite)
+                .with_context(|| format!("running {sqlite:?}")),
+            Kind::Postgres { url } => connect(url)
+                .await?
+                .batch_execute(postgres)
+                .await
+                .with_context(|| format!("running {postgres:?}")),
+        }
+    }
+
+    /// `SELECT count(*) FROM table`, read straight from the database.
+    pub async fn count(&self, table: &str) -> Result<i64> {
+        let sql = format!("SELECT count(*) FROM {table}");
+        match &*self.0 {
+            Kind::Sqlite { path, .. } => open(path)?
+                .query_row(&sql, [], |row| row.get(0))
+                .with_context(|| sql.clone()),
+            Kind::Postgres { url } => Ok(connect(url)
+                .await?
+                .query_one(&sql, &[])
+                .await
+                .with_context(|| sql.clone())?
+                .get(0)),
+        }
+    }
+}
+
+fn open(path: &Path) -> Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("opening {}", path.display()))?;
+    // The server may hold the write lock for a moment.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+/// A client of the PostgreSQL server at `url`.
+async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .with_context(|| format!("connecting to {url}"))?;
+    tokio::spawn(connection);
+    Ok(client)
+}

@@ -1,0 +1,66 @@
+//! The test kit every harness of this workspace starts its processes with:
+//! the real `server` binary on port 0, a fresh SQLite file or PostgreSQL
+//! database, killed on drop, restartable on the same address, and talked to
+//! over HTTP only. Tests never link the server as a library, so reshaping
+//! `server/src` cannot break them.
+//!
+//! # Layout
+//!
+//! - [`binary`]: where a workspace binary is (`SERVER_BIN`, else next to the
+//!   running test in the target folder).
+//! - [`process`]: one such binary as a child process: `--listen`, the
+//!   `listening on http://ADDR` line, its log file, signals, exit, restart
+//!   on the same address, SIGKILL on drop. Generic over the binary: a
+//!   wrapper for another one (the payment provider simulator) is a few lines.
+//! - [`database`]: a fresh SQLite file, or a fresh PostgreSQL database when
+//!   `TEST_POSTGRES_URL` names a server; SQL behind the server's back.
+//! - [`server`]: the `server` process with its flags, database and page.
+//! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
+//! - [`concurrent`]: many requests released at once, their answers read
+//!   whole; copies of one keyed request must run once.
+//! - [`metrics`]: `GET /metrics` parsed; a missing series is an error.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! let server = testkit::Server::builder().chaos().start().await?;
+//! let alice = server.caller();
+//! let key = testkit::new_key();
+//! let body = serde_json::json!({"amount": 100, "currency": "usd"});
+//! assert_eq!(alice.post_keyed("/charges", &key, &body).await?.status(), 201);
+//! assert_eq!(alice.charges().await?.len(), 1);
+//! let executed = server
+//!     .metrics()
+//!     .await?
+//!     .counter("idempotency_requests_total", &[("outcome", "executed")])?;
+//! assert_eq!(executed, 1.0);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod binary;
+pub mod caller;
+pub mod concurrent;
+pub mod database;
+pub mod metrics;
+pub mod process;
+pub mod server;
+
+pub use binary::Binary;
+pub use caller::{Auth, Caller};
+pub use concurrent::{at_once, exactly_one_run, Answer};
+pub use database::Database;
+pub use metrics::Metrics;
+pub use process::{Launch, Process};
+pub use server::{Server, ServerBuilder};
+
+/// A fresh random idempotency key (a UUID v4).
+pub fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A fresh random caller token (a customer of its own).
+pub fn new_token() -> String {
+    format!("test-{}", uuid::Uuid::new_v4().simple())
+}

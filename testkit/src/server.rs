@@ -1,0 +1,277 @@
+//! The `server` binary as a [`Process`], with its database and page
+//! folder. Defaults: `--listen 127.0.0.1:0 --durability relaxed --www
+//! <an empty temporary folder> --database <a fresh one>`, and none of the
+//! server's own environment variables inherited from the test's
+//! environment (a stray `CHAOS=1` cannot change a test).
+
+use crate::binary::Binary;
+use crate::caller::{Auth, Caller};
+use crate::database::Database;
+use crate::metrics::Metrics;
+use crate::process::{Launch, Process};
+use anyhow::{anyhow, Context, Result};
+use reqwest::Client;
+use serde_json::Value;
+use std::ffi::OsString;
+use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
+use std::time::Duration;
+use tempfile::TempDir;
+
+/// The variables the server reads its flags from (docs/CONTRACT.md
+/// section 2, and the undocumented ones): removed from its environment
+/// unless a test sets them with [`ServerBuilder::env`].
+const SERVER_ENV: &[&str] = &[
+    "LISTEN",
+    "DATABASE_URL",
+    "KEY_TTL",
+    "SWEEP_INTERVAL",
+    "WWW_DIR",
+    "CORS_ORIGINS",
+    "DURABILITY",
+    "BODY_TIMEOUT",
+    "CHAOS",
+    "PSP_URL",
+    "SMTP_URL",
+    "OPERATION_LEASE",
+    "COMPLETE_INTERVAL",
+    "PSP_TIMEOUT",
+    "LOG_FORMAT",
+];
+
+/// How long one HTTP call of the kit may take: a hung server fails the
+/// test instead of hanging it.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What to start a server with.
+#[derive(Debug, Default)]
+pub struct ServerBuilder {
+    flags: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    chaos: bool,
+    durability_full: bool,
+    www: Option<PathBuf>,
+    database: Option<Database>,
+    log: Option<PathBuf>,
+}
+
+impl ServerBuilder {
+    /// `--chaos`: honour `X-Chaos`.
+    pub fn chaos(mut self) -> Self {
+        self.chaos = true;
+        self
+    }
+
+    /// One more command-line argument (`.flag("--key-ttl").flag("1s")`).
+    pub fn flag(mut self, flag: impl Into<OsString>) -> Self {
+        self.flags.push(flag.into());
+        self
+    }
+
+    /// More command-line arguments.
+    pub fn flags<I, S>(mut self, flags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.flags.extend(flags.into_iter().map(Into::into));
+        self
+    }
+
+    /// An environment variable of the server process.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// `--durability full` instead of `relaxed`.
+    pub fn durability_full(mut self) -> Self {
+        self.durability_full = true;
+        self
+    }
+
+    /// Serves `dir` at `/` instead of an empty folder.
+    pub fn www(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.www = Some(dir.into());
+        self
+    }
+
+    /// Runs on `database` (a clone shares it) instead of a fresh one.
+    pub fn database(mut self, database: Database) -> Self {
+        self.database = Some(database);
+        self
+    }
+
+    /// Appends the server's stderr to `path`.
+    pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
+    }
+
+    /// Makes the database if none was given, starts the server and waits
+    /// for its address.
+    pub async fn start(self) -> Result<Server> {
+        let scratch = tempfile::Builder::new()
+            .prefix("testkit-server-")
+            .tempdir()?;
+        let database = match self.database {
+            Some(database) => database,
+            None => Database::fresh().await?,
+        };
+        let www = match self.www {
+            Some(www) => www,
+            None => {
+                let www = scratch.path().join("www");
+                std::fs::create_dir(&www)?;
+                www
+            }
+        };
+        let mut launch = Launch::new(Binary::server());
+        for name in SERVER_ENV {
+            launch = launch.env_remove(name);
+        }
+        launch = launch
+            .env("NO_COLOR", "1")
+            .args([
+                "--durability",
+                if self.durability_full {
+                    "full"
+                } else {
+                    "relaxed"
+                },
+            ])
+            .arg("--www")
+            .arg(&www)
+            .args(["--database", &database.url()]);
+        if self.chaos {
+            launch = launch.arg("--chaos");
+        }
+        launch = launch.args(&self.flags);
+        for (name, value) in &self.env {
+            launch = launch.env(name, value);
+        }
+        if let Some(log) = self.log {
+            launch = launch.log(log);
+        }
+        let process = launch.start()?;
+        Ok(Server {
+            process,
+            database,
+            http: Client::builder().timeout(HTTP_TIMEOUT).build()?,
+            _scratch: scratch,
+        })
+    }
+}
+
+/// A running `server` process and the database it owns.
+#[derive(Debug)]
+pub struct Server {
+    process: Process,
+    database: Database,
+    http: Client,
+    _scratch: TempDir,
+}
+
+impl Server {
+    /// A builder with the defaults.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// A server with the defaults (no chaos) on a fresh database.
+    pub async fn start() -> Result<Self> {
+        Self::builder().start().await
+    }
+
+    /// The database it runs on.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The kit's HTTP client (30 s timeout).
+    pub fn http(&self) -> &Client {
+        &self.http
+    }
+
+    /// A new customer: a fresh random bearer token.
+    pub fn caller(&self) -> Caller {
+        self.bearer(&crate::new_token())
+    }
+
+    /// The customer with bearer `token`.
+    pub fn bearer(&self, token: &str) -> Caller {
+        Caller::new(
+            self.http.clone(),
+            self.base_url(),
+            Auth::Bearer(token.to_owned()),
+        )
+    }
+
+    /// The browser whose `sid` cookie is `sid`.
+    pub fn session(&self, sid: &str) -> Caller {
+        Caller::new(
+            self.http.clone(),
+            self.base_url(),
+            Auth::Session(sid.to_owned()),
+        )
+    }
+
+    /// `GET /inventory/ITEM`: how many are left. An error unless 200 with
+    /// an integer `available`.
+    pub async fn available(&self, item: &str) -> Result<i64> {
+        let path = format!("/inventory/{item}");
+        let body = self.get_json(&path).await?;
+        body["available"]
+            .as_i64()
+            .ok_or_else(|| anyhow!("GET {path}: no integer `available` in {body}"))
+    }
+
+    /// `GET /metrics`, parsed.
+    pub async fn metrics(&self) -> Result<Metrics> {
+        let response = self.http.get(self.url("/metrics")).send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            return Err(anyhow!("GET /metrics answered {status}: {text}"));
+        }
+        Metrics::parse(&text)
+    }
+
+    /// The status `GET /healthz` answers.
+    pub async fn health(&self) -> Result<u16> {
+        let response = self.http.get(self.url("/healthz")).send().await?;
+        Ok(response.status().as_u16())
+    }
+
+    /// `GET path` as JSON; an error unless 200.
+    async fn get_json(&self, path: &str) -> Result<Value> {
+        let response = self
+            .http
+            .get(self.url(path))
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        let status = response.status();
+        let text = response.text().await?;
+        if status != reqwest::StatusCode::OK {
+            return Err(anyhow!("GET {path} answered {status}: {text}"));
+        }
+        serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
+    }
+}
+
+/// The process operations (`url`, `signal`, `kill`, `wait_for_exit`,
+/// `restart`, `log_text`, …) act on the server process.
+impl Deref for Server {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
+}
