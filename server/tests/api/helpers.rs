@@ -95,6 +95,21 @@ impl TestApp {
         .await
     }
 
+    /// `POST /charges` of `amount` usd with `key` and a description.
+    pub(crate) async fn charge_with_description(
+        &self,
+        key: &str,
+        amount: i64,
+        description: &str,
+    ) -> Response {
+        self.post(
+            "/charges",
+            key,
+            &serde_json::json!({"amount": amount, "currency": "usd", "description": description}),
+        )
+        .await
+    }
+
     /// The charges of the caller with bearer `token`, all pages.
     pub(crate) async fn charges_of(&self, token: &str) -> Vec<Value> {
         self.server

@@ -5,6 +5,7 @@
 mod chaos;
 mod charges;
 mod errors;
+mod group_commit;
 mod helpers;
 mod idempotency;
 mod process;

@@ -1,0 +1,153 @@
+//! SQLite's group commit: the writer runs every queued request in one
+//! transaction, each in its own savepoint, and answers only after the
+//! commit. What one request's failure does to the others it shared a
+//! transaction with.
+
+use crate::helpers::{new_key, TestApp};
+use serde_json::json;
+use std::collections::HashSet;
+use testkit::{at_once, Database, Server};
+
+/// Charges of `amount` sent at once under fresh keys (each charge's
+/// description is its key): the requests that share the writer's
+/// transactions.
+fn burst(app: &TestApp, amounts: &[i64]) -> (Vec<String>, Vec<reqwest::RequestBuilder>) {
+    amounts
+        .iter()
+        .map(|amount| {
+            let key = new_key();
+            let request = app
+                .server
+                .bearer(&app.token)
+                .keyed("/charges", &key)
+                .json(&json!({"amount": amount, "currency": "usd", "description": key}));
+            (key, request)
+        })
+        .unzip()
+}
+
+/// The amounts of a burst: `poisoned` in the middle (at [`POISONED`]) of
+/// thirty ordinary ones.
+fn amounts(poisoned: i64) -> Vec<i64> {
+    let mut amounts: Vec<i64> = (1..=30).map(|n| 1000 + n).collect();
+    amounts.insert(POISONED, poisoned);
+    amounts
+}
+
+/// Where the poisoned request sits in a burst.
+const POISONED: usize = 15;
+
+/// The descriptions (keys) of the caller's stored charges.
+async fn stored(app: &TestApp) -> HashSet<String> {
+    app.charges()
+        .await
+        .iter()
+        .map(|c| c["description"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A trigger that makes one charge's INSERT fail: `raise` is `ABORT`
+/// (only the statement fails) or `ROLLBACK` (SQLite rolls back the whole
+/// transaction, everyone's savepoints with it).
+async fn poison(app: &TestApp, amount: i64, raise: &str) {
+    app.sql(
+        &format!(
+            "CREATE TRIGGER poison BEFORE INSERT ON charges WHEN NEW.amount = {amount}
+             BEGIN SELECT RAISE({raise}, 'poisoned for this test'); END;"
+        ),
+        "",
+    )
+    .await;
+}
+
+async fn sqlite_app() -> TestApp {
+    TestApp::start(
+        Server::builder()
+            .database(Database::sqlite().expect("a SQLite file"))
+            .durability_full(),
+    )
+    .await
+}
+
+/// One failing request in a batch rolls back only itself: every other
+/// request of the burst is charged once and answered 201.
+#[tokio::test]
+async fn a_failing_request_in_a_batch_rolls_back_only_itself() {
+    let app = sqlite_app().await;
+    poison(&app, 666, "ABORT").await;
+    let (keys, requests) = burst(&app, &amounts(666));
+    let answers = at_once(requests).await.expect("the burst is answered");
+    let stored = stored(&app).await;
+    for (i, (answer, key)) in answers.iter().zip(&keys).enumerate() {
+        let (status, charged) = if i == POISONED {
+            (500, false)
+        } else {
+            (201, true)
+        };
+        assert_eq!(answer.status, status, "request {i}");
+        assert_eq!(stored.contains(key), charged, "request {i} stored");
+    }
+    assert_eq!(stored.len(), 30);
+}
+
+/// A failure that rolls the whole transaction back in the middle of a
+/// batch (here a trigger's `RAISE(ROLLBACK)`; in life a full disk, an I/O
+/// error while spilling, out of memory) must not leave the batch running
+/// outside its transaction, and must be answered truthfully: no failure
+/// answer for a charge that is stored, the other requests are told to
+/// retry (503 with Retry-After), and each retry then runs once.
+#[tokio::test]
+async fn a_transaction_rolled_back_mid_batch_is_answered_truthfully_and_retries_run_once() {
+    let app = sqlite_app().await;
+    poison(&app, 666, "ROLLBACK").await;
+    let mut told_to_retry = 0;
+    for round in 1..=10 {
+        let (keys, requests) = burst(&app, &amounts(666));
+        let answers = at_once(requests).await.expect("the burst is answered");
+        let stored = stored(&app).await;
+        for (i, (answer, key)) in answers.iter().zip(&keys).enumerate() {
+            let charged = stored.contains(key);
+            match (i, answer.status) {
+                (POISONED, 500) => assert!(!charged, "the poisoned charge is stored"),
+                (_, 201) => assert!(
+                    charged,
+                    "request {i} was answered 201, its charge is not stored"
+                ),
+                (_, 503) => {
+                    assert!(
+                        !charged,
+                        "request {i} was answered 503 (nothing was done) and its charge is stored"
+                    );
+                    told_to_retry += 1;
+                    let retry = app.charge_with_description(key, amounts(666)[i], key).await;
+                    assert_eq!(retry.status(), 201, "the retry of request {i}");
+                    assert!(
+                        retry.headers().get("idempotent-replayed").is_none(),
+                        "request {i} had run"
+                    );
+                }
+                (_, status) => panic!(
+                    "request {i} was answered {status} and its charge is {}stored: {}",
+                    if charged { "" } else { "not " },
+                    String::from_utf8_lossy(&answer.body)
+                ),
+            }
+        }
+        assert_eq!(
+            stored_count(&app).await,
+            30 * round,
+            "every good request charged once"
+        );
+        if told_to_retry > 0 {
+            break;
+        }
+    }
+    assert!(
+        told_to_retry > 0,
+        "no round put the poisoned request in a batch with others"
+    );
+}
+
+async fn stored_count(app: &TestApp) -> usize {
+    stored(app).await.len()
+}
