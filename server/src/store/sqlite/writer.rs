@@ -164,6 +164,19 @@ impl Writer {
     }
 }
 
+/// How a batch ended.
+enum End {
+    /// Committed; some jobs may have failed on their own (each rolled back
+    /// only its savepoint).
+    Committed { failures: Vec<StoreError> },
+    /// Nothing of the batch is kept: the transaction could not begin or
+    /// commit (`culprit: None`), or job `culprit`'s failure rolled it back.
+    RolledBack {
+        cause: StoreError,
+        culprit: Option<usize>,
+    },
+}
+
 /// The writer thread's own state.
 struct WriterThread {
     path: PathBuf,
@@ -194,22 +207,52 @@ impl WriterThread {
     /// Runs a batch in one transaction and answers every job once it is
     /// committed (or with the error that rolled it back).
     fn run_batch(&mut self, mut batch: Vec<Box<dyn Job>>) {
-        let outcome = self
-            .ensure_open()
-            .and_then(|()| self.commit_batch(&mut batch));
+        let end = match self.ensure_open() {
+            Ok(()) => self.commit_batch(&mut batch),
+            Err(cause) => End::RolledBack {
+                cause,
+                culprit: None,
+            },
+        };
         let writes = batch.iter().any(|job| job.kind() == Kind::Write);
-        match &outcome {
-            Err(e) if e.is_unavailable() => self.remember_failure(e.clone()),
-            Ok(failures) => match failures.iter().find(|e| e.is_unavailable()) {
+        match &end {
+            End::Committed { failures } => match failures.iter().find(|e| e.is_unavailable()) {
                 Some(e) => self.remember_failure(e.clone()),
                 None if writes => self.last_failure = None,
                 None => {}
             },
-            Err(_) => {}
+            End::RolledBack { cause, .. } if cause.is_unavailable() => {
+                self.remember_failure(cause.clone())
+            }
+            End::RolledBack { .. } => {}
         }
-        let error = outcome.err();
-        for job in batch {
-            job.answer(error.clone());
+        for (i, job) in batch.into_iter().enumerate() {
+            let error = match &end {
+                End::Committed { .. } => None,
+                // The job whose failure undid the transaction answers with
+                // its own error.
+                End::RolledBack {
+                    culprit: Some(culprit),
+                    ..
+                } if *culprit == i => None,
+                // Everyone else was undone by another's failure: nothing
+                // of theirs is kept, and a retry runs it afresh.
+                End::RolledBack {
+                    cause,
+                    culprit: Some(_),
+                } => Some(
+                    StoreError::unavailable(
+                        "another request in the same transaction failed and took it down; \
+                         nothing of this one was kept",
+                    )
+                    .caused_by(cause.clone()),
+                ),
+                End::RolledBack {
+                    cause,
+                    culprit: None,
+                } => Some(cause.clone()),
+            };
+            job.answer(error);
         }
     }
 
@@ -219,21 +262,32 @@ impl WriterThread {
         self.last_failure = Some((Instant::now(), error));
     }
 
-    /// Runs every job in its savepoint and commits. Returns the errors of
-    /// the jobs that failed on their own (each rolled back only itself), or
-    /// the error that undid the whole batch.
-    fn commit_batch(&mut self, batch: &mut [Box<dyn Job>]) -> Result<Vec<StoreError>, StoreError> {
+    /// Runs every job in its savepoint and commits.
+    ///
+    /// A job that fails rolls back only its savepoint, unless its error
+    /// made SQLite roll back the whole transaction (a full disk or an I/O
+    /// error while spilling, out of memory, a trigger's `RAISE(ROLLBACK)`):
+    /// then the batch stops there. Going on would run the next jobs outside
+    /// any transaction, each `SAVEPOINT … RELEASE` committing on its own.
+    fn commit_batch(&mut self, batch: &mut [Box<dyn Job>]) -> End {
         let recent_failure = self
             .last_failure
             .as_ref()
             .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
             .map(|(_, e)| e.clone());
         let conn = self.conn.as_mut().expect("ensure_open leaves a connection");
-        let mut tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(classify)?;
+        let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        {
+            Ok(tx) => tx,
+            Err(e) => {
+                return End::RolledBack {
+                    cause: classify(e),
+                    culprit: None,
+                }
+            }
+        };
         let mut failures = Vec::new();
-        for job in batch.iter_mut() {
+        for (i, job) in batch.iter_mut().enumerate() {
             // A savepoint dropped unreleased rolls back: a failing job
             // undoes only itself.
             let result = tx.savepoint().map_err(classify).and_then(|mut savepoint| {
@@ -246,17 +300,34 @@ impl WriterThread {
                     Keep::No => savepoint.rollback().map_err(classify),
                 }
             });
-            if let Err(e) = result {
+            if let Err(e) = &result {
                 job.fail(e.clone());
+            }
+            if tx.is_autocommit() {
+                let cause = result.err().unwrap_or_else(|| {
+                    StoreError::internal("the transaction ended inside a request")
+                });
+                tracing::error!(error = %cause, jobs = batch.len(), "the transaction was rolled back mid-batch; nothing of the batch is kept");
+                return End::RolledBack {
+                    cause,
+                    culprit: Some(i),
+                };
+            }
+            if let Err(e) = result {
                 failures.push(e);
             }
         }
-        tx.commit().map_err(|e| {
-            let e = classify(e);
-            tracing::error!(error = %e, jobs = batch.len(), "commit failed; the batch is rolled back");
-            e
-        })?;
-        Ok(failures)
+        match tx.commit() {
+            Ok(()) => End::Committed { failures },
+            Err(e) => {
+                let cause = classify(e);
+                tracing::error!(error = %cause, jobs = batch.len(), "commit failed; the batch is rolled back");
+                End::RolledBack {
+                    cause,
+                    culprit: None,
+                }
+            }
+        }
     }
 
     /// Makes sure the connection writes to the file at `path`: the same file
