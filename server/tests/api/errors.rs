@@ -246,3 +246,30 @@ async fn unopenable_static_paths_are_404_problems() {
         assert_problem(r, 404, "not-found").await;
     }
 }
+
+/// A description holding a control character (U+0000, a newline, a C1
+/// control) is refused at the edge with 400 on both backends, stores
+/// nothing, and the key then works with a corrected body. (PostgreSQL
+/// cannot store U+0000: before, it answered 500 on every retry while
+/// SQLite stored it.)
+#[tokio::test]
+async fn a_description_with_a_control_character_is_400_on_every_backend() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    for description in ["nul \u{0} inside", "two\nlines", "bell \u{7}", "c1 \u{85}"] {
+        let body =
+            serde_json::json!({"amount": 100, "currency": "usd", "description": description});
+        let r = app.post("/charges", &key, &body).await;
+        let problem = assert_problem(r, 400, "invalid-request").await;
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("control character"),
+            "{problem}"
+        );
+    }
+    app.assert_nothing_stored().await;
+    let body = serde_json::json!({"amount": 100, "currency": "usd", "description": "one line"});
+    assert_eq!(app.post("/charges", &key, &body).await.status(), 201);
+}

@@ -8,5 +8,6 @@ mod errors;
 mod group_commit;
 mod helpers;
 mod idempotency;
+mod postgres;
 mod process;
 mod reservations;

@@ -1,0 +1,93 @@
+//! What only PostgreSQL can show: a key held by another transaction. These
+//! tests return at once on SQLite, where one writer makes a duplicate wait
+//! for the first request instead.
+
+use crate::helpers::{assert_problem, new_key, TestApp};
+use std::time::{Duration, Instant};
+use tokio_postgres::NoTls;
+
+/// A connection of our own to the app's PostgreSQL database, if it has one.
+async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
+    let database = app.server.database();
+    if !database.is_postgres() {
+        return None;
+    }
+    let (client, connection) = tokio_postgres::connect(&database.url(), NoTls)
+        .await
+        .expect("connect to the app's database");
+    tokio::spawn(connection);
+    Some(client)
+}
+
+/// A request that waits for its key longer than `lock_timeout` (5 s)
+/// because another transaction holds it is answered 409
+/// `idempotency-key-in-use` with `Retry-After`, and nothing runs.
+#[tokio::test]
+async fn a_key_held_past_lock_timeout_is_409_in_use_with_retry_after() {
+    let app = TestApp::spawn_with(&[]).await;
+    let Some(mut other) = behind_the_back(&app).await else {
+        return;
+    };
+    let key = new_key();
+    // Another transaction claims the key and does not finish.
+    let tx = other.transaction().await.unwrap();
+    tx.execute(
+        "INSERT INTO idempotency_keys (caller, key, fingerprint, recovery_point, created_at, expires_at)
+         VALUES ($1, $2, $3, 'claimed', now(), now() + interval '1 hour')",
+        &[&caller_hash(&app.token), &key, &vec![0u8; 32]],
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let r = app.charge(&key, 100).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "it did not wait for the lock"
+    );
+    assert!(r.headers().contains_key("retry-after"), "Retry-After");
+    assert_problem(r, 409, "idempotency-key-in-use").await;
+    tx.rollback().await.unwrap();
+    assert_eq!(app.count("charges").await, 0);
+    assert_eq!(
+        app.charge(&key, 100).await.status(),
+        201,
+        "the key is free again"
+    );
+}
+
+/// An expired record whose row another transaction holds: the wait is the
+/// same wait as for a live key, and is answered the same (409 with
+/// `Retry-After`), not 503. (Before, the expired record was deleted by a
+/// statement of its own, whose lock timeout answered 503.)
+#[tokio::test]
+async fn a_lock_wait_on_an_expired_record_is_409_like_any_other_wait() {
+    let app = TestApp::spawn_with(&["--key-ttl", "1s", "--sweep-interval", "1h"]).await;
+    let Some(mut other) = behind_the_back(&app).await else {
+        return;
+    };
+    let key = new_key();
+    assert_eq!(app.charge(&key, 100).await.status(), 201);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let tx = other.transaction().await.unwrap();
+    let locked = tx
+        .execute(
+            "SELECT 1 FROM idempotency_keys WHERE key = $1 FOR UPDATE",
+            &[&key],
+        )
+        .await
+        .unwrap();
+    assert_eq!(locked, 1);
+    let r = app.charge(&key, 100).await;
+    assert!(r.headers().contains_key("retry-after"), "Retry-After");
+    assert_problem(r, 409, "idempotency-key-in-use").await;
+    tx.rollback().await.unwrap();
+    // Expired, so it runs again: the documented contract.
+    assert_eq!(app.charge(&key, 100).await.status(), 201);
+    assert_eq!(app.charges().await.len(), 2);
+}
+
+/// The caller as the server stores it: the SHA-256 of the token.
+fn caller_hash(token: &str) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes()).to_vec()
+}
