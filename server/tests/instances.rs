@@ -4,7 +4,110 @@
 //! with `TEST_POSTGRES_URL=... cargo test -p server --test instances -- --include-ignored`.
 
 use serde_json::json;
-use testkit::{Database, Server};
+use std::time::Duration;
+use testkit::{clock, Database, Server};
+
+/// Two instances on one fresh PostgreSQL database whose wall clocks differ:
+/// the second's reads `shift_ms` ahead of the first's (behind when
+/// negative). Both get `flags`.
+async fn skewed_instances(shift_ms: i64, flags: &[&str]) -> [Server; 2] {
+    let database = Database::postgres().await.unwrap();
+    let first = Server::builder()
+        .database(database.clone())
+        .flags(flags)
+        .start()
+        .await
+        .unwrap();
+    let mut second = Server::builder().database(database).flags(flags);
+    for (name, value) in clock::shifted_by(shift_ms).unwrap() {
+        second = second.env(name, value);
+    }
+    [first, second.start().await.unwrap()]
+}
+
+/// A charge at one instance, its retry at the other one second later:
+/// a replay of the one charge.
+async fn charge_then_retry_elsewhere(instances: &[Server; 2], first: usize) {
+    let token = testkit::new_token();
+    let key = testkit::new_key();
+    let body = json!({"amount": 1500, "currency": "usd"});
+    let run = instances[first]
+        .bearer(&token)
+        .post_keyed("/charges", &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 201);
+    let ran = run.bytes().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let retry = instances[1 - first]
+        .bearer(&token)
+        .post_keyed("/charges", &key, &body)
+        .await
+        .unwrap();
+    assert_eq!(retry.status(), 201);
+    assert_eq!(
+        retry.headers()["idempotent-replayed"],
+        "true",
+        "the retry ran again"
+    );
+    assert_eq!(retry.bytes().await.unwrap(), ran);
+    let charges = instances[first].bearer(&token).charges().await.unwrap();
+    assert_eq!(charges.len(), 1, "{charges:?}");
+}
+
+/// The database's clock decides expiry. An instance whose clock runs 61 s
+/// ahead (`--key-ttl 60s`) still replays a record another instance wrote a
+/// second ago, instead of calling it expired and charging again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
+async fn a_retry_at_an_instance_whose_clock_is_ahead_replays_the_charge() {
+    let instances = skewed_instances(61_000, &["--key-ttl", "60s"]).await;
+    charge_then_retry_elsewhere(&instances, 0).await;
+}
+
+/// The other way round: a record written by an instance whose clock runs
+/// 61 s behind is not born expired for the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
+async fn a_record_written_by_an_instance_whose_clock_is_behind_is_replayed_elsewhere() {
+    let instances = skewed_instances(-61_000, &["--key-ttl", "60s"]).await;
+    charge_then_retry_elsewhere(&instances, 1).await;
+}
+
+/// A sweeper whose clock runs ahead deletes no record that is still live:
+/// after a few of its rounds, the record is there and replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
+async fn a_sweeper_whose_clock_is_ahead_deletes_no_live_record() {
+    let instances = skewed_instances(61_000, &["--key-ttl", "60s", "--sweep-interval", "1s"]).await;
+    let token = testkit::new_token();
+    let key = testkit::new_key();
+    let body = json!({"amount": 1500, "currency": "usd"});
+    let caller = instances[0].bearer(&token);
+    assert_eq!(
+        caller
+            .post_keyed("/charges", &key, &body)
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        instances[0]
+            .database()
+            .count("idempotency_keys")
+            .await
+            .unwrap(),
+        1
+    );
+    let retry = caller.post_keyed("/charges", &key, &body).await.unwrap();
+    assert_eq!(
+        retry.headers()["idempotent-replayed"],
+        "true",
+        "the record was swept"
+    );
+}
 
 /// Two server processes on one fresh PostgreSQL database.
 async fn two_instances() -> [Server; 2] {

@@ -19,6 +19,8 @@
 //! - [`concurrent`]: many requests released at once, their answers read
 //!   whole; copies of one keyed request must run once.
 //! - [`metrics`]: `GET /metrics` parsed; a missing series is an error.
+//! - [`clock`]: a process whose wall clock is wrong on purpose (an
+//!   `LD_PRELOAD` shim), for the tests of instances that disagree on time.
 //!
 //! # Example
 //!
@@ -41,6 +43,7 @@
 
 pub mod binary;
 pub mod caller;
+pub mod clock;
 pub mod concurrent;
 pub mod database;
 pub mod metrics;
