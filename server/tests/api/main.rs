@@ -8,6 +8,7 @@ mod errors;
 mod group_commit;
 mod helpers;
 mod idempotency;
+mod migration;
 mod postgres;
 mod process;
 mod reservations;
