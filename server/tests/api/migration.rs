@@ -43,8 +43,10 @@ fn hex_digits(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn a_first_schema_database_is_upgraded_and_its_records_still_replay() {
     let database = Database::fresh().await.unwrap();
-    if let Some(dir) = database.sqlite_path().and_then(|p| p.parent()) {
-        std::fs::create_dir_all(dir).unwrap();
+    if let Some(path) = database.sqlite_path() {
+        // The file an older server made.
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        rusqlite::Connection::open(path).unwrap();
     }
     let (token, key) = (new_token(), "upgraded-key");
     let body = r#"{"amount":1999,"currency":"usd"}"#;
