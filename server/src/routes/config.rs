@@ -6,6 +6,13 @@ use axum::Json;
 use serde_json::{json, Value};
 
 /// `{"chaos": bool}`: whether the page may offer the chaos panel.
+#[utoipa::path(
+    get,
+    path = "/config",
+    operation_id = "config",
+    tag = "operations",
+    responses(crate::openapi::responses::ConfigResponses)
+)]
 pub async fn show(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "chaos": state.chaos }))
 }

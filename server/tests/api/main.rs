@@ -9,5 +9,6 @@ mod charges;
 mod errors;
 mod helpers;
 mod idempotency;
+mod openapi;
 mod process;
 mod reservations;
