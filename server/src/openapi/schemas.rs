@@ -27,16 +27,15 @@ pub struct NewChargeBody {
     /// Three lowercase letters.
     #[schema(pattern = "^[a-z]{3}$", example = "usd")]
     pub currency: String,
-    /// What the charge is for.
-    #[schema(max_length = 500)]
+    /// What the charge is for: no control characters.
+    #[schema(max_length = 500, pattern = "^[^\\x00-\\x1F\\x7F-\\x9F]*$")]
     pub description: Option<String>,
     /// The card to charge at the provider (`--psp-url`); default
     /// `pm_card_visa`, and `pm_card_chargeDeclined` is declined (402).
-    /// Accepted and ignored without a provider.
-    #[schema(example = "pm_card_visa")]
+    #[schema(pattern = "^pm_[A-Za-z0-9_]{1,100}$", example = "pm_card_visa")]
     pub payment_method: Option<String>,
     /// Where the receipt goes (`--smtp-url`); no receipt when absent.
-    #[schema(format = Email)]
+    #[schema(format = Email, max_length = 254)]
     pub receipt_email: Option<String>,
 }
 
@@ -161,6 +160,12 @@ pub struct Health {
 pub struct ServerConfig {
     /// Whether `X-Chaos` is honoured (`--chaos`).
     pub chaos: bool,
+    /// Whether charges go through a payment provider (`--psp-url`).
+    #[schema(nullable = false)]
+    pub provider: Option<bool>,
+    /// Whether receipts are e-mailed (`--smtp-url`).
+    #[schema(nullable = false)]
+    pub receipts: Option<bool>,
 }
 
 /// Every problem type the API answers with, as `/problems/<slug>`
