@@ -46,29 +46,20 @@ export HYPOTHESIS_STORAGE_DIRECTORY="$work/hypothesis"
 
 mkdir -p "$work/www"
 echo '<!doctype html><title>schemathesis</title>' > "$work/www/index.html"
-target/debug/server \
+# Stdout carries only the `listening on http://ADDR` line.
+exec 3< <(exec target/debug/server \
     --listen 127.0.0.1:0 \
     --database "sqlite://$work/shop.db" \
     --durability relaxed \
     --www "$work/www" \
-    > "$work/server.log" 2>&1 &
+    2> "$work/server.log")
 server_pid=$!
-
-addr=""
-for _ in $(seq 1 100); do
-    addr="$(sed -n 's|^listening on http://||p' "$work/server.log" | head -n 1)"
-    [ -n "$addr" ] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        cat "$work/server.log" >&2
-        echo "schemathesis.sh: the server did not start" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
-if [ -z "$addr" ]; then
-    echo "schemathesis.sh: the server did not report its address" >&2
+if ! read -r -t 60 line <&3 || [[ "$line" != "listening on http://"* ]]; then
+    cat "$work/server.log" >&2
+    echo "schemathesis.sh: the server did not start" >&2
     exit 1
 fi
+addr="${line#listening on http://}"
 
 token="schemathesis-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 status=0
