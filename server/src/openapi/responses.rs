@@ -11,7 +11,7 @@ use crate::error::PROBLEM_JSON;
 use std::collections::BTreeMap;
 use utoipa::openapi::content::Content;
 use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::link::LinkBuilder;
+use utoipa::openapi::link::{Link, LinkBuilder};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::{Ref, RefOr};
@@ -112,6 +112,18 @@ fn internal() -> ResponseBuilder {
     problem(&["internal"], "A bug; everything was rolled back.")
 }
 
+/// A link to `operation_id` with `parameters` taken from this exchange.
+fn link(operation_id: &str, parameters: &[(&str, &str)], description: &str) -> Link {
+    parameters
+        .iter()
+        .fold(LinkBuilder::new(), |link, (name, value)| {
+            link.parameter(*name, *value)
+        })
+        .operation_id(operation_id)
+        .description(description)
+        .build()
+}
+
 /// Answers, status code first.
 fn answers(list: impl IntoIterator<Item = (u16, ResponseBuilder)>) -> Responses {
     list.into_iter()
@@ -164,6 +176,14 @@ fn keyed_refusals() -> Responses {
     ])
 }
 
+/// A keyed operation's own `answers`, with the refusals all keyed
+/// requests share.
+fn keyed(answers: Responses) -> Responses {
+    let mut responses = keyed_refusals();
+    responses.extend(answers);
+    responses
+}
+
 /// `POST /charges`.
 pub struct CreateChargeResponses;
 
@@ -175,23 +195,22 @@ impl IntoResponses for CreateChargeResponses {
         ))
         .link(
             "ListFromIt",
-            LinkBuilder::new()
-                .operation_id("list_charges")
-                .parameter("starting_after", "$response.body#/id")
-                .description("The caller's charges older than this one.")
-                .build(),
+            link(
+                "list_charges",
+                &[("starting_after", "$response.body#/id")],
+                "The caller's charges older than this one.",
+            ),
         )
-        .link(
-            "Replay",
-            LinkBuilder::new()
-                .operation_id("create_charge")
-                .parameter("Idempotency-Key", "$request.header.Idempotency-Key")
-                .request_body(Some("$request.body"))
-                .description("The same request again: the same answer, replayed.")
-                .build(),
-        );
-        let mut responses = keyed_refusals();
-        responses.extend(answers([
+        .link("Replay", {
+            let mut replay = link(
+                "create_charge",
+                &[("Idempotency-Key", "$request.header.Idempotency-Key")],
+                "The same request again: the same answer, replayed.",
+            );
+            replay.request_body = Some("$request.body".into());
+            replay
+        });
+        keyed(answers([
             (201, created),
             (
                 402,
@@ -209,8 +228,7 @@ impl IntoResponses for CreateChargeResponses {
                 )),
             ),
             (503, unavailable(&["unavailable", "provider-unavailable"])),
-        ]));
-        responses
+        ]))
     }
 }
 
@@ -249,14 +267,13 @@ impl IntoResponses for CreateReservationResponses {
         ))
         .link(
             "StockOfItem",
-            LinkBuilder::new()
-                .operation_id("show_inventory")
-                .parameter("item", "$response.body#/item_id")
-                .description("The stock left of the item reserved.")
-                .build(),
+            link(
+                "show_inventory",
+                &[("item", "$response.body#/item_id")],
+                "The stock left of the item reserved.",
+            ),
         );
-        let mut responses = keyed_refusals();
-        responses.extend(answers([
+        keyed(answers([
             (201, reserved),
             (
                 404,
@@ -276,8 +293,7 @@ impl IntoResponses for CreateReservationResponses {
                 ))),
             ),
             (503, unavailable(&["unavailable"])),
-        ]));
-        responses
+        ]))
     }
 }
 

@@ -302,47 +302,33 @@ async fn the_chaos_values_are_the_ones_the_server_parses() {
 
 // Findings of scripts/schemathesis.sh (docs/OPENAPI.md), one test each.
 
+/// A POST of `body` as it is written, with a fresh key.
+async fn send(app: &TestApp, path: &str, body: &'static str) -> reqwest::Response {
+    app.post_raw(&app.token, path, &new_key(), body, &[]).await
+}
+
 /// JSON has one kind of number: `1999.0` and `1.999e3` are the integer
 /// 1999, as JSON Schema's `integer` says, and are taken as such.
 #[tokio::test]
 async fn integral_numbers_written_with_a_fraction_or_exponent_are_integers() {
     let app = TestApp::spawn().await;
-    let charge = app
-        .post_raw(
-            &app.token,
-            "/charges",
-            &new_key(),
-            r#"{"amount": 1999.0, "currency": "usd"}"#,
-            &[],
-        )
-        .await;
+    let charge = send(&app, "/charges", r#"{"amount": 1999.0, "currency": "usd"}"#).await;
     assert_eq!(charge.status(), 201);
     let charge: Value = charge.json().await.unwrap();
     assert_eq!(charge["amount"], 1999);
 
-    let reservation = app
-        .post_raw(
-            &app.token,
-            "/reservations",
-            &new_key(),
-            r#"{"item_id": "sku-tee", "quantity": 2e0}"#,
-            &[],
-        )
-        .await;
+    let reservation = send(
+        &app,
+        "/reservations",
+        r#"{"item_id": "sku-tee", "quantity": 2e0}"#,
+    )
+    .await;
     assert_eq!(reservation.status(), 201);
     let reservation: Value = reservation.json().await.unwrap();
     assert_eq!(reservation["quantity"], 2);
     assert_eq!(app.available("sku-tee").await, 98);
 
     // A fraction is still not an amount.
-    let fraction = app
-        .post_raw(
-            &app.token,
-            "/charges",
-            &new_key(),
-            r#"{"amount": 19.99, "currency": "usd"}"#,
-            &[],
-        )
-        .await;
+    let fraction = send(&app, "/charges", r#"{"amount": 19.99, "currency": "usd"}"#).await;
     crate::helpers::assert_problem(fraction, 400, "invalid-request").await;
 }
