@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
-# chromedriver, PostgreSQL), then runs every test: lints, the server's API
-# and crash tests on SQLite and on a throwaway PostgreSQL cluster, the
-# client's host and browser tests, and the end-to-end stories in headless
+# chromedriver, PostgreSQL, schemathesis), then runs every test: lints, the
+# server's API and crash tests on SQLite and on a throwaway PostgreSQL
+# cluster, schemathesis against the server's OpenAPI document, the client's
+# host and browser tests, and the end-to-end stories in headless
 # Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,6 +36,9 @@ pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances -- --include-ignored
+
+step "server: schemathesis against its own OpenAPI document"
+scripts/schemathesis.sh
 
 step "client: host tests, release build, browser tests"
 scripts/test-wasm.sh

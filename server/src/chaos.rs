@@ -24,16 +24,30 @@ pub enum Fault {
     DelayAfterCommit(Duration),
     /// Commit, then exit the process with code 137 (as if OOM-killed).
     ExitAfterCommit,
-    /// With a provider: commit the start, exit (137) before calling it.
+    /// With `--psp-url`: exit (137) once the operation's start is
+    /// committed, before the provider is called. Without a provider no
+    /// provider is called, so it does nothing.
     ExitBeforeProvider,
-    /// With a provider: exit (137) once it has answered, before that is
-    /// committed.
+    /// With `--psp-url`: exit (137) once the provider has answered, before
+    /// its answer is committed. Without a provider it does nothing.
     ExitAfterProvider,
 }
 
 impl Fault {
     /// The request header that carries it.
     pub const HEADER: &'static str = "x-chaos";
+
+    /// Every value [`Fault::parse`] takes, as docs/CONTRACT.md section 5
+    /// spells them (`MS` stands for a number of milliseconds); the OpenAPI
+    /// document lists these.
+    pub const NAMES: [&'static str; 6] = [
+        "crash-before-commit",
+        "drop-after-commit",
+        "delay-after-commit=MS",
+        "exit-after-commit",
+        "exit-before-provider",
+        "exit-after-provider",
+    ];
 
     /// Parses an `X-Chaos` value.
     pub fn parse(raw: &str) -> Result<Self, String> {
@@ -51,9 +65,8 @@ impl Fault {
                     .filter(|d| *d <= MAX_DELAY)
                     .ok_or_else(|| {
                         format!(
-                            "X-Chaos must be crash-before-commit, drop-after-commit, \
-                             delay-after-commit=MS (MS up to {}), exit-after-commit, \
-                             exit-before-provider or exit-after-provider",
+                            "X-Chaos must be one of {} (MS up to {})",
+                            Self::NAMES.join(", "),
                             MAX_DELAY.as_millis()
                         )
                     })?;
@@ -188,6 +201,14 @@ mod tests {
             Fault::parse("delay-after-commit=1500"),
             Ok(Fault::DelayAfterCommit(Duration::from_millis(1500)))
         );
+        assert_eq!(
+            Fault::parse("exit-before-provider"),
+            Ok(Fault::ExitBeforeProvider)
+        );
+        assert_eq!(
+            Fault::parse("exit-after-provider"),
+            Ok(Fault::ExitAfterProvider)
+        );
         for bad in [
             "",
             "explode",
@@ -197,5 +218,27 @@ mod tests {
         ] {
             assert!(Fault::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn every_listed_name_parses_to_its_own_fault() {
+        let faults: Vec<Fault> = Fault::NAMES
+            .iter()
+            .map(|name| Fault::parse(&name.replace("=MS", "=25")).expect(name))
+            .collect();
+        for fault in &faults {
+            // A new fault must be added to NAMES (and so to the document).
+            match fault {
+                Fault::CrashBeforeCommit
+                | Fault::DropAfterCommit
+                | Fault::DelayAfterCommit(_)
+                | Fault::ExitAfterCommit
+                | Fault::ExitBeforeProvider
+                | Fault::ExitAfterProvider => {}
+            }
+        }
+        let distinct: std::collections::HashSet<_> =
+            faults.iter().map(std::mem::discriminant).collect();
+        assert_eq!(distinct.len(), Fault::NAMES.len());
     }
 }

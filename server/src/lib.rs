@@ -21,7 +21,11 @@
 //! * [`store`]: the `Store` trait and the `Operation` each backend runs;
 //!   [`store::sqlite`] the embedded backend (writer and group commit, read
 //!   pool, schema, SQL), [`store::postgres`] the many-instance one.
-//! * [`routes`]: one module per resource.
+//! * [`routes`]: one module per resource, each handler annotated with its
+//!   OpenAPI description.
+//! * [`openapi`]: `GET /openapi.json`, generated from those annotations,
+//!   the answer types in [`openapi::responses`] and the schemas in
+//!   [`openapi::schemas`].
 //! * [`error`]: `ApiError`, rendered as `application/problem+json`; server
 //!   errors logged once with their cause.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests.
@@ -45,6 +49,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod idempotency;
 pub mod metrics;
+pub mod openapi;
 pub mod operation;
 pub mod outbox;
 pub mod provider;

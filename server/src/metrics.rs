@@ -219,6 +219,13 @@ impl Metrics {
 }
 
 /// `GET /metrics`
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "operations",
+    responses(crate::openapi::responses::MetricsResponses)
+)]
 pub async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
     (
         [(

@@ -5,6 +5,7 @@ use crate::config::{Config, DatabaseUrl, SmtpUrl};
 use crate::error;
 use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
 use crate::metrics::{self, Metrics};
+use crate::openapi;
 use crate::provider::Provider;
 use crate::routes;
 use crate::serve;
@@ -15,7 +16,6 @@ use crate::store::{Store, StoreError};
 use crate::sweeper;
 use crate::{completer, outbox};
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use axum::Router;
 use http::{header, HeaderName, Method};
 use std::future::Future;
@@ -26,6 +26,8 @@ use tokio::net::TcpListener;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -148,18 +150,23 @@ impl Application {
     }
 }
 
+/// The routes of the HTTP API of docs/CONTRACT.md section 3, each with its
+/// OpenAPI description: the router and `GET /openapi.json` both come from
+/// here, so the document lists every route served.
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    openapi::router()
+        .routes(routes!(routes::charges::create, routes::charges::list))
+        .routes(routes!(routes::reservations::create))
+        .routes(routes!(routes::inventory::show))
+        .routes(routes!(routes::health::healthz))
+        .routes(routes!(metrics::handler))
+        .routes(routes!(routes::config::show))
+        .routes(routes!(openapi::serve))
+}
+
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
 pub fn router(state: AppState, config: &Config) -> Router {
-    let api = Router::new()
-        .route(
-            "/charges",
-            post(routes::charges::create).get(routes::charges::list),
-        )
-        .route("/reservations", post(routes::reservations::create))
-        .route("/inventory/{item}", get(routes::inventory::show))
-        .route("/healthz", get(routes::health::healthz))
-        .route("/metrics", get(metrics::handler))
-        .route("/config", get(routes::config::show));
+    let (api, _) = api_routes().split_for_parts();
     let api = api
         .method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))

@@ -130,6 +130,7 @@ pub struct NewCharge {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NewChargeBody {
+    #[serde(deserialize_with = "super::integer")]
     amount: i64,
     currency: String,
     #[serde(default)]

@@ -66,6 +66,7 @@ pub struct NewReservation {
 #[serde(deny_unknown_fields)]
 struct NewReservationBody {
     item_id: String,
+    #[serde(deserialize_with = "super::integer")]
     quantity: i64,
 }
 

@@ -16,6 +16,16 @@ use std::sync::Arc;
 
 /// `POST /charges`: creates a charge, at most once per key: in one phase,
 /// or, with a provider, started here and finished around the provider call.
+#[utoipa::path(
+    post,
+    path = "/charges",
+    operation_id = "create_charge",
+    tag = "charges",
+    params(crate::openapi::KeyedHeaders),
+    request_body = crate::openapi::schemas::NewChargeBody,
+    responses(crate::openapi::responses::CreateChargeResponses),
+    security(("bearer" = []), ("session" = []))
+)]
 pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
     let (phased, receipts) = (state.provider.is_some(), state.receipts);
     idempotency::run(&state, keyed, |body| {
@@ -37,14 +47,28 @@ struct ChargeList<'a> {
     has_more: bool,
 }
 
-/// Query of `GET /charges`.
-#[derive(Debug, Deserialize)]
+/// Query of `GET /charges`, read as text so that a bad value is our 400.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// How many charges, at most; default 100.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
+    /// A charge id of this caller: list the charges created before it.
+    #[param(pattern = "^ch_[0-9a-fA-F]{32}$")]
     starting_after: Option<String>,
 }
 
 /// `GET /charges?limit=N&starting_after=ID`: the caller's charges, newest first.
+#[utoipa::path(
+    get,
+    path = "/charges",
+    operation_id = "list_charges",
+    tag = "charges",
+    params(ListQuery),
+    responses(crate::openapi::responses::ListChargesResponses),
+    security(("bearer" = []), ("session" = []))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Authenticated(caller): Authenticated,

@@ -8,6 +8,13 @@ use serde_json::{json, Value};
 /// `{"chaos": bool, "provider": bool, "receipts": bool}`: whether the page
 /// may offer the chaos panel, charges go through a payment provider, and
 /// receipts are e-mailed.
+#[utoipa::path(
+    get,
+    path = "/config",
+    operation_id = "config",
+    tag = "operations",
+    responses(crate::openapi::responses::ConfigResponses)
+)]
 pub async fn show(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
         "chaos": state.chaos,

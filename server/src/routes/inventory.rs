@@ -8,6 +8,14 @@ use axum::Json;
 use serde_json::{json, Value};
 
 /// The stock left of one item; 404 for an unknown item.
+#[utoipa::path(
+    get,
+    path = "/inventory/{item}",
+    operation_id = "show_inventory",
+    tag = "reservations",
+    params(("item" = String, Path, description = "An item id, such as `sku-poster`.")),
+    responses(crate::openapi::responses::InventoryResponses)
+)]
 pub async fn show(
     State(state): State<AppState>,
     item: Result<Path<String>, PathRejection>,

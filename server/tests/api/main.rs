@@ -9,6 +9,7 @@ mod group_commit;
 mod helpers;
 mod idempotency;
 mod migration;
+mod openapi;
 mod postgres;
 mod process;
 mod reservations;
