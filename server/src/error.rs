@@ -69,6 +69,13 @@ pub enum ApiError {
     /// The database cannot be reached: nothing ran, retry later.
     #[error("the database is unavailable; nothing was done, retry later")]
     Unavailable(#[source] BoxError),
+    /// The connection to the database broke while the request was being
+    /// committed: it may have been done. Never "nothing was done".
+    #[error(
+        "the database connection broke while this request was being committed, so it may or \
+         may not have been done; retry with the same Idempotency-Key to get its real outcome"
+    )]
+    OutcomeUnknown(#[source] BoxError),
     /// A bug or an unexpected database error: everything was rolled back.
     #[error("internal error; nothing was done")]
     Internal(#[source] BoxError),
@@ -87,6 +94,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e.kind() {
             StoreErrorKind::Unavailable => Self::Unavailable(Box::new(e)),
+            StoreErrorKind::OutcomeUnknown => Self::OutcomeUnknown(Box::new(e)),
             StoreErrorKind::Internal => Self::Internal(Box::new(e)),
         }
     }
@@ -155,7 +163,7 @@ impl ApiError {
                 "provider-unavailable",
                 "Payment provider unavailable",
             ),
-            Unavailable(_) => (
+            Unavailable(_) | OutcomeUnknown(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
@@ -223,6 +231,7 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         match self {
             ApiError::Unavailable(_)
+            | ApiError::OutcomeUnknown(_)
             | ApiError::ProviderUnavailable(_)
             | ApiError::IdempotencyKeyInUse => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

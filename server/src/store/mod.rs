@@ -129,12 +129,17 @@ pub struct StoreError {
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
-/// Whether a retry may succeed.
+/// Whether a retry may succeed, and whether anything was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreErrorKind {
-    /// The database cannot be reached, is full, busy or gone: retryable (503).
+    /// The database cannot be reached, is full, busy or gone: nothing was
+    /// done, a retry may succeed (503).
     Unavailable,
-    /// Anything else: a bug or a corrupt database (500).
+    /// The connection broke while the transaction was committing: it may
+    /// or may not have committed. A retry with the same key answers with
+    /// what was done (503).
+    OutcomeUnknown,
+    /// Anything else: a bug or a corrupt database; nothing was done (500).
     Internal,
 }
 
@@ -143,6 +148,15 @@ impl StoreError {
     pub fn unavailable(context: impl Into<String>) -> Self {
         Self {
             kind: StoreErrorKind::Unavailable,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A commit whose outcome is unknown.
+    pub fn outcome_unknown(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::OutcomeUnknown,
             context: context.into(),
             source: None,
         }
@@ -168,9 +182,10 @@ impl StoreError {
         self.kind
     }
 
-    /// True for [`StoreErrorKind::Unavailable`].
+    /// True when a retry may succeed: [`StoreErrorKind::Unavailable`] or
+    /// [`StoreErrorKind::OutcomeUnknown`].
     pub fn is_unavailable(&self) -> bool {
-        self.kind == StoreErrorKind::Unavailable
+        self.kind != StoreErrorKind::Internal
     }
 }
 
@@ -178,6 +193,9 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             StoreErrorKind::Unavailable => write!(f, "database unavailable: {}", self.context),
+            StoreErrorKind::OutcomeUnknown => {
+                write!(f, "database commit outcome unknown: {}", self.context)
+            }
             StoreErrorKind::Internal => write!(f, "database error: {}", self.context),
         }
     }

@@ -182,6 +182,7 @@ fn every_api_error() -> Vec<ApiError> {
         ApiError::NotFound("none".into()),
         ApiError::ProviderUnavailable("no answer".into()),
         ApiError::Unavailable("down".into()),
+        ApiError::OutcomeUnknown("cut".into()),
         ApiError::internal("bug"),
     ];
     for error in &errors {
@@ -200,6 +201,7 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::NotFound(_)
             | ApiError::ProviderUnavailable(_)
             | ApiError::Unavailable(_)
+            | ApiError::OutcomeUnknown(_)
             | ApiError::Internal(_) => {}
         }
     }

@@ -66,7 +66,7 @@ pub(super) async fn execute(
         // The key's record is live: its transaction committed (the claim
         // waited for it), so read it and decide.
         let execution = decide(&tx, request, lease_secs).await?;
-        tx.commit().await.map_err(classify)?;
+        commit(tx).await?;
         return Ok(execution);
     }
 
@@ -112,7 +112,7 @@ pub(super) async fn execute(
             Ok(Execution::RolledBack)
         }
         Finish::Commit => {
-            tx.commit().await.map_err(classify)?;
+            commit(tx).await?;
             Ok(execution)
         }
     }
@@ -182,6 +182,19 @@ async fn decide(
             state: row.get::<_, Option<String>>(5).unwrap_or_default(),
         }),
         _ => Execution::InUse,
+    })
+}
+
+/// Commits. A connection that breaks during the commit leaves its outcome
+/// unknown: it may have committed. That is never answered as "nothing was
+/// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
+async fn commit(tx: Transaction<'_>) -> Result<(), StoreError> {
+    tx.commit().await.map_err(|e| {
+        if e.code().is_none() {
+            StoreError::outcome_unknown("the connection broke during COMMIT").caused_by(e)
+        } else {
+            classify(e)
+        }
     })
 }
 
@@ -278,7 +291,7 @@ pub(super) async fn advance(
             })
         }
     };
-    tx.commit().await.map_err(classify)?;
+    commit(tx).await?;
     Ok(advanced)
 }
 
