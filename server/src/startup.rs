@@ -95,6 +95,7 @@ impl Application {
             chaos: config.chaos,
             provider,
             receipts: config.smtp_url.is_some(),
+            cache: Arc::default(),
         };
         let router = router(state.clone(), &config);
         let listener =

@@ -1,5 +1,6 @@
 //! What every handler can reach: cheap, cloneable handles.
 
+use crate::idempotency::cache::ReplayCache;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::store::Store;
@@ -18,6 +19,8 @@ pub struct AppState {
     pub provider: Option<Arc<Provider>>,
     /// Whether receipts are written to the outbox (`--smtp-url`).
     pub receipts: bool,
+    /// Finished records recently seen, answered from memory.
+    pub cache: Arc<ReplayCache>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Metrics> {

@@ -109,6 +109,39 @@ async fn a_sweeper_whose_clock_is_ahead_deletes_no_live_record() {
     );
 }
 
+/// The replay cache never outlives the record: an instance whose clock
+/// runs a minute behind replays from memory while the record lives, and
+/// once the database calls the record expired (`--key-ttl 3s`) the same
+/// instance runs the key again rather than replaying its copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
+async fn a_cached_replay_never_outlives_the_record_whatever_the_clock() {
+    let instances = skewed_instances(-61_000, &["--key-ttl", "3s", "--sweep-interval", "1h"]).await;
+    let behind = instances[1].bearer(&testkit::new_token());
+    let key = testkit::new_key();
+    let body = json!({"amount": 1500, "currency": "usd"});
+    assert_eq!(
+        behind
+            .post_keyed("/charges", &key, &body)
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    for _ in 0..3 {
+        let replay = behind.post_keyed("/charges", &key, &body).await.unwrap();
+        assert!(replay.headers().get("idempotent-replayed").is_some());
+    }
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let after = behind.post_keyed("/charges", &key, &body).await.unwrap();
+    assert_eq!(after.status(), 201);
+    assert!(
+        after.headers().get("idempotent-replayed").is_none(),
+        "a copy of an expired record was replayed"
+    );
+    assert_eq!(behind.charges().await.unwrap().len(), 2);
+}
+
 /// Two server processes on one fresh PostgreSQL database.
 async fn two_instances() -> [Server; 2] {
     let database = Database::postgres().await.unwrap();

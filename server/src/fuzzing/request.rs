@@ -75,6 +75,7 @@ pub fn request(data: &[u8]) {
             chaos: false,
             provider: None,
             receipts: false,
+            cache: Arc::default(),
         },
         &app.config,
     );

@@ -2,10 +2,10 @@
 //!
 //! 1. **At the edge** ([`Keyed`]): caller, key, fingerprint and chaos are
 //!    parsed; a request refused there stores nothing.
-//! 2. **Replay**: a finished record is read without waiting for the
-//!    writer. Same fingerprint: the stored response again, byte for byte,
-//!    with `Idempotent-Replayed: true`. Another fingerprint: 422
-//!    ([`record::Record::verdict`]).
+//! 2. **Replay from memory**: a finished record this process has seen
+//!    lately ([`cache`]) answers at once. Same fingerprint: the stored
+//!    response again, byte for byte, with `Idempotent-Replayed: true`.
+//!    Another fingerprint: 422 ([`record::Record::verdict`]).
 //! 3. **Claim, run, record** in one transaction
 //!    ([`Store::execute`](crate::store::Store::execute)): the store looks
 //!    again under its write lock, then claims the key, runs the operation
@@ -33,6 +33,7 @@
 //! caller and key, never the token); the lines of a later phase carry the
 //! recovery point it started from (`phase{point=…}`).
 
+pub mod cache;
 pub mod keyed;
 pub mod phases;
 pub mod record;
@@ -49,8 +50,9 @@ use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderName, HeaderValue, StatusCode};
 use phases::Ended;
-use record::{Lease, StoredResponse, Verdict};
+use record::{Lease, Record, StoredResponse, Verdict};
 use std::sync::Arc;
+use std::time::Instant;
 use tracing::Instrument;
 
 /// The header that marks a replayed answer.
@@ -58,8 +60,8 @@ pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent
 
 /// Runs the request's operation at most once for its key and answers.
 ///
-/// `parse` turns the body into the route's operation. It is called only
-/// when the key has no finished record, so a key reused with another
+/// `parse` turns the body into the route's operation. When it refuses the
+/// body, the key's record is looked up first, so a key reused with another
 /// request is a 422 even when that request would not parse.
 pub async fn run(
     state: &AppState,
@@ -82,13 +84,30 @@ async fn run_in_span(
         body,
         chaos,
     } = keyed;
-    let (caller, key) = (request.caller, request.key.clone());
-
-    if let Some(record) = state.store.lookup(&caller, &key).await? {
-        return answer(state, record.verdict(&request.fingerprint));
+    let (caller, key, fingerprint) = (request.caller, request.key.clone(), request.fingerprint);
+    let epoch = state.store.epoch();
+    if let Some(record) = state.cache.get(&caller, &key, epoch) {
+        return answer(state, record.verdict(&fingerprint));
     }
 
-    let operation = parse(&body)?;
+    let operation = match parse(&body) {
+        Ok(operation) => operation,
+        // The record decides before the body's fields do: a key reused
+        // with a body that does not even parse is a 422, not a 400.
+        Err(refused) => {
+            let since = Instant::now();
+            return match state.store.lookup(&caller, &key).await? {
+                Some(found) => {
+                    state
+                        .cache
+                        .put(&caller, &key, &found.record, since, found.life, epoch);
+                    answer(state, found.record.verdict(&fingerprint))
+                }
+                None => Err(refused),
+            };
+        }
+    };
+    let since = Instant::now();
     match state
         .store
         .execute(request, operation, chaos.finish())
@@ -97,7 +116,13 @@ async fn run_in_span(
         Execution::Ran(response) => {
             state.metrics.executed();
             tracing::info!(status = response.status, "executed");
-            finished(response, &chaos).await
+            let record = Record {
+                fingerprint,
+                response,
+            };
+            let life = state.store.key_ttl();
+            state.cache.put(&caller, &key, &record, since, life, epoch);
+            finished(record.response, &chaos).await
         }
         Execution::Stopped(lease) => {
             state.metrics.executed();
@@ -112,7 +137,13 @@ async fn run_in_span(
             );
             go_on(state, lease, &chaos).await
         }
-        Execution::Found(verdict) => answer(state, verdict),
+        Execution::Found(found) => {
+            state
+                .cache
+                .put(&caller, &key, &found.record, since, found.life, epoch);
+            answer(state, found.record.verdict(&fingerprint))
+        }
+        Execution::Mismatch => answer(state, Verdict::Mismatch),
         Execution::InUse => {
             state.metrics.in_conflict();
             tracing::info!("refused: the key's operation is running");
@@ -132,7 +163,7 @@ async fn go_on(state: &AppState, lease: Lease, chaos: &Chaos) -> Result<Response
     match phases::run_to_end(state, lease, chaos).await? {
         Ended::Finished(response) => finished(response, chaos).await,
         Ended::LeaseLost => match state.store.lookup(&caller, &key).await? {
-            Some(record) => Ok(respond(record.response, true)),
+            Some(found) => Ok(respond(found.record.response, true)),
             None => {
                 state.metrics.in_conflict();
                 Err(ApiError::IdempotencyKeyInUse)

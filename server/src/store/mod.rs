@@ -27,7 +27,7 @@ pub mod schema;
 pub mod sqlite;
 
 use crate::domain::{Caller, Charge, ChargeId, Fingerprint, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Lease, Record, StoredResponse, Verdict};
+use crate::idempotency::record::{Lease, Record, StoredResponse};
 use crate::operation::receipt::Receipt;
 use async_trait::async_trait;
 use std::fmt;
@@ -63,10 +63,21 @@ pub struct RunContext<'a> {
     pub now_ms: i64,
 }
 
+/// A finished record that is live, and for how long the database keeps it
+/// from now (by the database's clock).
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The record.
+    pub record: Record,
+    /// Its remaining life.
+    pub life: Duration,
+}
+
 /// What [`Store::execute`] did.
 #[derive(Debug)]
 pub enum Execution {
-    /// The operation ran and finished; its answer was committed with it.
+    /// The operation ran and finished; its answer was committed with it,
+    /// and the record lives `--key-ttl` from (at least) the call.
     Ran(StoredResponse),
     /// The operation's first phase committed and stopped at a recovery
     /// point; the lease is this request's.
@@ -74,9 +85,10 @@ pub enum Execution {
     /// The key's operation was stopped at a recovery point and abandoned
     /// (its lease ran out): this request has taken it over.
     Resumed(Lease),
-    /// The key was already recorded, finished (replay it or refuse), or
-    /// recorded for another request (refuse).
-    Found(Verdict),
+    /// The key was already recorded, finished: replay it or refuse.
+    Found(Finished),
+    /// The key's operation is unfinished and was another request: refuse.
+    Mismatch,
     /// Another request holds the key right now (its transaction, or its
     /// operation's lease): nothing ran.
     InUse,
@@ -257,12 +269,22 @@ impl ChargeQuery<'_> {
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// A finished, unexpired record of `key` for `caller`, read without
-    /// waiting for writers (the replay fast path).
+    /// waiting for writers.
     async fn lookup(
         &self,
         caller: &Caller,
         key: &IdempotencyKey,
-    ) -> Result<Option<Record>, StoreError>;
+    ) -> Result<Option<Finished>, StoreError>;
+
+    /// Changes whenever the store may have lost records behind a cache's
+    /// back (a SQLite file replaced on disk); copies of another epoch are
+    /// not served.
+    fn epoch(&self) -> u64 {
+        0
+    }
+
+    /// How long a new record lives.
+    fn key_ttl(&self) -> Duration;
 
     /// Claims the key, runs the operation's first phase and records how it
     /// ended in one transaction; answers once the transaction is durable.

@@ -27,15 +27,17 @@ mod schema;
 
 use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Lease, Record, Step};
+use crate::idempotency::record::{Lease, Step};
 use crate::operation::receipt::Receipt;
 use crate::store::{
-    now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest, Operation,
-    OutboxItem, RunContext, Store, StoreError,
+    now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished, IdempotentRequest,
+    Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use operations::Clock;
+pub use operations::OneStatement;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
@@ -57,6 +59,13 @@ pub trait Run {
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
     ) -> Result<Step, StoreError>;
+
+    /// The first phase as part of its key's claim, in one statement, when
+    /// the operation's answer is known before the database is touched
+    /// ([`OneStatement`]). `None`: it runs in a transaction instead.
+    fn one_statement(&self, _at: &RunContext<'_>) -> Option<OneStatement> {
+        None
+    }
 }
 
 /// Where and how to connect.
@@ -132,13 +141,15 @@ impl Store for PostgresStore {
         &self,
         caller: &Caller,
         key: &IdempotencyKey,
-    ) -> Result<Option<Record>, StoreError> {
+    ) -> Result<Option<Finished>, StoreError> {
         let client = self.client().await?;
         let row = client
             .query_opt(
                 &cached(
                     &client,
-                    "SELECT fingerprint, status, headers, body FROM idempotency_keys
+                    "SELECT fingerprint, status, headers, body,
+                            extract(epoch FROM expires_at - now())::float8
+                     FROM idempotency_keys
                      WHERE caller = $1 AND key = $2 AND expires_at > now()
                        AND recovery_point = 'finished'",
                 )
@@ -147,7 +158,17 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(classify)?;
-        row.map(|row| operations::record(&row)).transpose()
+        row.map(|row| {
+            Ok(Finished {
+                record: operations::record(&row)?,
+                life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
+            })
+        })
+        .transpose()
+    }
+
+    fn key_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.ttl_secs)
     }
 
     async fn execute(
@@ -157,17 +178,12 @@ impl Store for PostgresStore {
         finish: Finish,
     ) -> Result<Execution, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(classify)?;
-        operations::execute(
-            tx,
-            &request,
-            operation.as_ref(),
-            finish,
-            self.ttl_secs,
-            self.lease_secs,
-            now_ms(),
-        )
-        .await
+        let clock = Clock {
+            now_ms: now_ms(),
+            ttl_secs: self.ttl_secs,
+            lease_secs: self.lease_secs,
+        };
+        operations::execute(&mut client, &request, operation.as_ref(), finish, clock).await
     }
 
     async fn advance(

@@ -10,26 +10,80 @@ use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
 use crate::operation::receipt::Receipt;
 use crate::store::StoreError;
-use crate::store::{Advanced, Execution, Finish, IdempotentRequest, Operation, RunContext};
+use crate::store::{
+    Advanced, Execution, Finish, Finished, IdempotentRequest, Operation, RunContext,
+};
 use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
+use std::time::Duration;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+/// The times one call works with: the process's clock only for the
+/// `created` seconds of new rows; every expiry and lease is the database's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    /// Unix milliseconds, this process's clock.
+    pub(super) now_ms: i64,
+    /// `--key-ttl`, seconds.
+    pub(super) ttl_secs: f64,
+    /// `--operation-lease`, seconds.
+    pub(super) lease_secs: f64,
+}
 
 /// A key's record columns, in the order [`record`] and [`execute`] read.
 const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
 
+/// A new key's claim that also records its (already known) answer: the
+/// start of [`OneStatement`]'s statement. A finished, expired record counts
+/// as absent: the claim replaces it. A live one is left alone (and its
+/// transaction, if still running, waited for).
+const CLAIM_FINISHED: &str = "INSERT INTO idempotency_keys
+       (caller, key, fingerprint, recovery_point, status, headers, body, created_at, expires_at)
+     VALUES ($1, $2, $3, 'finished', $4, $5, $6, now(), now() + $7 * interval '1 second')
+     ON CONFLICT (caller, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'finished', state = NULL,
+           lease_token = NULL, leased_until = NULL, status = EXCLUDED.status,
+           headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at,
+           expires_at = EXCLUDED.expires_at
+       WHERE idempotency_keys.recovery_point = 'finished'
+         AND idempotency_keys.expires_at <= now()
+     RETURNING 1";
+
+/// An operation whose answer is known before the database is touched and
+/// whose change cannot be refused (a charge without a provider) runs as
+/// part of its key's claim: one statement, one round trip, committed on its
+/// own. `ctes` are data-modifying CTEs that insert `FROM claim` (so only
+/// when the key was claimed), numbering their parameters from `$8`.
+pub struct OneStatement {
+    /// `name AS (INSERT … SELECT … FROM claim)`, comma-separated.
+    pub ctes: String,
+    /// `$8` onwards.
+    pub params: Vec<Box<dyn ToSql + Sync + Send>>,
+    /// The answer recorded with the key.
+    pub response: StoredResponse,
+}
+
 /// Claims the key (waiting for a transaction that holds it) and runs the
-/// operation's first phase, or finds the key's record and decides; then
-/// commits or, for chaos, rolls back.
+/// operation's first phase, or finds the key's record and decides.
 pub(super) async fn execute(
-    tx: Transaction<'_>,
+    client: &mut deadpool_postgres::Object,
     request: &IdempotentRequest,
     operation: &dyn Operation,
     finish: Finish,
-    ttl_secs: f64,
-    lease_secs: f64,
-    now_ms: i64,
+    clock: Clock,
 ) -> Result<Execution, StoreError> {
+    let context = RunContext {
+        caller: &request.caller,
+        now_ms: clock.now_ms,
+    };
+    if finish == Finish::Commit {
+        if let Some(one) = operation.one_statement(&context) {
+            return execute_one_statement(client, request, one, clock).await;
+        }
+    }
+    let tx = client.transaction().await.map_err(classify)?;
+    let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
     let caller = &request.caller.as_bytes()[..];
     let key = request.key.as_ref();
     // A finished, expired record counts as absent: the claim replaces it.
@@ -65,7 +119,7 @@ pub(super) async fn execute(
     if !claimed {
         // The key's record is live: its transaction committed (the claim
         // waited for it), so read it and decide.
-        let execution = decide(&tx, request, lease_secs).await?;
+        let execution = decide(&tx, request, clock).await?;
         commit(tx).await?;
         return Ok(execution);
     }
@@ -122,9 +176,9 @@ pub(super) async fn execute(
 /// recovery point (refuse another request, wait for the lease's holder,
 /// or take an abandoned operation over).
 async fn decide(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     request: &IdempotentRequest,
-    lease_secs: f64,
+    clock: Clock,
 ) -> Result<Execution, StoreError> {
     let caller = &request.caller.as_bytes()[..];
     let row = tx
@@ -133,7 +187,8 @@ async fn decide(
                 tx,
                 &format!(
                     "SELECT {RECORD_COLUMNS}, recovery_point, state, lease_token,
-                            coalesce(leased_until > now(), false)
+                            coalesce(leased_until > now(), false),
+                            greatest(extract(epoch FROM expires_at - now()), 0)::float8
                      FROM idempotency_keys WHERE caller = $1 AND key = $2"
                 ),
             )
@@ -144,10 +199,13 @@ async fn decide(
         .map_err(classify)?;
     let existing = record(&row)?;
     let Some(point) = RecoveryPoint::from_stored(row.get(4)) else {
-        return Ok(Execution::Found(existing.verdict(&request.fingerprint)));
+        return Ok(Execution::Found(Finished {
+            record: existing,
+            life: Duration::from_secs_f64(row.get(8)),
+        }));
     };
     if existing.fingerprint != request.fingerprint {
-        return Ok(Execution::Found(existing.verdict(&request.fingerprint)));
+        return Ok(Execution::Mismatch);
     }
     if row.get::<_, bool>(7) {
         return Ok(Execution::InUse);
@@ -168,7 +226,7 @@ async fn decide(
                 &caller,
                 &request.key.as_ref(),
                 &&token[..],
-                &lease_secs,
+                &clock.lease_secs,
                 &old,
             ],
         )
@@ -183,6 +241,45 @@ async fn decide(
         }),
         _ => Execution::InUse,
     })
+}
+
+/// The one-statement path of [`OneStatement`]: claimed, the answer is the
+/// one recorded; not claimed, the key's record decides.
+async fn execute_one_statement(
+    client: &deadpool_postgres::Object,
+    request: &IdempotentRequest,
+    one: OneStatement,
+    clock: Clock,
+) -> Result<Execution, StoreError> {
+    let sql = format!(
+        "WITH claim AS ({CLAIM_FINISHED}), {} SELECT count(*) FROM claim",
+        one.ctes
+    );
+    let response = &one.response;
+    let status = response.status as i16;
+    let headers = response.encoded_headers();
+    let body = &response.body[..];
+    let caller = &request.caller.as_bytes()[..];
+    let key: &str = request.key.as_ref();
+    let fingerprint = &request.fingerprint.as_bytes()[..];
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &caller,
+        &key,
+        &fingerprint,
+        &status,
+        &headers,
+        &body,
+        &clock.ttl_secs,
+    ];
+    params.extend(one.params.iter().map(|p| &**p as &(dyn ToSql + Sync)));
+    let claimed = client
+        .query_one(&cached(client, &sql).await?, &params)
+        .await;
+    match in_use_or(claimed)? {
+        None => Ok(Execution::InUse),
+        Some(row) if row.get::<_, i64>(0) == 1 => Ok(Execution::Ran(one.response)),
+        Some(_) => decide(client, request, clock).await,
+    }
 }
 
 /// Commits. A connection that breaks during the commit leaves its outcome
@@ -374,6 +471,49 @@ pub(super) fn charge_row(row: &tokio_postgres::Row) -> ChargeRow {
 
 #[async_trait]
 impl Run for RecordCharge {
+    fn one_statement(&self, at: &RunContext<'_>) -> Option<OneStatement> {
+        let charge = Charge::new(
+            self.request.clone(),
+            ChargeStatus::Succeeded,
+            at.now_ms / 1000,
+        );
+        let mut ctes = String::from(
+            "charge AS (INSERT INTO charges (caller, id, amount, currency, description, status,
+                                        payment_method, receipt_email, created)
+                        SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
+                               $13::text, $14::text, $15::bigint FROM claim)",
+        );
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+            Box::new(charge.id.to_string()),
+            Box::new(charge.amount.get()),
+            Box::new(charge.currency.to_string()),
+            Box::new(charge.description.as_ref().map(ToString::to_string)),
+            Box::new(charge.status.as_str()),
+            Box::new(charge.payment_method.to_string()),
+            Box::new(charge.receipt_email.as_ref().map(ToString::to_string)),
+            Box::new(charge.created),
+        ];
+        if let Some(receipt) = Receipt::for_charge(&charge).filter(|_| self.receipts) {
+            ctes.push_str(
+                ", receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
+                                                  next_attempt_at)
+                               SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
+                               ON CONFLICT (message_id) DO NOTHING)",
+            );
+            params.extend([
+                Box::new(receipt.message_id) as Box<dyn ToSql + Sync + Send>,
+                Box::new(receipt.recipient),
+                Box::new(receipt.subject),
+                Box::new(receipt.body),
+            ]);
+        }
+        Some(OneStatement {
+            ctes,
+            params,
+            response: charge::created(&charge),
+        })
+    }
+
     async fn run_postgres(
         &self,
         tx: &Transaction<'_>,

@@ -15,11 +15,11 @@ mod writer;
 
 use crate::config::Durability;
 use crate::domain::{Caller, IdempotencyKey, ItemId};
-use crate::idempotency::record::{Lease, Record, Step};
+use crate::idempotency::record::{Lease, Step};
 use crate::store::schema::Migrations;
 use crate::store::{
-    millis, now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, IdempotentRequest,
-    Operation, OutboxItem, RunContext, Store, StoreError,
+    millis, now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
+    IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use operations::Clock;
@@ -120,9 +120,17 @@ impl Store for SqliteStore {
         &self,
         caller: &Caller,
         key: &IdempotencyKey,
-    ) -> Result<Option<Record>, StoreError> {
+    ) -> Result<Option<Finished>, StoreError> {
         self.readers
             .with(|conn| queries::live_record(conn, caller, key, now_ms()))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.readers.generation()
+    }
+
+    fn key_ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.unsigned_abs())
     }
 
     async fn execute(

@@ -11,8 +11,9 @@ use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredRespo
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
 use crate::operation::receipt::Receipt;
-use crate::store::{Advanced, Execution, IdempotentRequest, Operation, RunContext};
+use crate::store::{Advanced, Execution, Finished, IdempotentRequest, Operation, RunContext};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::time::Duration;
 
 /// Times and durations of one job, in Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -135,14 +136,13 @@ fn decide(
     clock: Clock,
 ) -> rusqlite::Result<Execution> {
     let Some(point) = RecoveryPoint::from_stored(&existing.point) else {
-        return Ok(Execution::Found(
-            existing.record.verdict(&request.fingerprint),
-        ));
+        return Ok(Execution::Found(Finished {
+            record: existing.record,
+            life: life_left(existing.expires_at, clock.now),
+        }));
     };
     if existing.record.fingerprint != request.fingerprint {
-        return Ok(Execution::Found(
-            existing.record.verdict(&request.fingerprint),
-        ));
+        return Ok(Execution::Mismatch);
     }
     if existing.leased_until > clock.now {
         return Ok(Execution::InUse);
@@ -165,6 +165,11 @@ fn decide(
         }),
         false => Execution::InUse,
     })
+}
+
+/// How long a record that expires at `expires_at` has left at `now`.
+pub(super) fn life_left(expires_at: i64, now: i64) -> Duration {
+    Duration::from_millis(u64::try_from(expires_at.saturating_sub(now)).unwrap_or(0))
 }
 
 /// Replaces the lease `old` (which ran out) by `new`.

@@ -2,10 +2,9 @@
 //! after a refused reservation and a finished charge, inside the writer's
 //! savepoint).
 
-use super::operations::record;
+use super::operations::{life_left, record};
 use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId};
-use crate::idempotency::record::Record;
-use crate::store::ChargeQuery;
+use crate::store::{ChargeQuery, Finished};
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// A charge's columns, in the order [`charge_row`] reads them.
@@ -34,13 +33,16 @@ pub(super) fn live_record(
     caller: &Caller,
     key: &IdempotencyKey,
     now: i64,
-) -> rusqlite::Result<Option<Record>> {
+) -> rusqlite::Result<Option<Finished>> {
     conn.prepare_cached(
-        "SELECT fingerprint, status, headers, body FROM idempotency_keys
+        "SELECT fingerprint, status, headers, body, expires_at FROM idempotency_keys
          WHERE caller = ?1 AND key = ?2 AND expires_at > ?3 AND recovery_point = 'finished'",
     )?
     .query_row(params![&caller.as_bytes()[..], key.as_ref(), now], |row| {
-        record(row, 0)
+        Ok(Finished {
+            record: record(row, 0)?,
+            life: life_left(row.get(4)?, now),
+        })
     })
     .optional()
 }

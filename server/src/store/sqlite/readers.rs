@@ -27,6 +27,11 @@ impl ReadPool {
         }
     }
 
+    /// The writer's generation: bumped when it reopens the file.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// Runs a short read on a pooled connection. Reads are point lookups
     /// and small pages, so they run inline rather than hopping threads.
     pub(super) fn with<R>(

@@ -1,0 +1,208 @@
+//! Finished records in memory, so that a retry is answered without asking
+//! the database. A finished record never changes until it expires, so a
+//! copy is exact for as long as it lives; the only question is *how long*,
+//! and the database's clock decides that, not this process's (instances on
+//! one PostgreSQL database may disagree about the time by minutes).
+//!
+//! So every copy carries a deadline on this process's **monotonic** clock:
+//! the record's remaining life as the database measured it when the copy
+//! was made (or, for a record this process just wrote, the whole TTL from
+//! before the write was sent), minus a margin. A copy is never served past
+//! it, so the cache never replays a record that the database would call
+//! expired, whatever any wall clock says; a record the database has not
+//! expired is never deleted by anyone (the sweepers delete only expired
+//! records). A store that can change under the cache (a SQLite file
+//! replaced on disk) bumps its epoch, and copies of older epochs are misses.
+//!
+//! The size is bounded: each shard forgets its oldest copies first.
+
+use crate::domain::{Caller, Fingerprint, IdempotencyKey};
+use crate::idempotency::record::{Record, StoredResponse};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Copies kept at most, over all shards.
+const CAPACITY: usize = 65_536;
+/// Shards, each behind its own lock.
+const SHARDS: usize = 16;
+/// Taken off every deadline: time between the database's reading and ours,
+/// and monotonic-clock drift.
+const MARGIN: Duration = Duration::from_secs(1);
+
+type CacheKey = (Caller, IdempotencyKey);
+
+struct Copy {
+    fingerprint: Fingerprint,
+    response: StoredResponse,
+    deadline: Instant,
+    epoch: u64,
+}
+
+#[derive(Default)]
+struct Shard {
+    copies: HashMap<CacheKey, Copy>,
+    /// Insertion order, for forgetting the oldest first.
+    order: VecDeque<CacheKey>,
+}
+
+/// Finished records of this process's recent requests.
+pub struct ReplayCache {
+    shards: Vec<Mutex<Shard>>,
+}
+
+impl Default for ReplayCache {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+impl ReplayCache {
+    fn shard(&self, caller: &Caller) -> &Mutex<Shard> {
+        // The caller is a SHA-256: any byte of it is uniform.
+        &self.shards[usize::from(caller.as_bytes()[0]) % SHARDS]
+    }
+
+    /// The record of `key`, if a live copy of the store's current `epoch`
+    /// is here.
+    pub fn get(&self, caller: &Caller, key: &IdempotencyKey, epoch: u64) -> Option<Record> {
+        let shard = self.shard(caller).lock().unwrap_or_else(|e| e.into_inner());
+        let copy = shard.copies.get(&(*caller, key.clone()))?;
+        (copy.deadline > Instant::now() && copy.epoch == epoch).then(|| Record {
+            fingerprint: copy.fingerprint,
+            response: copy.response.clone(),
+        })
+    }
+
+    /// Keeps a copy of a finished record that the database will keep for at
+    /// least `life` from `since` (an instant taken before the database was
+    /// asked).
+    pub fn put(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+        record: &Record,
+        since: Instant,
+        life: Duration,
+        epoch: u64,
+    ) {
+        let Some(deadline) = since.checked_add(life.saturating_sub(MARGIN)) else {
+            return;
+        };
+        if deadline <= Instant::now() {
+            return;
+        }
+        let cache_key = (*caller, key.clone());
+        let mut shard = self.shard(caller).lock().unwrap_or_else(|e| e.into_inner());
+        let copy = Copy {
+            fingerprint: record.fingerprint,
+            response: record.response.clone(),
+            deadline,
+            epoch,
+        };
+        if shard.copies.insert(cache_key.clone(), copy).is_none() {
+            shard.order.push_back(cache_key);
+        }
+        while shard.order.len() > CAPACITY / SHARDS {
+            if let Some(oldest) = shard.order.pop_front() {
+                shard.copies.remove(&oldest);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::SessionToken;
+    use http::StatusCode;
+
+    fn record() -> Record {
+        Record {
+            fingerprint: Fingerprint::from_bytes([7; 32]),
+            response: StoredResponse::new(StatusCode::CREATED, "application/json", "{}"),
+        }
+    }
+
+    fn caller() -> Caller {
+        Caller::from_token(&SessionToken::parse("cache-test-token-0123").unwrap())
+    }
+
+    fn key(n: usize) -> IdempotencyKey {
+        IdempotencyKey::parse(format!("key-{n}").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_copy_lives_until_its_deadline_less_the_margin_and_no_longer() {
+        let cache = ReplayCache::default();
+        let now = Instant::now();
+        cache.put(
+            &caller(),
+            &key(1),
+            &record(),
+            now,
+            Duration::from_secs(60),
+            0,
+        );
+        assert!(cache.get(&caller(), &key(1), 0).is_some());
+        // A record with less life left than the margin is not kept at all.
+        cache.put(
+            &caller(),
+            &key(2),
+            &record(),
+            now,
+            Duration::from_millis(900),
+            0,
+        );
+        assert!(cache.get(&caller(), &key(2), 0).is_none());
+        // A copy whose deadline has passed is a miss.
+        let long_ago = now - Duration::from_secs(120);
+        cache.put(
+            &caller(),
+            &key(3),
+            &record(),
+            long_ago,
+            Duration::from_secs(60),
+            0,
+        );
+        assert!(cache.get(&caller(), &key(3), 0).is_none());
+    }
+
+    #[test]
+    fn a_copy_of_another_epoch_is_a_miss() {
+        let cache = ReplayCache::default();
+        cache.put(
+            &caller(),
+            &key(1),
+            &record(),
+            Instant::now(),
+            Duration::from_secs(60),
+            3,
+        );
+        assert!(cache.get(&caller(), &key(1), 3).is_some());
+        assert!(cache.get(&caller(), &key(1), 4).is_none());
+    }
+
+    #[test]
+    fn the_oldest_copies_are_forgotten_first() {
+        let cache = ReplayCache::default();
+        let per_shard = CAPACITY / SHARDS;
+        for n in 0..=per_shard {
+            cache.put(
+                &caller(),
+                &key(n),
+                &record(),
+                Instant::now(),
+                Duration::from_secs(60),
+                0,
+            );
+        }
+        assert!(
+            cache.get(&caller(), &key(0), 0).is_none(),
+            "the oldest went"
+        );
+        assert!(cache.get(&caller(), &key(per_shard), 0).is_some());
+    }
+}
