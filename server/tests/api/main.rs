@@ -4,6 +4,7 @@
 
 mod chaos;
 mod charges;
+mod configuration;
 mod errors;
 mod group_commit;
 mod helpers;
@@ -13,3 +14,4 @@ mod openapi;
 mod postgres;
 mod process;
 mod reservations;
+mod secrets;
