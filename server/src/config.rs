@@ -71,8 +71,9 @@ pub struct Config {
     #[arg(long, env = "BODY_TIMEOUT", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
     pub body_timeout: Duration,
 
-    /// Honour the `X-Chaos` request header (demo and tests only).
-    #[arg(long, env = "CHAOS")]
+    /// Honour the `X-Chaos` request header (demo and tests only). The
+    /// variable takes `1`/`0` as well as `true`/`false`, `yes`/`no`, `on`/`off`.
+    #[arg(long, env = "CHAOS", value_parser = clap::builder::BoolishValueParser::new())]
     pub chaos: bool,
 
     /// Charge cards at this payment provider (`http://HOST:PORT`); none:
