@@ -183,6 +183,15 @@ impl Server {
         Self::builder().start().await
     }
 
+    /// Starts a new process on the same address, flags and database (the
+    /// old one must have exited), with a fresh HTTP client: connections
+    /// kept alive to the old process would fail.
+    pub fn restart(&mut self) -> Result<()> {
+        self.process.restart()?;
+        self.http = Client::builder().timeout(HTTP_TIMEOUT).build()?;
+        Ok(())
+    }
+
     /// The database it runs on.
     pub fn database(&self) -> &Database {
         &self.database

@@ -123,3 +123,48 @@ async fn an_unknown_chaos_value_is_400() {
     crate::helpers::assert_problem(r, 400, "invalid-request").await;
     app.assert_nothing_stored().await;
 }
+
+/// Chaos acts only on a request that runs: with `exit-after-commit` on a
+/// replay, a 422 and a 400, each is answered as usual and the process
+/// lives on.
+#[tokio::test]
+async fn chaos_leaves_replays_and_refusals_alone() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let first = app.charge(&key, 2500).await;
+    assert_eq!(first.status(), 201);
+    let replay = charge_with_chaos(&app, &key, "exit-after-commit")
+        .await
+        .unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let mismatch = app
+        .server
+        .bearer(&app.token)
+        .post_keyed_with(
+            "/charges",
+            &key,
+            &json!({"amount": 9999, "currency": "usd"}),
+            &[("X-Chaos", "exit-after-commit")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(mismatch.status(), 422);
+    let refused = app
+        .server
+        .bearer(&app.token)
+        .post_keyed_with(
+            "/charges",
+            &new_key(),
+            &json!({"amount": 0, "currency": "usd"}),
+            &[("X-Chaos", "exit-after-commit")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert_eq!(
+        app.server.health().await.unwrap(),
+        200,
+        "the process lives on"
+    );
+    assert_eq!(app.charges().await.len(), 1);
+}

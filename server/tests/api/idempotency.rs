@@ -406,3 +406,33 @@ async fn the_bearer_token_wins_over_the_session_cookie() {
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     assert_eq!(replay.json::<serde_json::Value>().await.unwrap(), charge);
 }
+
+/// The record decides before the body's fields do: a key reused with a
+/// body whose fields would be refused (a string amount, an unknown field)
+/// is a 422, and the same body under a fresh key is the 400. Both from a
+/// process that has the record in memory and from a restarted one that
+/// must read it.
+#[tokio::test]
+async fn a_key_reused_with_a_body_that_would_not_parse_is_422_not_400() {
+    let mut app = TestApp::spawn().await;
+    let key = new_key();
+    assert_eq!(app.charge(&key, 1999).await.status(), 201);
+    refuse_with_422_then_400(&app, &key).await;
+    app.server.kill().unwrap();
+    app.server.restart().unwrap();
+    refuse_with_422_then_400(&app, &key).await;
+    assert_eq!(app.charges().await.len(), 1);
+}
+
+async fn refuse_with_422_then_400(app: &TestApp, key: &str) {
+    for bad in [
+        json!({"amount": "lots", "currency": "usd"}),
+        json!({"amount": 1999, "currency": "usd", "tip": 5}),
+        json!([1, 2, 3]),
+    ] {
+        let reused = app.post("/charges", key, &bad).await;
+        assert_problem(reused, 422, "idempotency-key-mismatch").await;
+        let fresh = app.post("/charges", &new_key(), &bad).await;
+        assert_problem(fresh, 400, "invalid-request").await;
+    }
+}

@@ -129,6 +129,104 @@ async fn sigterm_stops_accepting_then_drains_the_request_in_flight_then_exits_ze
     assert!(status.success(), "{status}");
 }
 
+/// Ctrl-C (SIGINT) is a graceful stop too: the answer being delayed after
+/// its commit is sent, then the process exits 0.
+#[tokio::test]
+async fn sigint_drains_the_request_in_flight_then_exits_zero() {
+    let mut server = Server::builder().chaos().start().await.unwrap();
+    let alice = server.caller();
+    let slow = {
+        let alice = alice.clone();
+        tokio::spawn(
+            async move { charge(&alice, &new_key(), Some("delay-after-commit=1500")).await },
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while charges(&alice).await.is_empty() {
+        assert!(Instant::now() < deadline, "the charge never committed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.signal("INT").unwrap();
+    assert!(!slow.is_finished(), "the answer came before the signal");
+    let answer = slow
+        .await
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(answer.status(), 201);
+    let status = server.wait_for_exit(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// PostgreSQL that cannot be reached at start: the server exits non-zero
+/// with one `error:` line (after the connect timeout), serving nothing.
+#[test]
+fn an_unreachable_postgresql_at_start_exits_non_zero_with_one_line() {
+    let started = Instant::now();
+    let (code, stderr) = run_to_exit(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        "postgres://postgres@127.0.0.1:1/nowhere",
+    ]);
+    assert_ne!(code, 0);
+    let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// The database file is replaced while the server runs (a backup restored
+/// over it, taken after one charge and before another): the server writes
+/// to the new file from then on, replays what the new file holds, and does
+/// not replay from memory a record the new file does not have.
+#[tokio::test]
+async fn a_replaced_database_file_is_the_one_written_and_replayed_from() {
+    let database = Database::sqlite().unwrap();
+    let db = database.sqlite_path().unwrap().to_owned();
+    let backup = db.with_file_name("backup.db");
+    let server = Server::builder()
+        .database(database.clone())
+        .start()
+        .await
+        .unwrap();
+    let alice = server.caller();
+    let (kept, lost) = (new_key(), new_key());
+    assert_eq!(charge(&alice, &kept, None).await.unwrap().status(), 201);
+    database
+        .sql(&format!("VACUUM INTO '{}'", backup.display()), "")
+        .await
+        .unwrap();
+    assert_eq!(charge(&alice, &lost, None).await.unwrap().status(), 201);
+    // Both are replayed from memory now.
+    for key in [&kept, &lost] {
+        let r = charge(&alice, key, None).await.unwrap();
+        assert_eq!(r.headers()["idempotent-replayed"], "true");
+    }
+
+    std::fs::rename(&backup, &db).unwrap();
+    let _ = std::fs::remove_file(db.with_file_name("shop.db-wal"));
+    // The next write notices the new file.
+    assert_eq!(
+        charge(&alice, &new_key(), None).await.unwrap().status(),
+        201
+    );
+    let r = charge(&alice, &kept, None).await.unwrap();
+    assert_eq!(
+        r.headers()["idempotent-replayed"],
+        "true",
+        "the backup's record"
+    );
+    let r = charge(&alice, &lost, None).await.unwrap();
+    assert_eq!(r.status(), 201);
+    assert!(
+        r.headers().get("idempotent-replayed").is_none(),
+        "a record the new file does not have was replayed from memory"
+    );
+    // kept, the write that noticed, lost again: all in the new file.
+    assert_eq!(database.count("charges").await.unwrap(), 3);
+    assert_eq!(charges(&alice).await.len(), 3);
+    assert_eq!(server.health().await.unwrap(), 200);
+}
+
 /// `exit-after-commit` kills the process after its commit; a new process on
 /// the same address and database replays the charge to the retry.
 #[tokio::test]
