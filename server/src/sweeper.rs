@@ -32,6 +32,7 @@ pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, interval: Duratio
                 Ok(n) => {
                     total += n;
                     metrics.expired(n);
+                    tracing::debug!(deleted = n, "swept a batch");
                     if n < u64::from(BATCH) {
                         break;
                     }

@@ -142,6 +142,53 @@ async fn a_cached_replay_never_outlives_the_record_whatever_the_clock() {
     assert_eq!(behind.charges().await.unwrap().len(), 2);
 }
 
+/// Instances starting at the same moment on a fresh database migrate it
+/// once (an advisory lock orders them): all serve, and each migration is
+/// recorded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+#[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
+async fn instances_starting_together_migrate_once() {
+    for _ in 0..5 {
+        let database = Database::postgres().await.unwrap();
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(4));
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let (database, barrier) = (database.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    Server::builder().database(database).start().await
+                })
+            })
+            .collect();
+        let mut instances = Vec::new();
+        for start in starts {
+            instances.push(start.await.unwrap().expect("every instance starts"));
+        }
+        database
+            .sql(
+                "",
+                "DO $$ BEGIN
+                   IF (SELECT count(*) FROM schema_migrations) <> 2
+                      OR (SELECT count(DISTINCT version) FROM schema_migrations) <> 2 THEN
+                     RAISE EXCEPTION 'migrations recorded: %',
+                       (SELECT string_agg(version::text, ',') FROM schema_migrations);
+                   END IF;
+                 END $$;",
+            )
+            .await
+            .expect("each migration recorded once");
+        for instance in &instances {
+            let caller = instance.caller();
+            let body = json!({"amount": 100, "currency": "usd"});
+            let r = caller
+                .post_keyed("/charges", &testkit::new_key(), &body)
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201);
+        }
+    }
+}
+
 /// Two server processes on one fresh PostgreSQL database.
 async fn two_instances() -> [Server; 2] {
     let database = Database::postgres().await.unwrap();

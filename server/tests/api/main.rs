@@ -15,3 +15,4 @@ mod postgres;
 mod process;
 mod reservations;
 mod secrets;
+mod sweeper;
