@@ -210,8 +210,8 @@ fn fill_expired(path: &std::path::Path, count: usize) {
         let mut insert = tx
             .prepare(
                 "INSERT INTO idempotency_keys
-                   (caller, key, fingerprint, status, headers, body, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 201, 'content-type: application/json\n', ?4, ?5, ?6)",
+                   (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, 'finished', 201, ?4, ?5, ?6)",
             )
             .expect("prepare");
         let now_ms = std::time::SystemTime::now()
