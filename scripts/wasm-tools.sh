@@ -9,8 +9,9 @@
 #     Cargo.lock                                 (cargo install, not --locked)
 #   - wasm-opt from npm's binaryen >= 116, in .tools/ (Debian's 108 breaks
 #     wasm-bindgen's externref table)
-#   - chromium + chromium-driver, for the browser tests (apt; skipped when
-#     WASM_TOOLS_BROWSER=0)
+#   - chromium + chromium-driver, and firefox-esr + geckodriver, for the
+#     browser tests (apt; geckodriver by cargo install, its npm package
+#     downloads from the internet); skipped when WASM_TOOLS_BROWSER=0
 #
 # Source it to install and put .tools/node_modules/.bin and ~/.cargo/bin
 # first on PATH in the calling shell:
@@ -20,6 +21,7 @@
 
 WASM_TOOLS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BINARYEN_VERSION=132
+GECKODRIVER_VERSION=0.37.1
 
 _wasm_tools_install() (
     set -euo pipefail
@@ -78,6 +80,17 @@ _wasm_tools_install() (
             say "installing chromium and chromium-driver (about 35 s)"
             as_root apt-get update >&2
             as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver >&2
+        fi
+        # 6. Firefox ESR and geckodriver, for wasm-pack test --firefox
+        #    (client-wasm/webdriver.json points at /usr/bin/firefox-esr).
+        if ! command -v firefox-esr >/dev/null 2>&1; then
+            say "installing firefox-esr (about 20 s)"
+            as_root apt-get update >&2
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y firefox-esr >&2
+        fi
+        if ! command -v geckodriver >/dev/null 2>&1; then
+            say "installing geckodriver $GECKODRIVER_VERSION (about 3.5 min)"
+            cargo install geckodriver --version "$GECKODRIVER_VERSION" >&2
         fi
     fi
 )
