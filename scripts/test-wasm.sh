@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tests the browser client end to end:
 #
-#   1. host tests: `cargo test -p client-wasm` (retry policy, backoff,
-#      Retry-After, record format);
+#   1. host tests: `cargo test -p retry-policy -p client-wasm` (retry
+#      policy, backoff, Retry-After, record format);
 #   2. the release build into www/pkg (scripts/build-wasm.sh, with sizes);
 #   3. browser tests: `wasm-pack test --headless --chrome client-wasm`
 #      against a real `server --chaos` that this script starts on a free
@@ -23,7 +23,7 @@ cd "$ROOT"
 step() { printf '\n== %s\n' "$*"; }
 
 step "host tests"
-cargo test -p client-wasm
+cargo test -p retry-policy -p client-wasm
 
 step "release build into www/pkg"
 scripts/build-wasm.sh

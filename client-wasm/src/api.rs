@@ -12,10 +12,10 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::js;
-use crate::retry::{Attempt, Decision, Policy};
 use crate::storage::record::push_u64;
 use crate::storage::{Record, Store, StoredRequest};
 use crate::transport::{self, Failure};
+use retry_policy::{Attempt, Decision, Policy};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
@@ -122,6 +122,7 @@ impl IdempotentClient {
                     max_attempts: max_attempts as u32,
                     base_ms,
                     max_ms,
+                    ..Policy::DEFAULT
                 },
                 headers,
                 store,
@@ -315,7 +316,7 @@ impl Inner {
                     answer
                         .retry_after
                         .as_deref()
-                        .and_then(|v| crate::retry::parse_retry_after(v, js::now_ms() as f64)),
+                        .and_then(|v| retry_policy::parse_retry_after(v, js::now_ms() as f64)),
                 ),
                 Err(Failure::Timeout) => (Attempt::Timeout, None),
                 Err(Failure::Network(_)) => (Attempt::Network, None),

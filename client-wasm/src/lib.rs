@@ -12,8 +12,8 @@
 //! - `storage`: one versioned record per operation in `localStorage`, or in
 //!   page memory when that is unavailable or full; `storage::record` is the
 //!   record's text format (plain Rust, tested on the host).
-//! - `retry`: what is retried, how long to wait, `Retry-After` parsing
-//!   (plain Rust, tested on the host).
+//! - the retry policy (what is retried, how long to wait, `Retry-After`
+//!   parsing) is the workspace crate `retry-policy`, shared with the server.
 //! - `transport`: one `fetch` attempt with its timeout.
 //! - `js`: the browser globals used, bound one by one.
 //! - `browser_tests`: wasm-bindgen-test tests in headless Chromium against a
@@ -33,7 +33,6 @@ static ALLOCATOR: lol_alloc::LockedAllocator<lol_alloc::FreeListAllocator> =
 
 pub mod api;
 mod js;
-mod retry;
 mod storage;
 mod transport;
 
