@@ -2,7 +2,7 @@
 //! `localStorage` is missing, disabled or full.
 //!
 //! One entry per operation, named `storagePrefix + operation`, holding a
-//! [`Record`] in the text format of [`record`] (read by [`reader`]).
+//! [`Record`] in the text format of [`record`].
 //! Everything that can go wrong with the browser's storage is absorbed
 //! here: reads of garbage give [`Slot::Empty`], and a storage that throws (missing, `SecurityError`,
 //! `QuotaExceededError`) makes this client keep its records in memory for
@@ -13,7 +13,6 @@
 //! which is exactly the case that must keep working. Swapping the backend
 //! means changing [`Store`] only.
 
-mod reader;
 pub(crate) mod record;
 
 use std::cell::Cell;
