@@ -3,10 +3,35 @@
 
 use super::*;
 
-fn with_signal(signal: &web_sys::AbortSignal) -> JsValue {
-    let options: JsValue = Object::new().into();
-    set(&options, "signal", signal.clone());
-    options
+/// Call options with a signal that aborts after `ms` milliseconds (at once
+/// for 0).
+fn aborting_after(ms: f64) -> JsValue {
+    let controller = web_sys::AbortController::new().unwrap();
+    if ms == 0.0 {
+        controller.abort();
+    } else {
+        abort_after(&controller, ms);
+    }
+    object(&[("signal", controller.signal().into())])
+}
+
+/// Pays with a signal aborting after `abort_ms`, which must reject as
+/// `aborted` after `attempts` attempts; the rejection and how long it took
+/// to come.
+async fn aborted_payment(
+    client: &IdempotentClient,
+    operation: &str,
+    abort_ms: f64,
+    attempts: u32,
+) -> (Rejection, f64) {
+    let started = now();
+    let error = rejected(pay(client, 1100, operation, aborting_after(abort_ms))).await;
+    assert_eq!(
+        (error.kind.as_str(), error.attempts),
+        ("aborted", attempts),
+        "{error:?}"
+    );
+    (error, now() - started)
 }
 
 /// An abort while the server is still working rejects at once as
@@ -16,31 +41,13 @@ fn with_signal(signal: &web_sys::AbortSignal) -> JsValue {
 async fn an_abort_in_flight_rejects_at_once_and_keeps_the_request() {
     let setup = Setup::new();
     let client = setup.client(Some("delay-after-commit=2000"));
-    let controller = web_sys::AbortController::new().unwrap();
-    abort_after(&controller, 400.0);
-    let started = now();
-    let error = rejected(client.post(
-        "/charges".into(),
-        charge(1100),
-        "abort-in-flight".into(),
-        with_signal(&controller.signal()),
-    ))
-    .await;
-    assert!(now() - started < 1500.0, "rejected at the abort");
-    assert_eq!(
-        (error.kind.as_str(), error.attempts),
-        ("aborted", 1),
-        "{error:?}"
-    );
+    let (error, took) = aborted_payment(&client, "abort-in-flight", 400.0, 1).await;
+    assert!(took < 1500.0, "rejected at the abort, not after {took} ms");
     assert!(error.message.contains("resume"), "{error:?}");
     assert_eq!(client.pending_operations(), vec!["abort-in-flight"]);
 
-    let resumed = resolved(
-        setup
-            .client(None)
-            .resume("abort-in-flight".into(), JsValue::UNDEFINED),
-    )
-    .await;
+    let later = setup.client(None);
+    let resumed = resolved(later.resume("abort-in-flight".into(), JsValue::UNDEFINED)).await;
     assert_eq!(
         (resumed.status, resumed.replayed),
         (201, true),
@@ -55,25 +62,9 @@ async fn an_abort_in_flight_rejects_at_once_and_keeps_the_request() {
 #[wasm_bindgen_test]
 async fn an_abort_during_the_wait_rejects_at_once() {
     let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "baseUrl", String::from(portal()) + "/busy/30");
-    let client = client_with(options);
-    let controller = web_sys::AbortController::new().unwrap();
-    abort_after(&controller, 500.0);
-    let started = now();
-    let error = rejected(client.post(
-        "/charges".into(),
-        charge(1200),
-        "abort-waiting".into(),
-        with_signal(&controller.signal()),
-    ))
-    .await;
-    assert!(now() - started < 2000.0, "not after 30 s");
-    assert_eq!(
-        (error.kind.as_str(), error.attempts),
-        ("aborted", 1),
-        "{error:?}"
-    );
+    let client = setup.client_with(None, &[("baseUrl", on_portal("/busy/30"))]);
+    let (error, took) = aborted_payment(&client, "abort-waiting", 500.0, 1).await;
+    assert!(took < 2000.0, "rejected at the abort, not after {took} ms");
     assert_eq!(error.last_status, Some(503));
     assert_eq!(client.pending_operations(), vec!["abort-waiting"]);
 }
@@ -83,20 +74,7 @@ async fn an_abort_during_the_wait_rejects_at_once() {
 async fn an_aborted_signal_sends_nothing() {
     let setup = Setup::new();
     let client = setup.client(None);
-    let controller = web_sys::AbortController::new().unwrap();
-    controller.abort();
-    let error = rejected(client.post(
-        "/charges".into(),
-        charge(1300),
-        "abort-first".into(),
-        with_signal(&controller.signal()),
-    ))
-    .await;
-    assert_eq!(
-        (error.kind.as_str(), error.attempts),
-        ("aborted", 0),
-        "{error:?}"
-    );
+    aborted_payment(&client, "abort-first", 0.0, 0).await;
     assert!(client.pending_operations().is_empty());
     assert_eq!(setup.charges().await, 0);
 }
@@ -108,25 +86,10 @@ async fn an_aborted_signal_sends_nothing() {
 async fn an_abort_while_waiting_for_the_lock_rejects_at_once() {
     let setup = Setup::new();
     let client = setup.client(Some("delay-after-commit=1500"));
-    let first = client.post(
-        "/charges".into(),
-        charge(1400),
-        "locked".into(),
-        JsValue::UNDEFINED,
-    );
+    let first = pay(&client, 1100, "locked", JsValue::UNDEFINED);
     sleep(200.0).await;
-    let controller = web_sys::AbortController::new().unwrap();
-    abort_after(&controller, 200.0);
-    let started = now();
-    let error = rejected(client.post(
-        "/charges".into(),
-        charge(1400),
-        "locked".into(),
-        with_signal(&controller.signal()),
-    ))
-    .await;
-    assert!(now() - started < 1000.0, "rejected at the abort");
-    assert_eq!(error.kind, "aborted", "{error:?}");
+    let (_, took) = aborted_payment(&client, "locked", 200.0, 0).await;
+    assert!(took < 1000.0, "rejected at the abort, not after {took} ms");
     let first = resolved(first).await;
     assert_eq!((first.status, first.replayed), (201, false));
     assert_eq!(setup.charges().await, 1);

@@ -87,87 +87,50 @@ async fn a_replay_says_replayed_true() {
 async fn bad_arguments_reject_invalid_and_send_nothing() {
     let setup = Setup::new();
     let client = setup.client(None);
-    let options = |name: &str, value: JsValue| {
-        let options: JsValue = Object::new().into();
-        set(&options, name, value);
-        options
-    };
     let u = || JsValue::UNDEFINED;
+    let send = |method: JsValue, path: JsValue, body: JsValue, op: JsValue| {
+        client.send(method, path, body, op, u())
+    };
+    let post = |body: JsValue, op: JsValue| send("POST".into(), "/charges".into(), body, op);
+    let function: JsValue = Function::new_no_args("").into();
     let cases: [(&str, Promise); 12] = [
-        (
-            "operation",
-            client.post("/charges".into(), charge(1), u(), u()),
-        ),
-        (
-            "operation",
-            client.post("/charges".into(), charge(1), 42.into(), u()),
-        ),
-        (
-            "operation",
-            client.post("/charges".into(), charge(1), "".into(), u()),
-        ),
+        ("operation", post(charge(1), u())),
+        ("operation", post(charge(1), 42.into())),
+        ("operation", post(charge(1), "".into())),
         ("operation", client.resume(u(), u())),
-        ("path", client.post(u(), charge(1), "op-path".into(), u())),
         (
-            "method",
-            client.send(
-                "PO ST".into(),
-                "/charges".into(),
-                charge(1),
-                "op-m".into(),
-                u(),
-            ),
+            "path",
+            send("POST".into(), u(), charge(1), "op-path".into()),
         ),
         (
             "method",
-            client.send(u(), "/charges".into(), charge(1), "op-m2".into(), u()),
+            send("PO ST".into(), "/charges".into(), charge(1), "op-m".into()),
         ),
         (
-            "JSON",
-            client.post(
-                "/charges".into(),
-                Function::new_no_args("").into(),
-                "op-f".into(),
-                u(),
-            ),
+            "method",
+            send(u(), "/charges".into(), charge(1), "op-m2".into()),
         ),
+        ("JSON", post(function, "op-f".into())),
         (
             "GET",
-            client.send(
-                "get".into(),
-                "/charges".into(),
-                charge(1),
-                "op-get".into(),
-                u(),
-            ),
+            send("get".into(), "/charges".into(), charge(1), "op-get".into()),
         ),
         (
             "HEAD",
-            client.send(
+            send(
                 "HEAD".into(),
                 "/charges".into(),
                 charge(1),
                 "op-head".into(),
-                u(),
             ),
         ),
         (
             "signal",
-            client.post(
-                "/charges".into(),
-                charge(1),
-                "op-s".into(),
-                options("signal", "x".into()),
-            ),
+            pay(&client, 1, "op-s", object(&[("signal", "x".into())])),
         ),
         (
             "maxAttempts",
-            client.post(
-                "/charges".into(),
-                charge(1),
-                "op-n".into(),
-                options("maxAttempts", 0.into()),
-            ),
+            pay(&client, 1, "op-n", object(&[("maxAttempts", 0.into())])),
         ),
     ];
     for (word, promise) in cases {
@@ -192,18 +155,13 @@ fn invalid_options_throw() {
         ("baseUrl", JsValue::from(3)),
         ("maxRetryAfterMs", JsValue::from(f64::NAN)),
         ("onAttempt", JsValue::from("log")),
+        ("headers", object(&[("Bad Header", "x".into())])),
     ] {
-        let options: JsValue = Object::new().into();
-        set(&options, name, value);
-        let error = rejection(IdempotentClient::new(options).map(|_| ()).unwrap_err());
+        let error = IdempotentClient::new(object(&[(name, value)])).map(|_| ());
+        let error = rejection(error.unwrap_err());
         assert_eq!(error.kind, "invalid");
         assert!(error.message.contains(name), "{name}: {error:?}");
     }
-    let options: JsValue = Object::new().into();
-    let headers: JsValue = Object::new().into();
-    set(&headers, "Bad Header", "x");
-    set(&options, "headers", headers);
-    assert!(IdempotentClient::new(options).is_err());
     assert!(IdempotentClient::new("options".into()).is_err());
     // No options at all is fine.
     assert!(IdempotentClient::new(JsValue::UNDEFINED).is_ok());
@@ -217,16 +175,17 @@ async fn per_call_options_apply_to_that_call() {
     let setup = Setup::new();
     let client = setup.client(None);
     let key = client.key_for("per-call".into()).unwrap();
-    let options: JsValue = Object::new().into();
-    let headers: JsValue = Object::new().into();
-    set(&headers, "X-Chaos", "delay-after-commit=1500");
-    set(&headers, "Idempotency-Key", "not-the-client-key-0001");
-    set(&options, "headers", headers);
-    set(&options, "timeoutMs", 300);
-    set(&options, "maxAttempts", 1);
+    let headers = object(&[
+        ("X-Chaos", "delay-after-commit=1500".into()),
+        ("Idempotency-Key", "not-the-client-key-0001".into()),
+    ]);
+    let options = object(&[
+        ("headers", headers),
+        ("timeoutMs", 300.into()),
+        ("maxAttempts", 1.into()),
+    ]);
     let started = now();
-    let error =
-        rejected(client.post("/charges".into(), charge(400), "per-call".into(), options)).await;
+    let error = rejected(pay(&client, 400, "per-call", options)).await;
     assert!(now() - started < 1400.0, "one attempt of 300 ms");
     assert_eq!(
         (error.kind.as_str(), error.attempts),
@@ -254,23 +213,22 @@ async fn per_call_options_apply_to_that_call() {
 #[wasm_bindgen_test]
 async fn on_attempt_reports_every_attempt() {
     let setup = Setup::new();
-    let options = setup.options(Some("delay-after-commit=1500"));
-    set(&options, "timeoutMs", 400);
+    let options = setup.options_with(
+        Some("delay-after-commit=1500"),
+        &[("timeoutMs", 400.into())],
+    );
     let events = Events::install(&options);
-    let client = client_with(options);
-    let outcome = post(&client, 650, "observed").await;
+    let outcome = post(&client_of(options), 650, "observed").await;
     assert_eq!(outcome.status, 201, "{outcome:?}");
     assert_eq!(events.len(), outcome.attempts);
 
     let first = events.get(0);
-    assert_eq!(
-        get(&first, "operation").as_string().as_deref(),
-        Some("observed")
-    );
-    assert_eq!(get(&first, "key").as_string(), Some(outcome.key.clone()));
+    let text = |name: &str| get(&first, name).as_string();
+    assert_eq!(text("operation").as_deref(), Some("observed"));
+    assert_eq!(text("key"), Some(outcome.key.clone()));
+    assert_eq!(text("error").as_deref(), Some("timeout"));
     assert_eq!(number(&first, "attempt"), Some(1.0));
     assert_eq!(number(&first, "status"), None);
-    assert_eq!(get(&first, "error").as_string().as_deref(), Some("timeout"));
     assert!(number(&first, "latencyMs").unwrap() >= 390.0);
     assert!(number(&first, "retryInMs").unwrap() <= 100.0);
     assert_eq!(get(&first, "replayed").as_bool(), Some(false));
@@ -282,12 +240,7 @@ async fn on_attempt_reports_every_attempt() {
     assert_eq!(number(&last, "retryInMs"), None);
 
     // A listener that throws is reported on the console and ignored.
-    let options = setup.options(None);
-    set(
-        &options,
-        "onAttempt",
-        Function::new_with_args("e", "throw new Error('listener bug')"),
-    );
-    let outcome = post(&client_with(options), 651, "observed-2").await;
-    assert_eq!(outcome.status, 201);
+    let throwing = Function::new_with_args("e", "throw new Error('listener bug')");
+    let client = setup.client_with(None, &[("onAttempt", throwing.into())]);
+    assert_eq!(post(&client, 651, "observed-2").await.status, 201);
 }

@@ -33,13 +33,12 @@ fn release_makes_a_new_key() {
 #[wasm_bindgen_test]
 async fn an_expired_key_is_replaced_and_purged() {
     let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "keyTtlMs", 50);
-    let client = client_with(options.clone());
+    let short_lived = [("keyTtlMs", JsValue::from(50))];
+    let client = setup.client_with(None, &short_lived);
     let first = client.key_for("short-lived".into()).unwrap();
     sleep(80.0).await;
     assert!(setup.stored("short-lived").is_some());
-    client_with(options);
+    setup.client_with(None, &short_lived);
     assert!(setup.stored("short-lived").is_none());
     let second = client.key_for("short-lived".into()).unwrap();
     assert_ne!(first, second);
@@ -95,13 +94,7 @@ async fn a_record_of_another_version_is_never_overwritten() {
     let thrown = rejection(client.key_for("checkout:deploy".into()).unwrap_err());
     assert_eq!(thrown.kind, "invalid", "{thrown:?}");
     assert!(thrown.message.contains("another version"), "{thrown:?}");
-    let sent = rejected(client.post(
-        "/charges".into(),
-        charge(100),
-        "checkout:deploy".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
+    let sent = rejected(pay(&client, 100, "checkout:deploy", JsValue::UNDEFINED)).await;
     assert_eq!(
         (sent.kind.as_str(), sent.attempts),
         ("invalid", 0),
@@ -125,15 +118,8 @@ async fn a_record_of_another_version_is_never_overwritten() {
 #[wasm_bindgen_test]
 async fn key_for_and_release_leave_a_key_in_flight_alone() {
     let setup = Setup::new();
-    let options = setup.options(Some("delay-after-commit=1200"));
-    set(&options, "keyTtlMs", 100);
-    let sender = client_with(options);
-    let call = sender.post(
-        "/charges".into(),
-        charge(300),
-        "in-flight".into(),
-        JsValue::UNDEFINED,
-    );
+    let sender = setup.client_with(Some("delay-after-commit=1200"), &[("keyTtlMs", 100.into())]);
+    let call = pay(&sender, 300, "in-flight", JsValue::UNDEFINED);
     sleep(400.0).await; // the key has expired; the call is waiting
     let other_tab = setup.client(None);
     let key = other_tab.key_for("in-flight".into()).unwrap();

@@ -102,8 +102,22 @@ impl Setup {
         String::from("Bearer ") + &self.token
     }
 
+    /// [`Setup::options`] with `extra` members set over them.
+    fn options_with(&self, chaos: Option<&str>, extra: &[(&str, JsValue)]) -> JsValue {
+        let options = self.options(chaos);
+        for (name, value) in extra {
+            set(&options, name, value.clone());
+        }
+        options
+    }
+
     fn client(&self, chaos: Option<&str>) -> IdempotentClient {
-        client_with(self.options(chaos))
+        client_of(self.options(chaos))
+    }
+
+    /// A client of [`Setup::options_with`].
+    fn client_with(&self, chaos: Option<&str>, extra: &[(&str, JsValue)]) -> IdempotentClient {
+        client_of(self.options_with(chaos, extra))
     }
 
     /// The raw text of the operation's storage entry.
@@ -130,8 +144,27 @@ impl Setup {
     }
 }
 
-fn client_with(options: JsValue) -> IdempotentClient {
+fn client_of(options: JsValue) -> IdempotentClient {
     IdempotentClient::new(options).map_err(message).unwrap()
+}
+
+/// A base URL where nothing listens (port 9 of the loopback): every
+/// attempt is refused.
+const UNREACHABLE: &str = "http://127.0.0.1:9";
+
+/// A base URL on the portal: `/redirect` (a captive portal) or
+/// `/busy/SECS` (503 with `Retry-After: SECS`).
+fn on_portal(route: &str) -> JsValue {
+    (String::from(portal()) + route).into()
+}
+
+/// A plain object with these members.
+fn object(members: &[(&str, JsValue)]) -> JsValue {
+    let object: JsValue = Object::new().into();
+    for (name, value) in members {
+        set(&object, name, value.clone());
+    }
+    object
 }
 
 /// The message of a thrown or rejected `Error`.
@@ -218,14 +251,14 @@ async fn rejected(promise: Promise) -> Rejection {
     }
 }
 
+/// `client.post("/charges", charge(amount), operation, options)`.
+fn pay(client: &IdempotentClient, amount: u32, operation: &str, options: JsValue) -> Promise {
+    client.post("/charges".into(), charge(amount), operation.into(), options)
+}
+
+/// A charge that must resolve.
 async fn post(client: &IdempotentClient, amount: u32, operation: &str) -> Outcome {
-    resolved(client.post(
-        "/charges".into(),
-        charge(amount),
-        operation.into(),
-        JsValue::UNDEFINED,
-    ))
-    .await
+    resolved(pay(client, amount, operation, JsValue::UNDEFINED)).await
 }
 
 fn is_uuid_v4(key: &str) -> bool {

@@ -3,16 +3,16 @@
 
 use super::*;
 
-/// An answer slower than `timeoutMs` is abandoned and retried with the same
-/// key; the retry gets the stored answer, and there is one charge.
+/// An answer slower than `timeoutMs` (here the call's) is abandoned and
+/// retried with the same key; the retry gets the stored answer, and there
+/// is one charge.
 #[wasm_bindgen_test]
 async fn a_slow_answer_is_retried_with_the_same_key_and_charges_once() {
     let setup = Setup::new();
-    let options = setup.options(Some("delay-after-commit=3000"));
-    set(&options, "timeoutMs", 500);
-    let client = client_with(options);
+    let client = setup.client(Some("delay-after-commit=3000"));
     let key = client.key_for("slow".into()).unwrap();
-    let outcome = post(&client, 700, "slow").await;
+    let call = pay(&client, 700, "slow", object(&[("timeoutMs", 500.into())]));
+    let outcome = resolved(call).await;
     assert_eq!(outcome.status, 201, "{outcome:?}");
     assert!(outcome.attempts >= 2, "{outcome:?}");
     assert!(outcome.replayed, "{outcome:?}");
@@ -46,18 +46,10 @@ async fn a_dropped_answer_is_retried_and_replayed() {
 #[wasm_bindgen_test]
 async fn a_stored_request_is_resumed() {
     let setup = Setup::new();
-    let options = setup.options(Some("delay-after-commit=3000"));
-    set(&options, "maxAttempts", 1);
-    set(&options, "timeoutMs", 300);
-    let first_page = client_with(options);
+    let once = [("maxAttempts", JsValue::from(1)), ("timeoutMs", 300.into())];
+    let first_page = setup.client_with(Some("delay-after-commit=3000"), &once);
     let key = first_page.key_for("checkout:reload".into()).unwrap();
-    let error = rejected(first_page.post(
-        "/charges".into(),
-        charge(900),
-        "checkout:reload".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
+    let error = rejected(pay(&first_page, 900, "checkout:reload", JsValue::UNDEFINED)).await;
     assert_eq!(error.kind, "exhausted", "{error:?}");
     assert!(
         error.message.contains("timed out after 300 ms"),
@@ -99,19 +91,10 @@ async fn resuming_an_unknown_operation_rejects() {
 #[wasm_bindgen_test]
 async fn giving_up_keeps_the_key_and_the_request() {
     let setup = Setup::new();
-    let options = setup.options(None);
-    // Nothing listens on port 9 of the loopback: connection refused.
-    set(&options, "baseUrl", "http://127.0.0.1:9");
-    set(&options, "maxAttempts", 3);
-    let client = client_with(options);
+    let three = [("baseUrl", UNREACHABLE.into()), ("maxAttempts", 3.into())];
+    let client = setup.client_with(None, &three);
     let key = client.key_for("unreachable".into()).unwrap();
-    let error = rejected(client.post(
-        "/charges".into(),
-        charge(100),
-        "unreachable".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
+    let error = rejected(pay(&client, 100, "unreachable", JsValue::UNDEFINED)).await;
     assert_eq!((error.kind.as_str(), error.attempts), ("exhausted", 3));
     assert_eq!(error.last_status, None);
     assert!(error.message.contains("3 attempts"), "{error:?}");
@@ -120,27 +103,28 @@ async fn giving_up_keeps_the_key_and_the_request() {
     assert_eq!(client.pending_operations(), vec!["unreachable"]);
 }
 
-/// A `503` with `Retry-After: 1` is retried after one second, whatever the
-/// backoff settings say.
-#[wasm_bindgen_test]
-async fn retry_after_is_obeyed() {
+/// Pays through the portal at `route` with two attempts and `extra`
+/// options: the rejection, and the attempt events.
+async fn through_portal(route: &str, extra: &[(&str, JsValue)]) -> (Rejection, Events) {
     let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "baseUrl", String::from(portal()) + "/busy/1");
-    set(&options, "maxAttempts", 2);
+    let mut members = vec![("baseUrl", on_portal(route)), ("maxAttempts", 2.into())];
+    members.extend_from_slice(extra);
+    let options = setup.options_with(None, &members);
     let events = Events::install(&options);
-    let error = rejected(client_with(options).post(
-        "/charges".into(),
-        charge(100),
-        "busy".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
+    let error = rejected(pay(&client_of(options), 100, route, JsValue::UNDEFINED)).await;
     assert_eq!(
         (error.kind.as_str(), error.attempts),
         ("exhausted", 2),
         "{error:?}"
     );
+    (error, events)
+}
+
+/// A `503` with `Retry-After: 1` is retried after one second, whatever the
+/// backoff settings say.
+#[wasm_bindgen_test]
+async fn retry_after_is_obeyed() {
+    let (error, events) = through_portal("/busy/1", &[]).await;
     assert_eq!(error.last_status, Some(503));
     let (first, second) = (events.get(0), events.get(1));
     assert_eq!(number(&first, "status"), Some(503.0));
@@ -155,21 +139,8 @@ async fn retry_after_is_obeyed() {
 /// A `Retry-After` longer than `maxRetryAfterMs` is waited that long.
 #[wasm_bindgen_test]
 async fn a_long_retry_after_is_capped_by_max_retry_after_ms() {
-    let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "baseUrl", String::from(portal()) + "/busy/3600");
-    set(&options, "maxAttempts", 2);
-    set(&options, "maxRetryAfterMs", 250);
-    let events = Events::install(&options);
     let started = now();
-    let error = rejected(client_with(options).post(
-        "/charges".into(),
-        charge(100),
-        "capped".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
-    assert_eq!(error.kind, "exhausted", "{error:?}");
+    let (_, events) = through_portal("/busy/3600", &[("maxRetryAfterMs", 250.into())]).await;
     assert_eq!(number(&events.get(0), "retryInMs"), Some(250.0));
     assert!(now() - started < 3000.0);
 }
@@ -180,41 +151,19 @@ async fn a_long_retry_after_is_capped_by_max_retry_after_ms() {
 /// once the network is back.
 #[wasm_bindgen_test]
 async fn a_redirect_is_not_an_answer() {
-    let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "baseUrl", String::from(portal()) + "/redirect");
-    set(&options, "maxAttempts", 2);
-    let events = Events::install(&options);
-    let error = rejected(client_with(options).post(
-        "/charges".into(),
-        charge(100),
-        "portal".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
-    assert_eq!(
-        (error.kind.as_str(), error.attempts),
-        ("exhausted", 2),
-        "{error:?}"
-    );
+    let (error, events) = through_portal("/redirect", &[]).await;
     assert_eq!(error.last_status, None, "{error:?}");
     assert!(error.message.contains("redirected"), "{error:?}");
+    let first = events.get(0);
     assert_eq!(
-        get(&events.get(0), "error").as_string().as_deref(),
+        get(&first, "error").as_string().as_deref(),
         Some("redirect")
     );
-    assert_eq!(number(&events.get(0), "status"), None);
+    assert_eq!(number(&first, "status"), None);
 
     // A GET changes nothing and may follow: it gets the login page.
-    let options = setup.options(None);
-    set(&options, "baseUrl", String::from(portal()) + "/redirect");
-    let page = resolved(client_with(options).send(
-        "GET".into(),
-        "/charges".into(),
-        JsValue::NULL,
-        "look".into(),
-        JsValue::UNDEFINED,
-    ))
-    .await;
-    assert_eq!(page.status, 200);
+    let looking = Setup::new().client_with(None, &[("baseUrl", on_portal("/redirect"))]);
+    let u = JsValue::UNDEFINED;
+    let page = looking.send("GET".into(), "/charges".into(), u.clone(), "look".into(), u);
+    assert_eq!(resolved(page).await.status, 200);
 }

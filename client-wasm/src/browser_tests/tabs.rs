@@ -10,14 +10,8 @@ async fn concurrent_sends_of_one_operation_charge_once() {
     let setup = Setup::new();
     let a = setup.client(Some("delay-after-commit=300"));
     let b = setup.client(Some("delay-after-commit=300"));
-    let u = JsValue::UNDEFINED;
-    let first = a.post(
-        "/charges".into(),
-        charge(1200),
-        "double-click".into(),
-        u.clone(),
-    );
-    let second = b.post("/charges".into(), charge(1200), "double-click".into(), u);
+    let first = pay(&a, 1200, "double-click", JsValue::UNDEFINED);
+    let second = pay(&b, 1200, "double-click", JsValue::UNDEFINED);
     let both: Array = JsFuture::from(Promise::all(&Array::of2(&first, &second)))
         .await
         .map_err(message)
@@ -36,19 +30,17 @@ async fn concurrent_sends_of_one_operation_charge_once() {
 #[wasm_bindgen_test]
 async fn another_body_for_a_pending_operation_is_refused() {
     let setup = Setup::new();
-    let options = setup.options(None);
-    set(&options, "baseUrl", "http://127.0.0.1:9");
-    set(&options, "maxAttempts", 1);
-    let client = client_with(options);
+    let once = [("baseUrl", UNREACHABLE.into()), ("maxAttempts", 1.into())];
+    let client = setup.client_with(None, &once);
     let u = || JsValue::UNDEFINED;
-    let first = rejected(client.post("/charges".into(), charge(1500), "cart".into(), u())).await;
+    let first = rejected(pay(&client, 1500, "cart", u())).await;
     assert_eq!(first.kind, "exhausted");
     let before = setup.stored("cart").unwrap();
 
     let events_options = setup.options(None);
     let events = Events::install(&events_options);
-    let other = client_with(events_options);
-    let refused = rejected(other.post("/charges".into(), charge(1501), "cart".into(), u())).await;
+    let other = client_of(events_options);
+    let refused = rejected(pay(&other, 1501, "cart", u())).await;
     assert_eq!(
         (refused.kind.as_str(), refused.attempts),
         ("invalid", 0),
@@ -60,7 +52,7 @@ async fn another_body_for_a_pending_operation_is_refused() {
     assert_eq!(setup.stored("cart").unwrap(), before);
 
     // The same body again is the same request: it is sent.
-    let same = resolved(other.post("/charges".into(), charge(1500), "cart".into(), u())).await;
+    let same = resolved(pay(&other, 1500, "cart", u())).await;
     assert_eq!((same.status, same.key), (201, first.key.unwrap()));
 }
 
@@ -99,12 +91,7 @@ async fn without_web_locks_a_racing_tab_s_key_wins_and_is_sent() {
     let _no_locks = NoWebLocks::install();
     let setup = Setup::new();
     let client = setup.client(None);
-    let call = client.post(
-        "/charges".into(),
-        charge(1600),
-        "race".into(),
-        JsValue::UNDEFINED,
-    );
+    let call = pay(&client, 1600, "race", JsValue::UNDEFINED);
     // The other tab read "no key" too, and its write comes last.
     let theirs = "2b7f6e5d-4c3b-4d1e-9d3a-8e03c5a21f4b";
     let mut record = String::from(r#"{"v":1,"key":""#);
