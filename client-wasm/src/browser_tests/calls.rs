@@ -169,7 +169,8 @@ fn invalid_options_throw() {
 
 /// Per-call options: `headers` merge over the constructor's (here an
 /// `X-Chaos` for this call only), `timeoutMs` and `maxAttempts` apply to
-/// this call; the client's own `Idempotency-Key` cannot be overridden.
+/// this call; the client's own `Idempotency-Key` and `Content-Type` cannot
+/// be overridden (a `text/plain` body would be refused at once with 415).
 #[wasm_bindgen_test]
 async fn per_call_options_apply_to_that_call() {
     let setup = Setup::new();
@@ -178,6 +179,7 @@ async fn per_call_options_apply_to_that_call() {
     let headers = object(&[
         ("X-Chaos", "delay-after-commit=1500".into()),
         ("Idempotency-Key", "not-the-client-key-0001".into()),
+        ("Content-Type", "text/plain".into()),
     ]);
     let options = object(&[
         ("headers", headers),
