@@ -8,6 +8,7 @@
 set -Eeuo pipefail
 WASM_TOOLS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BINARYEN_VERSION=132
+GECKODRIVER_VERSION=0.37.1
 cd "$WASM_TOOLS_ROOT"
 export PATH="$WASM_TOOLS_ROOT/.tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 say() { echo "wasm-tools: $*" >&2; }
@@ -65,5 +66,18 @@ if [ "${WASM_TOOLS_BROWSER:-1}" != 0 ]; then
         say "installing chromium and chromium-driver (about 35 s)"
         as_root apt-get update >&2
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver >&2
+    fi
+    # 6. Firefox ESR and geckodriver, for wasm-pack test --firefox and the
+    #    stories in Firefox (client-wasm/webdriver.json points at
+    #    /usr/bin/firefox-esr). geckodriver from crates.io: its npm package
+    #    downloads from the internet.
+    if ! command -v firefox-esr >/dev/null 2>&1; then
+        say "installing firefox-esr (about 20 s)"
+        as_root apt-get update >&2
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y firefox-esr >&2
+    fi
+    if ! command -v geckodriver >/dev/null 2>&1; then
+        say "installing geckodriver $GECKODRIVER_VERSION (about 3.5 min)"
+        cargo install geckodriver --version "$GECKODRIVER_VERSION" >&2
     fi
 fi

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Tests the browser client end to end:
 #
-#   1. host tests: `cargo test -p client-wasm` (retry policy, backoff,
-#      Retry-After, record format);
+#   1. host tests: `cargo test -p retry-policy -p client-wasm` (retry
+#      policy, backoff, Retry-After, record format, messages);
 #   2. the release build into www/pkg (scripts/build-wasm.sh, with sizes);
-#   3. browser tests: `wasm-pack test --headless --chrome client-wasm`
-#      against a real `server --chaos` that this script starts on a free
-#      port, with a temporary SQLite database and CORS for the test runner's
-#      origin;
+#   3. browser tests: `wasm-pack test --headless --chrome client-wasm`, then
+#      `--firefox`, against a real `server --chaos` that this script starts
+#      on a free port, with a temporary SQLite database, CORS for the test
+#      runner's origin (the same address in both runs) and the release
+#      build at /pkg/; beside it client-wasm/browser-support/portal.mjs, a
+#      captive portal and a gateway in maintenance;
 #   4. a smoke test of the release build (after wasm-opt, which wasm-pack
 #      test never runs): headless Chromium, driven through chromedriver by
 #      client-wasm/smoke/run.mjs, loads client-wasm/smoke/index.html and
 #      www/pkg from that server and posts a charge twice.
 #
 # Installs what is missing first (scripts/wasm-tools.sh). Idempotent.
+#
+#   scripts/test-wasm.sh                      everything, both engines
+#   TEST_WASM_BROWSERS=firefox scripts/test-wasm.sh abort
+#                                             one engine, tests whose name
+#                                             contains "abort"
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -23,7 +30,7 @@ cd "$ROOT"
 step() { printf '\n== %s\n' "$*"; }
 
 step "host tests"
-cargo test -p client-wasm
+cargo test -p retry-policy -p client-wasm
 
 step "release build into www/pkg"
 scripts/build-wasm.sh
@@ -34,11 +41,14 @@ server_bin="${CARGO_TARGET_DIR:-$ROOT/target}/debug/server"
 
 tmp="$(mktemp -d)"
 server_pid=""
+portal_pid=""
 cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    for pid in "$server_pid" "$portal_pid"; do
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -52,7 +62,10 @@ free_port() {
 runner_port="$(free_port)"
 runner_origin="http://127.0.0.1:$runner_port"
 
+# The release build is served at /pkg/: the smoke test and the browser
+# tests that open other windows and frames load it from there.
 mkdir -p "$tmp/www"
+cp -r www/pkg "$tmp/www/pkg"
 "$server_bin" \
     --listen 127.0.0.1:0 \
     --database "sqlite://$tmp/db/shop.db" \
@@ -63,39 +76,56 @@ mkdir -p "$tmp/www"
     >"$tmp/server.out" 2>"$tmp/server.log" &
 server_pid=$!
 
-server_url=""
-for _ in $(seq 1 300); do
-    server_url="$(sed -n 's/^listening on //p' "$tmp/server.out" | head -n 1)"
-    [ -n "$server_url" ] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "test-wasm: the server exited:" >&2
-        cat "$tmp/server.log" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
-if [ -z "$server_url" ]; then
-    echo "test-wasm: the server did not print its address within 30 s" >&2
+# Waits until the process $1 prints "listening on URL" into file $2; prints
+# the URL.
+listening() {
+    local url=""
+    for _ in $(seq 1 300); do
+        url="$(sed -n 's/^listening on //p' "$2" | head -n 1)"
+        if [ -n "$url" ]; then
+            echo "$url"
+            return 0
+        fi
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+if ! server_url="$(listening "$server_pid" "$tmp/server.out")"; then
+    echo "test-wasm: the server did not start:" >&2
     cat "$tmp/server.log" >&2
     exit 1
 fi
-echo "server at $server_url (chaos on, CORS for $runner_origin)"
-
-step "browser tests (headless Chromium)"
-# IDEM_TEST_SERVER is read at compile time by the tests (option_env!).
-status=0
-IDEM_TEST_SERVER="$server_url" \
-    WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
-    WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-120}" \
-    wasm-pack test --headless --chrome client-wasm || status=$?
-if [ "$status" != 0 ]; then
-    echo "test-wasm: browser tests failed; server log:" >&2
-    tail -n 50 "$tmp/server.log" >&2
-    exit "$status"
+node client-wasm/browser-support/portal.mjs "$runner_origin" >"$tmp/portal.out" 2>&1 &
+portal_pid=$!
+if ! portal_url="$(listening "$portal_pid" "$tmp/portal.out")"; then
+    echo "test-wasm: the portal did not start:" >&2
+    cat "$tmp/portal.out" >&2
+    exit 1
 fi
+echo "server at $server_url (chaos on, CORS for $runner_origin), portal at $portal_url"
+
+# IDEM_TEST_SERVER and IDEM_TEST_PORTAL are read at compile time by the
+# tests (option_env!). geckodriver serves one session at a time, and the
+# runner's address is fixed (the server's CORS origin), so the engines run
+# one after the other. TEST_WASM_BROWSERS picks the engines; arguments to
+# this script are passed to the test binary (a name filter).
+for browser in ${TEST_WASM_BROWSERS:-chrome firefox}; do
+    step "browser tests (headless $browser)"
+    status=0
+    IDEM_TEST_SERVER="$server_url" \
+        IDEM_TEST_PORTAL="$portal_url" \
+        WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
+        WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-180}" \
+        wasm-pack test --headless "--$browser" client-wasm -- "$@" || status=$?
+    if [ "$status" != 0 ]; then
+        echo "test-wasm: browser tests failed in $browser; server log:" >&2
+        tail -n 50 "$tmp/server.log" >&2
+        exit "$status"
+    fi
+done
 
 step "release build smoke test (headless Chromium, www/pkg)"
-cp -r www/pkg "$tmp/www/pkg"
 cp client-wasm/smoke/index.html "$tmp/www/smoke.html"
 driver_port="$(free_port)"
 chromedriver --port="$driver_port" >"$tmp/chromedriver.log" 2>&1 &

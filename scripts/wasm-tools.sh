@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing client-wasm needs, skipping each piece
-# that is already there (see ../shared/TOOLCHAIN.md for why each step is done
-# this way on this machine):
+# that is already there (each step's comment in scripts/install-wasm-tools.sh
+# says why it is done that way on this machine):
 #
 #   - the wasm32-unknown-unknown target          (rustup)
 #   - wasm-pack                                  (cargo install --locked)
@@ -9,8 +9,9 @@
 #     Cargo.lock                                 (cargo install, not --locked)
 #   - wasm-opt from npm's binaryen >= 116, in .tools/ (Debian's 108 breaks
 #     wasm-bindgen's externref table)
-#   - chromium + chromium-driver, for the browser tests (apt; skipped when
-#     WASM_TOOLS_BROWSER=0)
+#   - chromium + chromium-driver, and firefox-esr + geckodriver, for the
+#     browser tests (apt; geckodriver by cargo install, its npm package
+#     downloads from the internet); skipped when WASM_TOOLS_BROWSER=0
 #
 # Source it to install and put .tools/node_modules/.bin and ~/.cargo/bin
 # first on PATH in the calling shell:

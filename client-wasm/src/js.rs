@@ -4,7 +4,6 @@
 
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 #[wasm_bindgen]
 extern "C" {
@@ -14,9 +13,22 @@ extern "C" {
     #[wasm_bindgen(js_name = clearTimeout)]
     pub(crate) fn clear_timeout(id: &JsValue);
 
-    /// `fetch(url, init)`; rejects on a network error or an abort.
+    /// `fetch(url, init)`; rejects on a network error or an abort. Looked
+    /// up on every call, so a page may wrap `globalThis.fetch`.
     #[wasm_bindgen(js_name = fetch)]
-    pub(crate) fn fetch(url: &str, init: &web_sys::RequestInit) -> Promise;
+    pub(crate) fn fetch(url: &str, init: &JsValue) -> Promise;
+
+    /// An `EventTarget` (an `AbortSignal`) or a `Promise`: the receiver of
+    /// the two methods below, bound without their web-sys / js-sys types.
+    pub(crate) type Target;
+
+    /// `target.addEventListener(kind, listener)`.
+    #[wasm_bindgen(method, js_name = addEventListener)]
+    pub(crate) fn add_event_listener(this: &Target, kind: &str, listener: &Function);
+
+    /// `promise.catch(handler)`, with any function as the handler.
+    #[wasm_bindgen(method, js_name = catch)]
+    pub(crate) fn catch(this: &Target, handler: &Function) -> Promise;
 
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     pub(crate) fn console_warn(message: &str);
@@ -52,13 +64,11 @@ pub(crate) fn random() -> f64 {
     js_sys::Math::random()
 }
 
-/// Resolves after `ms` milliseconds.
-pub(crate) async fn sleep(ms: f64) {
-    let mut start = |resolve: Function, _reject: Function| {
+/// A promise that resolves after `ms` milliseconds.
+pub(crate) fn timer(ms: f64) -> Promise {
+    Promise::new(&mut |resolve: Function, _reject: Function| {
         set_timeout(&resolve, ms);
-    };
-    // A timer never rejects.
-    let _ = JsFuture::from(Promise::new(&mut start)).await;
+    })
 }
 
 /// A readable description of a thrown JS value: `"TypeError: Failed to
@@ -100,4 +110,9 @@ pub(crate) fn get(object: &JsValue, name: &str) -> JsValue {
 pub(crate) fn set(object: &JsValue, name: &str, value: &JsValue) {
     // Cannot fail on a plain extensible object.
     let _ = Reflect::set(object, &JsValue::from_str(name), value);
+}
+
+/// `value`, or `null` (not `undefined`, which wasm-bindgen makes of `None`).
+pub(crate) fn nullable<T: Into<JsValue>>(value: Option<T>) -> JsValue {
+    value.map_or(JsValue::NULL, Into::into)
 }

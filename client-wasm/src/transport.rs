@@ -1,16 +1,23 @@
 //! One HTTP attempt: `fetch` with the idempotency key, a JSON body and an
-//! `AbortController` that ends the attempt after `timeoutMs`, the answer's
-//! body read and parsed within the same deadline.
+//! `AbortController` that ends the attempt after its timeout or when the
+//! caller aborts; the answer's body read and parsed within the same
+//! deadline.
+//!
+//! A request that may change something (any method but GET and HEAD) does
+//! not follow redirects (`redirect: "manual"`): a captive portal's `302` to
+//! its login page, followed, would come back as a `200` that the client
+//! would take for the server's answer. A redirect is reported as
+//! [`Failure::Redirect`] instead.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
-use js_sys::JsString;
+use js_sys::{JsString, Object};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortController, Headers, RequestInit, Response};
+use web_sys::{AbortController, Headers, Response};
 
+use crate::abort::Abort;
 use crate::js;
 
 /// What one attempt sends.
@@ -20,7 +27,7 @@ pub(crate) struct Request<'a> {
     /// JSON text, sent with `Content-Type: application/json`.
     pub(crate) body: Option<&'a str>,
     pub(crate) key: &'a str,
-    /// Added to every call (the `headers` option).
+    /// The constructor's headers, then the call's (later ones win).
     pub(crate) headers: &'a [(String, String)],
     pub(crate) timeout_ms: f64,
 }
@@ -45,14 +52,18 @@ impl Answer {
 
 /// Why an attempt produced no answer.
 pub(crate) enum Failure {
-    /// Aborted after `timeout_ms`.
+    /// Aborted after its timeout.
     Timeout,
     /// `fetch` or reading the body failed; the browser's description.
     Network(String),
+    /// Redirected, where the request must not follow.
+    Redirect,
+    /// The caller's signal fired.
+    Aborted,
 }
 
 /// Sends one attempt and reads its answer, all within `timeout_ms`.
-pub(crate) async fn attempt(request: &Request<'_>) -> Result<Answer, Failure> {
+pub(crate) async fn attempt(request: &Request<'_>, abort: &Abort) -> Result<Answer, Failure> {
     let controller = AbortController::new().map_err(network)?;
     let timed_out = Rc::new(Cell::new(false));
     let on_timeout = {
@@ -64,12 +75,18 @@ pub(crate) async fn attempt(request: &Request<'_>) -> Result<Answer, Failure> {
         })
     };
     let timer = js::set_timeout(on_timeout.as_ref().unchecked_ref(), request.timeout_ms);
-    let result = fetch_and_read(request, &controller).await;
+    let result = fetch_and_read(request, &controller, abort).await;
     js::clear_timeout(&timer);
     drop(on_timeout);
     result.map_err(|e| {
-        if timed_out.get() {
+        if abort.is_aborted() {
+            // Stop the request too, not only the waiting for it.
+            controller.abort();
+            Failure::Aborted
+        } else if timed_out.get() {
             Failure::Timeout
+        } else if e.is_null() {
+            Failure::Redirect
         } else {
             network(e)
         }
@@ -98,29 +115,38 @@ pub(crate) fn headers(
     Ok(headers)
 }
 
+/// `fetch`, then the body; `Err(null)` for a redirect.
 async fn fetch_and_read(
     request: &Request<'_>,
     controller: &AbortController,
+    abort: &Abort,
 ) -> Result<Answer, JsValue> {
-    let init = RequestInit::new();
-    init.set_method(request.method);
+    let init: JsValue = Object::new().into();
+    js::set(&init, "method", &request.method.into());
     let headers = headers(request.headers, request.key, request.body.is_some())?;
-    init.set_headers(&headers);
+    js::set(&init, "headers", &headers);
     if let Some(body) = request.body {
-        init.set_body(&JsValue::from_str(body));
+        js::set(&init, "body", &body.into());
     }
-    init.set_signal(Some(&controller.signal()));
+    if !matches!(request.method, "GET" | "HEAD") {
+        js::set(&init, "redirect", &"manual".into());
+    }
+    js::set(&init, "signal", &controller.signal());
 
-    let response: Response = JsFuture::from(js::fetch(request.url, &init))
+    let response: Response = abort
+        .wait(js::fetch(request.url, &init))
         .await?
         .unchecked_into();
+    if js::get(&response, "type").as_string().as_deref() == Some("opaqueredirect") {
+        return Err(JsValue::NULL);
+    }
     let answer_headers = response.headers();
     let header = |name: &str| answer_headers.get(name).ok().flatten();
     let replayed = header("Idempotent-Replayed").is_some_and(|v| v.trim_ascii() == "true");
     let retry_after = header("Retry-After");
     let json = header("Content-Type").is_none_or(|t| contains_json(&t));
 
-    let text = JsFuture::from(response.text()?).await?;
+    let text = abort.wait(response.text()?).await?;
     let body = if text.unchecked_ref::<JsString>().length() == 0 {
         JsValue::NULL
     } else if json {

@@ -58,41 +58,31 @@ fn final_answers_are_done_whatever_the_attempt() {
     }
 }
 
+/// The default policy with another `max_attempts`.
+fn attempts(max_attempts: u32) -> Policy {
+    Policy {
+        max_attempts,
+        ..POLICY
+    }
+}
+
 #[test]
 fn max_attempts_counts_every_attempt() {
-    let p = Policy {
-        max_attempts: 3,
-        ..POLICY
-    };
-    assert!(matches!(
-        p.decide(1, Attempt::Network, None, 0.5),
-        Decision::RetryAfter(_)
-    ));
-    assert!(matches!(
-        p.decide(2, answer(503), None, 0.5),
-        Decision::RetryAfter(_)
-    ));
+    let p = attempts(3);
+    let retries = |decision| matches!(decision, Decision::RetryAfter(_));
+    assert!(retries(p.decide(1, Attempt::Network, None, 0.5)));
+    assert!(retries(p.decide(2, answer(503), None, 0.5)));
     assert_eq!(p.decide(3, answer(503), None, 0.5), Decision::GiveUp);
-    let once = Policy {
-        max_attempts: 1,
-        ..POLICY
-    };
-    assert_eq!(
-        once.decide(1, Attempt::Timeout, None, 0.5),
-        Decision::GiveUp
-    );
+    let once = attempts(1).decide(1, Attempt::Timeout, None, 0.5);
+    assert_eq!(once, Decision::GiveUp);
 }
 
 #[test]
 fn retry_after_wins_over_backoff() {
-    assert_eq!(
-        POLICY.decide(1, answer(429), Some(3000.0), 0.99),
-        Decision::RetryAfter(3000.0)
-    );
-    assert_eq!(
-        POLICY.decide(4, answer(503), Some(0.0), 0.99),
-        Decision::RetryAfter(0.0)
-    );
+    for (attempt, status, header, wait) in [(1, 429, 3000.0, 3000.0), (4, 503, 0.0, 0.0)] {
+        let decision = POLICY.decide(attempt, answer(status), Some(header), 0.99);
+        assert_eq!(decision, Decision::RetryAfter(wait), "Retry-After {header}");
+    }
 }
 
 #[test]
@@ -198,22 +188,18 @@ fn retry_after_dates_count_from_now() {
 
 #[test]
 fn a_long_retry_after_is_waited_max_retry_after_ms() {
-    assert_eq!(
-        POLICY.decide(1, answer(503), Some(3_600_000.0), 0.5),
-        Decision::RetryAfter(60_000.0)
-    );
     let short = Policy {
         max_retry_after_ms: 250.0,
         ..POLICY
     };
-    assert_eq!(
-        short.decide(1, answer(429), Some(1000.0), 0.5),
-        Decision::RetryAfter(250.0)
-    );
-    assert_eq!(
-        short.decide(1, answer(429), Some(100.0), 0.5),
-        Decision::RetryAfter(100.0)
-    );
+    for (policy, header, wait) in [
+        (POLICY, 3_600_000.0, 60_000.0),
+        (short, 1000.0, 250.0),
+        (short, 100.0, 100.0),
+    ] {
+        let decision = policy.decide(1, answer(503), Some(header), 0.5);
+        assert_eq!(decision, Decision::RetryAfter(wait), "Retry-After {header}");
+    }
     for odd in [-5.0, f64::NAN] {
         assert_eq!(short.cap_retry_after(odd), 0.0);
     }
@@ -235,18 +221,10 @@ fn the_defaults_are_the_contract_defaults() {
 
 #[test]
 fn a_zero_max_attempts_gives_up_instead_of_looping() {
-    let never = Policy {
-        max_attempts: 0,
-        ..POLICY
-    };
-    assert_eq!(
-        never.decide(1, Attempt::Network, None, 0.5),
-        Decision::GiveUp
-    );
-    assert_eq!(
-        never.decide(0, Attempt::Network, None, 0.5),
-        Decision::GiveUp
-    );
+    for attempt in [0, 1] {
+        let decision = attempts(0).decide(attempt, Attempt::Network, None, 0.5);
+        assert_eq!(decision, Decision::GiveUp, "attempt {attempt}");
+    }
 }
 
 mod properties {

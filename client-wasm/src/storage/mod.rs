@@ -2,9 +2,9 @@
 //! `localStorage` is missing, disabled or full.
 //!
 //! One entry per operation, named `storagePrefix + operation`, holding a
-//! [`Record`] in the text format of [`record`]. Everything that can go wrong
-//! with the browser's storage is absorbed here: reads of garbage give
-//! `None`, and a storage that throws (missing, `SecurityError`,
+//! [`Record`] in the text format of [`record`].
+//! Everything that can go wrong with the browser's storage is absorbed
+//! here: reads of garbage give [`Slot::Empty`], and a storage that throws (missing, `SecurityError`,
 //! `QuotaExceededError`) makes this client keep its records in memory for
 //! the rest of the page's life, with one console warning per page.
 //!
@@ -19,7 +19,7 @@ use std::cell::Cell;
 
 use wasm_bindgen::{JsCast, JsValue};
 
-pub(crate) use record::{Record, StoredRequest};
+pub(crate) use record::{Record, Slot, StoredRequest};
 
 thread_local! {
     /// Records of clients that fell back to memory, by full storage name.
@@ -121,10 +121,13 @@ impl Store {
         self.local.as_ref()?.get_item(name).ok().flatten()
     }
 
-    /// The record of an operation; `None` when absent or unreadable.
-    /// Expiry is the caller's business.
-    pub(crate) fn get(&self, operation: &str) -> Option<Record> {
-        Record::decode(&self.read(&self.name(operation))?)
+    /// What the entry of an operation holds. Expiry is the caller's
+    /// business.
+    pub(crate) fn get(&self, operation: &str) -> Slot {
+        match self.read(&self.name(operation)) {
+            Some(text) => Record::decode(&text),
+            None => Slot::Empty,
+        }
     }
 
     /// Writes the record of an operation. Never fails: when `localStorage`
@@ -154,7 +157,7 @@ impl Store {
         }
     }
 
-    /// Every readable record under this prefix, with its operation.
+    /// Every record of this version under this prefix, with its operation.
     pub(crate) fn records(&self) -> Vec<(String, Record)> {
         let mut names: Vec<String> =
             with_memory(|m| m.iter().map(|(name, _)| name.clone()).collect());
@@ -170,18 +173,18 @@ impl Store {
         names.retain(|name| name.starts_with(&self.prefix));
         names
             .into_iter()
-            .filter_map(|name| {
-                let record = Record::decode(&self.read(&name)?)?;
-                let operation = name.strip_prefix(&self.prefix)?.to_owned();
-                Some((operation, record))
+            .filter_map(|name| match Record::decode(&self.read(&name)?) {
+                Slot::Ours(record) => Some((name.strip_prefix(&self.prefix)?.to_owned(), record)),
+                _ => None,
             })
             .collect()
     }
 
-    /// Deletes the records whose keys expired before `now_ms`.
+    /// Deletes the records whose keys expired before `now_ms` (unless a
+    /// call is still sending with one). Records of other versions stay.
     pub(crate) fn purge_expired(&self, now_ms: u64) {
         for (operation, record) in self.records() {
-            if !record.is_live(now_ms) {
+            if !record.is_usable(now_ms) {
                 self.remove(&operation);
             }
         }

@@ -1,0 +1,60 @@
+// What can stand between a page and the shop's server, for the browser
+// tests (scripts/test-wasm.sh): a captive portal that redirects every
+// request to its login page, and a gateway in maintenance that answers
+// 503 with Retry-After. Plain node, no packages.
+//
+//   node client-wasm/browser-support/portal.mjs ORIGIN
+//
+// Prints `listening on http://127.0.0.1:PORT`. Answers the page at ORIGIN
+// with CORS, as a portal or a gateway in front of a CORS-enabled API does.
+//
+//   ANY /redirect/...      302 to /login (a captive portal)
+//   GET /login             200 text/html (the portal's login page)
+//   ANY /busy/SECS/...     503 problem+json with Retry-After: SECS
+import { createServer } from "node:http";
+
+const origin = process.argv[2];
+if (!origin) {
+  console.error("usage: portal.mjs ORIGIN");
+  process.exit(2);
+}
+
+const cors = {
+  "Access-Control-Allow-Origin": origin,
+  "Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE",
+  "Access-Control-Allow-Headers": "Idempotency-Key, Authorization, Content-Type, X-Chaos",
+  "Access-Control-Expose-Headers": "Retry-After, Idempotent-Replayed",
+  "Access-Control-Max-Age": "600",
+};
+
+const server = createServer((request, response) => {
+  request.resume(); // read and drop any body
+  const path = new URL(request.url, "http://portal").pathname;
+  if (request.method === "OPTIONS") {
+    response.writeHead(204, cors).end();
+    return;
+  }
+  if (path.startsWith("/redirect/")) {
+    response.writeHead(302, { ...cors, Location: "/login" }).end();
+    return;
+  }
+  if (path === "/login") {
+    response
+      .writeHead(200, { ...cors, "Content-Type": "text/html" })
+      .end("<!doctype html><title>Log in to the Wi-Fi</title><form>…</form>");
+    return;
+  }
+  const busy = path.match(/^\/busy\/(\d+)\//);
+  if (busy) {
+    response
+      .writeHead(503, { ...cors, "Retry-After": busy[1], "Content-Type": "application/problem+json" })
+      .end(JSON.stringify({ type: "about:blank#maintenance", title: "Down for maintenance", status: 503 }));
+    return;
+  }
+  response.writeHead(404, cors).end();
+});
+
+server.listen(0, "127.0.0.1", () => {
+  console.log(`listening on http://127.0.0.1:${server.address().port}`);
+});
+for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));

@@ -1,0 +1,188 @@
+//! Text the client makes: keys (UUID v4), numbers and the messages of its
+//! errors. Written by hand, without `core::fmt`, whose machinery would be
+//! several kilobytes of the wasm module; plain Rust, tested on the host.
+
+/// Appends the decimal digits of `n` (without indexing, whose bounds checks
+/// format their panics).
+pub(crate) fn push_u64(out: &mut String, n: u64) {
+    if n >= 10 {
+        push_u64(out, n / 10);
+    }
+    out.push(char::from(b'0' + (n % 10) as u8));
+}
+
+/// Appends `s` between double quotes.
+pub(crate) fn push_quoted(out: &mut String, s: &str) {
+    out.push('"');
+    out.push_str(s);
+    out.push('"');
+}
+
+/// Concatenates `parts`.
+pub(crate) fn concat(parts: &[&str]) -> String {
+    let mut out = String::new();
+    for part in parts {
+        out.push_str(part);
+    }
+    out
+}
+
+/// `16 bytes` as a lower-case hyphenated UUID
+/// (`8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b`), written here rather than by
+/// uuid's formatter, which brings slice-index panics along.
+pub(crate) fn uuid_text(bytes: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut key = String::with_capacity(36);
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            key.push('-');
+        }
+        key.push(char::from(HEX[usize::from(byte >> 4)]));
+        key.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    key
+}
+
+/// A fresh idempotency key: a UUID v4 from the browser's CSPRNG.
+pub(crate) fn new_key() -> String {
+    uuid_text(uuid::Uuid::new_v4().as_bytes())
+}
+
+/// Why the last attempt of a call got no final answer, for its message.
+pub(crate) enum LastTry<'a> {
+    /// An answer that is retried, with its problem type.
+    Status(u16, Option<&'a str>),
+    Timeout(u64),
+    /// The browser's description of a failed `fetch`.
+    Network(&'a str),
+    Redirect,
+}
+
+/// `POST /charges (operation "checkout:42")`: how messages name a call.
+pub(crate) fn call_name(method: &str, path: &str, operation: &str) -> String {
+    let mut msg = concat(&[method, " ", path, " (operation "]);
+    push_quoted(&mut msg, operation);
+    msg.push(')');
+    msg
+}
+
+/// `…: gave up after 5 attempts; the last one got HTTP 503 (…/unavailable).
+/// The key and the request are kept: resume("checkout:42") sends it again.`
+pub(crate) fn gave_up(call: &str, operation: &str, attempts: u32, last: LastTry<'_>) -> String {
+    let mut msg = concat(&[call, ": gave up after "]);
+    push_attempts(&mut msg, attempts);
+    msg.push_str("; the last one ");
+    match last {
+        LastTry::Status(status, problem_type) => {
+            msg.push_str("got HTTP ");
+            push_u64(&mut msg, u64::from(status));
+            if let Some(t) = problem_type {
+                msg.push_str(" (");
+                msg.push_str(t);
+                msg.push(')');
+            }
+        }
+        LastTry::Timeout(ms) => {
+            msg.push_str("timed out after ");
+            push_u64(&mut msg, ms);
+            msg.push_str(" ms");
+        }
+        LastTry::Network(cause) => {
+            msg.push_str("failed: network error (");
+            msg.push_str(cause);
+            msg.push(')');
+        }
+        LastTry::Redirect => msg.push_str("was redirected (a captive portal or a proxy?)"),
+    }
+    msg.push('.');
+    push_kept(&mut msg, operation);
+    msg
+}
+
+/// `…: aborted after 1 attempt. The key and the request are kept: …`, or
+/// `…: aborted before anything was sent.`
+pub(crate) fn aborted(call: &str, operation: &str, attempts: u32) -> String {
+    if attempts == 0 {
+        return concat(&[call, ": aborted before anything was sent."]);
+    }
+    let mut msg = concat(&[call, ": aborted after "]);
+    push_attempts(&mut msg, attempts);
+    msg.push('.');
+    push_kept(&mut msg, operation);
+    msg
+}
+
+fn push_attempts(msg: &mut String, attempts: u32) {
+    push_u64(msg, u64::from(attempts));
+    msg.push_str(if attempts == 1 {
+        " attempt"
+    } else {
+        " attempts"
+    });
+}
+
+fn push_kept(msg: &mut String, operation: &str) {
+    msg.push_str(" The key and the request are kept: resume(");
+    push_quoted(msg, operation);
+    msg.push_str(") sends it again.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_without_fmt() {
+        for n in [0, 7, 10, 1_764_432_000_000, u64::MAX] {
+            let mut s = String::new();
+            push_u64(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+    }
+
+    #[test]
+    fn keys_are_hyphenated_lower_case_uuids() {
+        let bytes = [
+            0x8e, 0x03, 0xc5, 0xa2, 0x1f, 0x4b, 0x4c, 0x1e, 0x9d, 0x3a, 0x2b, 0x7f, 0x6e, 0x5d,
+            0x4c, 0x3b,
+        ];
+        assert_eq!(uuid_text(&bytes), "8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b");
+        assert_eq!(
+            uuid_text(&bytes),
+            uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
+        );
+    }
+
+    #[test]
+    fn a_give_up_message_names_the_call_and_the_way_back() {
+        let call = call_name("POST", "/charges", "checkout:42");
+        assert_eq!(call, r#"POST /charges (operation "checkout:42")"#);
+        assert_eq!(
+            gave_up(
+                &call,
+                "checkout:42",
+                5,
+                LastTry::Status(503, Some("x/unavailable"))
+            ),
+            r#"POST /charges (operation "checkout:42"): gave up after 5 attempts; the last one got HTTP 503 (x/unavailable). The key and the request are kept: resume("checkout:42") sends it again."#
+        );
+        assert!(gave_up(&call, "o", 1, LastTry::Timeout(300))
+            .contains("gave up after 1 attempt; the last one timed out after 300 ms."));
+        assert!(gave_up(
+            &call,
+            "o",
+            2,
+            LastTry::Network("TypeError: Failed to fetch")
+        )
+        .contains("network error (TypeError: Failed to fetch)"));
+        assert!(gave_up(&call, "o", 2, LastTry::Redirect).contains("redirected"));
+        assert_eq!(
+            aborted(&call, "checkout:42", 1),
+            r#"POST /charges (operation "checkout:42"): aborted after 1 attempt. The key and the request are kept: resume("checkout:42") sends it again."#
+        );
+        assert_eq!(
+            aborted(&call, "checkout:42", 0),
+            r#"POST /charges (operation "checkout:42"): aborted before anything was sent."#
+        );
+    }
+}
