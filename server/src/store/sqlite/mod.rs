@@ -5,9 +5,14 @@
 //! - [`schema`]: connection settings, migrations, the file's identity
 //!   (a missing or replaced file is never silently recreated: 503 until it
 //!   is back).
-//! - [`operations`] and [`queries`]: the SQL of the writes and of the reads.
+//! - [`protocol`]: the keyed protocol's SQL (claim, decide, phases under a
+//!   lease, the completer's and the sweeper's queries); [`operations`]:
+//!   each operation's business SQL; [`outbox`]: the receipts' SQL;
+//!   [`queries`]: the reads.
 
 mod operations;
+mod outbox;
+mod protocol;
 mod queries;
 mod readers;
 mod schema;
@@ -22,7 +27,7 @@ use crate::store::{
     IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
-use operations::Clock;
+use protocol::Clock;
 use readers::ReadPool;
 use rusqlite::{Connection, ErrorCode};
 use std::path::PathBuf;
@@ -142,9 +147,8 @@ impl Store for SqliteStore {
         let clock = self.clock();
         self.writer
             .submit(Kind::Write, move |batch| {
-                let execution =
-                    operations::execute(batch.conn, &request, operation.as_ref(), clock)
-                        .map_err(classify)?;
+                let execution = protocol::execute(batch.conn, &request, operation.as_ref(), clock)
+                    .map_err(classify)?;
                 Ok(match (execution, finish) {
                     (Execution::Ran(_) | Execution::Stopped(_), Finish::RollBack) => {
                         (Execution::RolledBack, Keep::No)
@@ -162,7 +166,7 @@ impl Store for SqliteStore {
     ) -> Result<Advanced, StoreError> {
         let (lease, clock) = (lease.clone(), self.clock());
         self.write(Kind::Write, move |conn| {
-            operations::advance(conn, &lease, phase.as_ref(), clock)
+            protocol::advance(conn, &lease, phase.as_ref(), clock)
         })
         .await
     }
@@ -170,7 +174,7 @@ impl Store for SqliteStore {
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         let (lease, now) = (lease.clone(), now_ms());
         self.write(Kind::Write, move |conn| {
-            operations::release(conn, &lease, now)
+            protocol::release(conn, &lease, now)
         })
         .await
     }
@@ -179,7 +183,7 @@ impl Store for SqliteStore {
         let now = now_ms();
         let rows = self
             .readers
-            .with(|conn| operations::abandoned(conn, now, limit))?;
+            .with(|conn| protocol::abandoned(conn, now, limit))?;
         Ok(rows
             .into_iter()
             .filter_map(|(caller, key)| {
@@ -197,7 +201,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<Lease>, StoreError> {
         let (caller, key, clock) = (*caller, key.clone(), self.clock());
         self.write(Kind::Write, move |conn| {
-            operations::take_over(conn, &caller, &key, clock)
+            protocol::take_over(conn, &caller, &key, clock)
         })
         .await
     }
@@ -213,7 +217,7 @@ impl Store for SqliteStore {
 
     async fn sweep(&self, limit: u32) -> Result<u64, StoreError> {
         let now = now_ms();
-        self.write(Kind::Other, move |conn| operations::sweep(conn, now, limit))
+        self.write(Kind::Other, move |conn| protocol::sweep(conn, now, limit))
             .await
     }
 
@@ -226,7 +230,7 @@ impl Store for SqliteStore {
         let until = now.saturating_add(millis(claim));
         let rows = self
             .write(Kind::Other, move |conn| {
-                operations::claim_receipts(conn, now, until, limit)
+                outbox::claim_receipts(conn, now, until, limit)
             })
             .await?;
         Ok(rows
@@ -242,7 +246,7 @@ impl Store for SqliteStore {
     async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
         let now = now_ms();
         self.write(Kind::Other, move |conn| {
-            operations::settle_receipt(conn, id, Ok(now))
+            outbox::settle_receipt(conn, id, Ok(now))
         })
         .await
     }
@@ -256,7 +260,7 @@ impl Store for SqliteStore {
         let retry_at = now_ms().saturating_add(millis(retry_in));
         let error = error.to_owned();
         self.write(Kind::Other, move |conn| {
-            operations::settle_receipt(conn, id, Err((retry_at, &error)))
+            outbox::settle_receipt(conn, id, Err((retry_at, &error)))
         })
         .await
     }
@@ -273,7 +277,7 @@ impl Store for SqliteStore {
                     return Err(e.clone());
                 }
                 MIGRATIONS.check(schema::version(batch.conn)?)?;
-                operations::probe_write(batch.conn).map_err(classify)?;
+                schema::probe_write(batch.conn).map_err(classify)?;
                 Ok(((), Keep::Yes))
             })
             .await

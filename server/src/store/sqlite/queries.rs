@@ -2,7 +2,7 @@
 //! after a refused reservation and a finished charge, inside the writer's
 //! savepoint).
 
-use super::operations::{life_left, record};
+use super::protocol::{life_left, record};
 use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId};
 use crate::store::{ChargeQuery, Finished};
 use rusqlite::{params, Connection, OptionalExtension};

@@ -70,3 +70,14 @@ pub(super) fn file_identity(path: &Path) -> Result<FileIdentity, StoreError> {
         ino: meta.ino(),
     })
 }
+
+/// A write probe: "healthy" means a write can commit (not just that the
+/// file opens), so a full disk reports 503.
+pub(super) fn probe_write(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE schema_migrations SET applied_at = applied_at
+         WHERE version = (SELECT max(version) FROM schema_migrations)",
+    )?
+    .execute([])?;
+    Ok(())
+}
