@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
-# chromedriver, PostgreSQL), then runs every test: lints, the server's API
-# and crash tests on SQLite and on a throwaway PostgreSQL cluster, the
-# client's host and browser tests, and the end-to-end stories in headless
-# Chromium.
+# chromedriver, MailDev, PostgreSQL), then runs every test: lints, the
+# server's API and crash tests (with and without the payment provider
+# simulator and MailDev) on SQLite and on a throwaway PostgreSQL cluster,
+# the client's host and browser tests, and the end-to-end stories in
+# headless Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -17,12 +18,16 @@ exec > >(tee "$log") 2>&1
 
 step "toolchain"
 . scripts/wasm-tools.sh
+scripts/maildev.sh
 
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
 step "server and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
+# The server's tests start the psp binary, which `cargo test -p server`
+# does not build.
+cargo build -p psp
 cargo test -p server -p testkit --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"

@@ -6,7 +6,7 @@
 use reqwest::{header, Client, Response};
 use serde_json::Value;
 use std::net::SocketAddr;
-use testkit::{Server, ServerBuilder};
+use testkit::{Fault, LedgerRow, Psp, Server, ServerBuilder};
 
 pub(crate) use testkit::{new_key, new_token};
 
@@ -183,4 +183,110 @@ pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) 
         "{body}"
     );
     body
+}
+
+/// An answer read whole: what the provider and receipt tests compare.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    /// It carried `Idempotent-Replayed: true`.
+    pub(crate) replayed: bool,
+    /// It carried `Retry-After`.
+    pub(crate) retry_after: bool,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Reply {
+    pub(crate) async fn read(response: Response) -> Self {
+        let headers = response.headers();
+        Self {
+            status: response.status().as_u16(),
+            replayed: headers
+                .get("idempotent-replayed")
+                .is_some_and(|v| v == "true"),
+            retry_after: headers.contains_key(header::RETRY_AFTER),
+            body: response.bytes().await.expect("a body").to_vec(),
+        }
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The problem type's last segment (`card-declined`).
+    pub(crate) fn problem(&self) -> String {
+        let body = self.json();
+        let kind = body["type"].as_str().unwrap_or_default();
+        kind.rsplit('/').next().unwrap_or_default().to_owned()
+    }
+}
+
+/// A checkout that charges cards through its own payment provider
+/// simulator (`--chaos --psp-url`, and `extra` flags).
+pub(crate) struct Checkout {
+    pub(crate) psp: Psp,
+    pub(crate) app: TestApp,
+}
+
+impl Checkout {
+    pub(crate) async fn start(extra: &[&str]) -> Self {
+        Self::start_with(Server::builder().flags(extra)).await
+    }
+
+    /// The checkout `builder` describes, with `--chaos` and the provider.
+    pub(crate) async fn start_with(builder: ServerBuilder) -> Self {
+        let psp = Psp::start().expect("the payment provider simulator starts");
+        let app = TestApp::start(builder.chaos().psp(&psp)).await;
+        Self { psp, app }
+    }
+
+    /// `POST /charges` of `body` with `key` as the app's caller.
+    pub(crate) async fn pay(&self, key: &str, body: &Value) -> Reply {
+        Reply::read(self.app.post("/charges", key, body).await).await
+    }
+
+    /// The same with `X-Chaos: chaos`; `None` when no answer came.
+    pub(crate) async fn pay_with_chaos(
+        &self,
+        key: &str,
+        body: &Value,
+        chaos: &str,
+    ) -> Option<Reply> {
+        let sent = self
+            .app
+            .server
+            .bearer(&self.app.token)
+            .post_keyed_with("/charges", key, body, &[("X-Chaos", chaos)])
+            .await
+            .ok()?;
+        Some(Reply::read(sent).await)
+    }
+
+    /// The provider's whole ledger.
+    pub(crate) async fn ledger(&self) -> Vec<LedgerRow> {
+        self.psp.ledger().await.unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Sets a provider fault for the next `count` charge requests.
+    pub(crate) async fn fault(&self, fault: Fault, count: u32) {
+        self.psp
+            .fault(fault, count)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// `provider_calls_total{outcome=OUTCOME}`.
+    pub(crate) async fn provider_calls(&self, outcome: &str) -> f64 {
+        self.app
+            .counter("provider_calls_total", &[("outcome", outcome)])
+            .await
+    }
+
+    /// `operations_resumed_total{by=BY}`.
+    pub(crate) async fn resumed(&self, by: &str) -> f64 {
+        self.app
+            .counter("operations_resumed_total", &[("by", by)])
+            .await
+    }
 }
