@@ -49,11 +49,7 @@ pub async fn run_to_end(
 }
 
 /// The work the lease's recovery point calls for, then its phase.
-async fn next_phase(
-    state: &AppState,
-    lease: &Lease,
-    chaos: &Chaos,
-) -> Result<Advanced, ApiError> {
+async fn next_phase(state: &AppState, lease: &Lease, chaos: &Chaos) -> Result<Advanced, ApiError> {
     let phase = match lease.point {
         RecoveryPoint::ChargeCreated => charge_at_provider(state, lease, chaos).await?,
     };
