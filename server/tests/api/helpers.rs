@@ -4,8 +4,9 @@
 //! when it cannot do it.
 
 use reqwest::{header, Client, Response};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 use testkit::{Fault, LedgerRow, Psp, Server, ServerBuilder};
 
 pub(crate) use testkit::{new_key, new_token};
@@ -288,5 +289,79 @@ impl Checkout {
         self.app
             .counter("operations_resumed_total", &[("by", by)])
             .await
+    }
+}
+
+/// A charge of `amount` usd on `card`.
+pub(crate) fn paying(amount: i64, card: &str) -> Value {
+    json!({"amount": amount, "currency": "usd", "payment_method": card})
+}
+
+/// A charge of `amount` usd on the test Visa card (the default card).
+pub(crate) fn visa(amount: i64) -> Value {
+    json!({"amount": amount, "currency": "usd"})
+}
+
+/// The test card that always declines.
+pub(crate) const DECLINED: &str = "pm_card_chargeDeclined";
+
+/// Asserts a `201` whose charge succeeded through the provider's charge
+/// `provider_charge`; the charge.
+pub(crate) fn assert_charged(reply: &Reply, provider_charge: &str) -> Value {
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let charge = reply.json();
+    assert_eq!(charge["status"], "succeeded", "{charge}");
+    assert_eq!(charge["provider_charge"], provider_charge, "{charge}");
+    charge
+}
+
+/// Asserts a problem answer of `status` and type `slug`.
+pub(crate) fn assert_refused(reply: &Reply, status: u16, slug: &str) {
+    assert_eq!(
+        (reply.status, reply.problem().as_str()),
+        (status, slug),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+}
+
+/// Polls the app's charges until `done` holds for them (at most `timeout`).
+pub(crate) async fn charges_until(
+    app: &TestApp,
+    timeout: Duration,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let charges = app.charges().await;
+        if done(&charges) {
+            return charges;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not within {timeout:?}: {charges:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `body` with `key` until the answer is not `409 in use` (which
+/// must carry Retry-After), for at most 15 s.
+pub(crate) async fn pay_until_free(shop: &Checkout, key: &str, body: &Value) -> Reply {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let reply = shop.pay(key, body).await;
+        if reply.status != 409 {
+            return reply;
+        }
+        assert_refused(&reply, 409, "idempotency-key-in-use");
+        assert!(reply.retry_after, "409 in use without Retry-After");
+        assert!(Instant::now() < deadline, "the key stayed in use");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

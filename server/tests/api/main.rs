@@ -11,4 +11,5 @@ mod idempotency;
 mod process;
 mod provider;
 mod receipts;
+mod recovery;
 mod reservations;

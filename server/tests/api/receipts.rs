@@ -45,6 +45,24 @@ async fn outbox_waiting_reaches(app: &TestApp, n: f64) {
     }
 }
 
+/// Pays for a marker charge with a receipt, waits for that receipt, then
+/// for an empty outbox: whatever the charges before it wrote to the outbox
+/// has been relayed by then. Every message received.
+async fn relayed_after_a_marker(shop: &Checkout, maildev: &MailDev) -> Vec<Email> {
+    let marker = shop
+        .pay(&new_key(), &with_receipt(5, "marker@shop.example"))
+        .await;
+    let marker = message_id(&marker.json());
+    maildev
+        .wait_for(DELIVERY, "the marker receipt", |e| {
+            !copies(e, &marker).is_empty()
+        })
+        .await
+        .unwrap();
+    outbox_waiting_reaches(&shop.app, 0.0).await;
+    maildev.emails().await.unwrap()
+}
+
 /// A succeeded charge with a `receipt_email` sends exactly one receipt to
 /// that address, with its stable Message-ID; a replay sends none.
 #[tokio::test]
@@ -81,18 +99,7 @@ async fn a_succeeded_charge_sends_one_receipt_with_its_message_id_and_a_replay_s
 
     let replay = shop.pay(&key, &body).await;
     assert!(replay.replayed);
-    // A receipt for another charge, sent after the replay, shows the relay
-    // has passed by since: the replay wrote nothing to the outbox.
-    let marker = shop
-        .pay(&new_key(), &with_receipt(5, "marker@shop.example"))
-        .await;
-    let marker = message_id(&marker.json());
-    let emails = maildev
-        .wait_for(DELIVERY, "the marker receipt", |e| {
-            !copies(e, &marker).is_empty()
-        })
-        .await
-        .unwrap();
+    let emails = relayed_after_a_marker(&shop, &maildev).await;
     assert_eq!(copies(&emails, &id).len(), 1, "{emails:#?}");
     assert_eq!(emails.len(), 2, "{emails:#?}");
 }
@@ -109,20 +116,13 @@ async fn a_declined_charge_and_a_charge_without_receipt_email_send_none() {
     assert_eq!(shop.pay(&new_key(), &declined).await.status, 402);
     let silent = json!({"amount": 300, "currency": "usd"});
     assert_eq!(shop.pay(&new_key(), &silent).await.status, 201);
-    // Written after the two above, so sent no earlier than any receipt
-    // they would have written.
-    let marker = shop
-        .pay(&new_key(), &with_receipt(5, "marker@shop.example"))
-        .await;
-    let marker = message_id(&marker.json());
-    let emails = maildev
-        .wait_for(DELIVERY, "the marker receipt", |e| {
-            !copies(e, &marker).is_empty()
-        })
-        .await
-        .unwrap();
+    let emails = relayed_after_a_marker(&shop, &maildev).await;
     assert_eq!(emails.len(), 1, "only the marker: {emails:#?}");
-    assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 1.0);
+    assert_eq!(
+        shop.app.counter("receipts_sent_total", &[]).await,
+        1.0,
+        "the marker's"
+    );
 }
 
 /// Without a provider, with `--smtp-url`, a local charge with a
