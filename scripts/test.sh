@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
-# chromedriver, MailDev, PostgreSQL), then runs every test: lints, the
-# server's API and crash tests (with and without the payment provider
-# simulator and MailDev) on SQLite and on a throwaway PostgreSQL cluster,
-# the client's host and browser tests, and the end-to-end stories in
-# headless Chromium.
+# chromedriver, PostgreSQL), then runs every test: lints, the server's API
+# and crash tests on SQLite and on a throwaway PostgreSQL cluster, the
+# client's host and browser tests, and the end-to-end stories in headless
+# Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -18,6 +17,7 @@ exec > >(tee "$log") 2>&1
 
 step "toolchain"
 . scripts/wasm-tools.sh
+# MailDev (npm) receives the receipts of the server's tests.
 scripts/maildev.sh
 
 step "format and lints"
