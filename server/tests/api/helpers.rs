@@ -264,6 +264,19 @@ impl Checkout {
         Some(Reply::read(sent).await)
     }
 
+    /// The same with an `exit-…` chaos value: no answer comes, and the
+    /// server process exits with code 137.
+    pub(crate) async fn pay_and_exit(&mut self, key: &str, body: &Value, chaos: &str) {
+        let lost = self.pay_with_chaos(key, body, chaos).await;
+        assert!(lost.is_none(), "no answer: {lost:?}");
+        let exit = self
+            .app
+            .server
+            .wait_for_exit(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(exit.code(), Some(137), "{exit}");
+    }
+
     /// The provider's whole ledger.
     pub(crate) async fn ledger(&self) -> Vec<LedgerRow> {
         self.psp.ledger().await.unwrap_or_else(|e| panic!("{e:#}"))

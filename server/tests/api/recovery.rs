@@ -42,14 +42,7 @@ fn lease_of(lease: &str) -> [&str; 4] {
 async fn exit_restart_and_retry(chaos: &str) -> Vec<LedgerRow> {
     let mut shop = Checkout::start(&lease_of("2s")).await;
     let key = new_key();
-    let lost = shop.pay_with_chaos(&key, &visa(5100), chaos).await;
-    assert!(lost.is_none(), "no answer: {lost:?}");
-    let exit = shop
-        .app
-        .server
-        .wait_for_exit(Duration::from_secs(10))
-        .unwrap();
-    assert_eq!(exit.code(), Some(137), "{exit}");
+    shop.pay_and_exit(&key, &visa(5100), chaos).await;
     let after_exit = shop.ledger().await;
 
     shop.app.server.restart().unwrap();
@@ -122,16 +115,8 @@ async fn a_retry_during_the_lease_is_409_in_use_and_the_first_request_answers_on
 async fn the_completer_finishes_an_abandoned_operation_that_no_client_retries() {
     let mut shop = Checkout::start(&["--operation-lease", "1s", "--complete-interval", "1s"]).await;
     let key = new_key();
-    let lost = shop
-        .pay_with_chaos(&key, &visa(3300), "exit-after-provider")
+    shop.pay_and_exit(&key, &visa(3300), "exit-after-provider")
         .await;
-    assert!(lost.is_none());
-    let exit = shop
-        .app
-        .server
-        .wait_for_exit(Duration::from_secs(10))
-        .unwrap();
-    assert_eq!(exit.code(), Some(137), "{exit}");
     shop.app.server.restart().unwrap();
 
     let charges = charges_until(&shop.app, Duration::from_secs(20), |c| {
