@@ -18,12 +18,17 @@ exec > >(tee "$log") 2>&1
 
 step "toolchain"
 . scripts/wasm-tools.sh
+# MailDev (npm) receives the receipts of the server's tests.
+scripts/maildev.sh
 
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
 step "server and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
+# The server's tests start the psp binary, which `cargo test -p server`
+# does not build.
+cargo build -p psp
 cargo test -p server -p testkit --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"

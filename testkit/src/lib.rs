@@ -15,6 +15,10 @@
 //! - [`database`]: a fresh SQLite file, or a fresh PostgreSQL database when
 //!   `TEST_POSTGRES_URL` names a server; SQL behind the server's back.
 //! - [`server`]: the `server` process with its flags, database and page.
+//! - [`psp`]: the payment provider simulator on a fresh ledger: the ledger
+//!   read whole, faults for the next charges.
+//! - [`maildev`]: MailDev (npm), the SMTP server receipts go to, and the
+//!   messages it received.
 //! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
 //! - [`concurrent`]: many requests released at once, their answers read
 //!   whole; copies of one keyed request must run once.
@@ -46,16 +50,20 @@ pub mod caller;
 pub mod clock;
 pub mod concurrent;
 pub mod database;
+pub mod maildev;
 pub mod metrics;
 pub mod process;
+pub mod psp;
 pub mod server;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
+pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
 pub use process::{Launch, Process};
+pub use psp::{Fault, LedgerRow, Psp};
 pub use server::{Server, ServerBuilder};
 
 /// A fresh random idempotency key (a UUID v4).

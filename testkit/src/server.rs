@@ -7,8 +7,10 @@
 use crate::binary::Binary;
 use crate::caller::{Auth, Caller};
 use crate::database::Database;
+use crate::maildev::MailDev;
 use crate::metrics::Metrics;
 use crate::process::{Launch, Process};
+use crate::psp::Psp;
 use anyhow::{anyhow, Context, Result};
 use reqwest::Client;
 use serde_json::Value;
@@ -100,6 +102,16 @@ impl ServerBuilder {
     pub fn database(mut self, database: Database) -> Self {
         self.database = Some(database);
         self
+    }
+
+    /// `--psp-url`: charge cards at this simulator.
+    pub fn psp(self, psp: &Psp) -> Self {
+        self.flag("--psp-url").flag(psp.base_url())
+    }
+
+    /// `--smtp-url`: send receipts to this MailDev.
+    pub fn smtp(self, maildev: &MailDev) -> Self {
+        self.flag("--smtp-url").flag(maildev.smtp_url())
     }
 
     /// Appends the server's stderr to `path`.

@@ -4,9 +4,10 @@
 //! when it cannot do it.
 
 use reqwest::{header, Client, Response};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::net::SocketAddr;
-use testkit::{Server, ServerBuilder};
+use std::time::{Duration, Instant};
+use testkit::{Fault, LedgerRow, Psp, Server, ServerBuilder};
 
 pub(crate) use testkit::{new_key, new_token};
 
@@ -198,4 +199,197 @@ pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) 
         "{body}"
     );
     body
+}
+
+/// An answer read whole: what the provider and receipt tests compare.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    /// It carried `Idempotent-Replayed: true`.
+    pub(crate) replayed: bool,
+    /// It carried `Retry-After`.
+    pub(crate) retry_after: bool,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Reply {
+    pub(crate) async fn read(response: Response) -> Self {
+        let headers = response.headers();
+        Self {
+            status: response.status().as_u16(),
+            replayed: headers
+                .get("idempotent-replayed")
+                .is_some_and(|v| v == "true"),
+            retry_after: headers.contains_key(header::RETRY_AFTER),
+            body: response.bytes().await.expect("a body").to_vec(),
+        }
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The problem type's last segment (`card-declined`).
+    pub(crate) fn problem(&self) -> String {
+        let body = self.json();
+        let kind = body["type"].as_str().unwrap_or_default();
+        kind.rsplit('/').next().unwrap_or_default().to_owned()
+    }
+}
+
+/// A checkout that charges cards through its own payment provider
+/// simulator (`--chaos --psp-url`, and `extra` flags).
+pub(crate) struct Checkout {
+    pub(crate) psp: Psp,
+    pub(crate) app: TestApp,
+}
+
+impl Checkout {
+    pub(crate) async fn start(extra: &[&str]) -> Self {
+        Self::start_with(Server::builder().flags(extra)).await
+    }
+
+    /// The checkout `builder` describes, with `--chaos` and the provider.
+    pub(crate) async fn start_with(builder: ServerBuilder) -> Self {
+        let psp = Psp::start().expect("the payment provider simulator starts");
+        let app = TestApp::start(builder.chaos().psp(&psp)).await;
+        Self { psp, app }
+    }
+
+    /// `POST /charges` of `body` with `key` as the app's caller.
+    pub(crate) async fn pay(&self, key: &str, body: &Value) -> Reply {
+        Reply::read(self.app.post("/charges", key, body).await).await
+    }
+
+    /// The same with `X-Chaos: chaos`; `None` when no answer came.
+    pub(crate) async fn pay_with_chaos(
+        &self,
+        key: &str,
+        body: &Value,
+        chaos: &str,
+    ) -> Option<Reply> {
+        let sent = self
+            .app
+            .server
+            .bearer(&self.app.token)
+            .post_keyed_with("/charges", key, body, &[("X-Chaos", chaos)])
+            .await
+            .ok()?;
+        Some(Reply::read(sent).await)
+    }
+
+    /// The same with an `exit-…` chaos value: no answer comes, and the
+    /// server process exits with code 137.
+    pub(crate) async fn pay_and_exit(&mut self, key: &str, body: &Value, chaos: &str) {
+        let lost = self.pay_with_chaos(key, body, chaos).await;
+        assert!(lost.is_none(), "no answer: {lost:?}");
+        let exit = self
+            .app
+            .server
+            .wait_for_exit(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(exit.code(), Some(137), "{exit}");
+    }
+
+    /// The provider's whole ledger.
+    pub(crate) async fn ledger(&self) -> Vec<LedgerRow> {
+        self.psp.ledger().await.unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Sets a provider fault for the next `count` charge requests.
+    pub(crate) async fn fault(&self, fault: Fault, count: u32) {
+        self.psp
+            .fault(fault, count)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// `provider_calls_total{outcome=OUTCOME}`.
+    pub(crate) async fn provider_calls(&self, outcome: &str) -> f64 {
+        self.app
+            .counter("provider_calls_total", &[("outcome", outcome)])
+            .await
+    }
+
+    /// `operations_resumed_total{by=BY}`.
+    pub(crate) async fn resumed(&self, by: &str) -> f64 {
+        self.app
+            .counter("operations_resumed_total", &[("by", by)])
+            .await
+    }
+}
+
+/// A charge of `amount` usd on `card`.
+pub(crate) fn paying(amount: i64, card: &str) -> Value {
+    json!({"amount": amount, "currency": "usd", "payment_method": card})
+}
+
+/// A charge of `amount` usd on the test Visa card (the default card).
+pub(crate) fn visa(amount: i64) -> Value {
+    json!({"amount": amount, "currency": "usd"})
+}
+
+/// The test card that always declines.
+pub(crate) const DECLINED: &str = "pm_card_chargeDeclined";
+
+/// Asserts a `201` whose charge succeeded through the provider's charge
+/// `provider_charge`; the charge.
+pub(crate) fn assert_charged(reply: &Reply, provider_charge: &str) -> Value {
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let charge = reply.json();
+    assert_eq!(charge["status"], "succeeded", "{charge}");
+    assert_eq!(charge["provider_charge"], provider_charge, "{charge}");
+    charge
+}
+
+/// Asserts a problem answer of `status` and type `slug`.
+pub(crate) fn assert_refused(reply: &Reply, status: u16, slug: &str) {
+    assert_eq!(
+        (reply.status, reply.problem().as_str()),
+        (status, slug),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+}
+
+/// Polls the app's charges until `done` holds for them (at most `timeout`).
+pub(crate) async fn charges_until(
+    app: &TestApp,
+    timeout: Duration,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let charges = app.charges().await;
+        if done(&charges) {
+            return charges;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not within {timeout:?}: {charges:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `body` with `key` until the answer is not `409 in use` (which
+/// must carry Retry-After), for at most 15 s.
+pub(crate) async fn pay_until_free(shop: &Checkout, key: &str, body: &Value) -> Reply {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let reply = shop.pay(key, body).await;
+        if reply.status != 409 {
+            return reply;
+        }
+        assert_refused(&reply, 409, "idempotency-key-in-use");
+        assert!(reply.retry_after, "409 in use without Retry-After");
+        assert!(Instant::now() < deadline, "the key stayed in use");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -1,6 +1,7 @@
 //! The server's API tests: the real `server` binary on port 0 with a fresh
 //! database per test (SQLite, or PostgreSQL with `TEST_POSTGRES_URL`),
-//! started by the test kit and driven over HTTP.
+//! started by the test kit and driven over HTTP; with the payment provider
+//! simulator and MailDev where a test needs them.
 
 mod chaos;
 mod charges;
@@ -13,6 +14,9 @@ mod migration;
 mod openapi;
 mod postgres;
 mod process;
+mod provider;
+mod receipts;
+mod recovery;
 mod reservations;
 mod secrets;
 mod sweeper;

@@ -1,0 +1,184 @@
+//! CONTRACT section 6, receipts: a succeeded charge with a `receipt_email`
+//! writes its receipt to the outbox in the commit that finishes it, and the
+//! relay delivers it to the SMTP server (MailDev here) with the stable
+//! `Message-ID: <receipt.CHARGE_ID@exactly-once>`, retrying until accepted.
+
+use crate::helpers::{Checkout, Reply, TestApp};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use testkit::{new_key, Email, MailDev, Server};
+
+/// How long a receipt may take to arrive.
+const DELIVERY: Duration = Duration::from_secs(20);
+
+/// A charge of `amount` usd with a receipt to `email`.
+fn with_receipt(amount: i64, email: &str) -> Value {
+    json!({"amount": amount, "currency": "usd", "receipt_email": email})
+}
+
+/// The Message-ID the receipt of `charge` carries.
+fn message_id(charge: &Value) -> String {
+    format!("<receipt.{}@exactly-once>", charge["id"].as_str().unwrap())
+}
+
+/// The messages with `message_id`.
+fn copies<'a>(emails: &'a [Email], message_id: &str) -> Vec<&'a Email> {
+    emails
+        .iter()
+        .filter(|e| e.message_id == message_id)
+        .collect()
+}
+
+/// Polls `GET /metrics` until the series `name` (no labels) is `n`, at
+/// most 10 s: the relay counts a receipt once the SMTP server's answer is
+/// read, a moment after MailDev shows the message.
+async fn metric_reaches(app: &TestApp, name: &str, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = app.counter(name, &[]).await;
+        if value == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} stayed {value}, expected {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Pays for a marker charge with a receipt, waits for that receipt, then
+/// for an empty outbox: whatever the charges before it wrote to the outbox
+/// has been relayed by then. Every message received.
+async fn relayed_after_a_marker(shop: &Checkout, maildev: &MailDev) -> Vec<Email> {
+    let marker = shop
+        .pay(&new_key(), &with_receipt(5, "marker@shop.example"))
+        .await;
+    let marker = message_id(&marker.json());
+    maildev
+        .wait_for(DELIVERY, "the marker receipt", |e| {
+            !copies(e, &marker).is_empty()
+        })
+        .await
+        .unwrap();
+    metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
+    maildev.emails().await.unwrap()
+}
+
+/// A succeeded charge with a `receipt_email` sends exactly one receipt to
+/// that address, with its stable Message-ID; a replay sends none.
+#[tokio::test]
+async fn a_succeeded_charge_sends_one_receipt_with_its_message_id_and_a_replay_sends_none() {
+    let maildev = MailDev::start().await.unwrap();
+    let shop = Checkout::start_with(Server::builder().smtp(&maildev)).await;
+    let key = new_key();
+    let body = with_receipt(1999, "ada@shop.example");
+    let paid = shop.pay(&key, &body).await;
+    assert_eq!(paid.status, 201);
+    let charge = paid.json();
+    assert_eq!(charge["receipt_email"], "ada@shop.example");
+    let id = message_id(&charge);
+
+    let emails = maildev
+        .wait_for(DELIVERY, "one receipt", |e| !copies(e, &id).is_empty())
+        .await
+        .unwrap();
+    assert_eq!(emails.len(), 1, "{emails:#?}");
+    assert_eq!(emails[0].to, vec!["ada@shop.example"]);
+    assert!(
+        emails[0].subject.contains("19.99 USD"),
+        "{:?}",
+        emails[0].subject
+    );
+    let provider_charge = charge["provider_charge"].as_str().unwrap();
+    assert!(
+        emails[0].text.contains(provider_charge),
+        "{}",
+        emails[0].text
+    );
+    metric_reaches(&shop.app, "receipts_sent_total", 1.0).await;
+    metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
+
+    let replay = shop.pay(&key, &body).await;
+    assert!(replay.replayed);
+    let emails = relayed_after_a_marker(&shop, &maildev).await;
+    assert_eq!(copies(&emails, &id).len(), 1, "{emails:#?}");
+    assert_eq!(emails.len(), 2, "{emails:#?}");
+}
+
+/// A declined charge and a charge without `receipt_email` send no receipt.
+#[tokio::test]
+async fn a_declined_charge_and_a_charge_without_receipt_email_send_none() {
+    let maildev = MailDev::start().await.unwrap();
+    let shop = Checkout::start_with(Server::builder().smtp(&maildev)).await;
+    let declined = json!({
+        "amount": 300, "currency": "usd",
+        "payment_method": "pm_card_chargeDeclined", "receipt_email": "bob@shop.example"
+    });
+    assert_eq!(shop.pay(&new_key(), &declined).await.status, 402);
+    let silent = json!({"amount": 300, "currency": "usd"});
+    assert_eq!(shop.pay(&new_key(), &silent).await.status, 201);
+    let emails = relayed_after_a_marker(&shop, &maildev).await;
+    assert_eq!(emails.len(), 1, "only the marker: {emails:#?}");
+    assert_eq!(
+        shop.app.counter("receipts_sent_total", &[]).await,
+        1.0,
+        "the marker's"
+    );
+}
+
+/// Without a provider, with `--smtp-url`, a local charge with a
+/// `receipt_email` sends its receipt too.
+#[tokio::test]
+async fn a_local_charge_with_a_receipt_email_sends_a_receipt() {
+    let maildev = MailDev::start().await.unwrap();
+    let app = TestApp::start(Server::builder().smtp(&maildev)).await;
+    let paid = Reply::read(
+        app.post(
+            "/charges",
+            &new_key(),
+            &with_receipt(250, "cy@shop.example"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(paid.status, 201);
+    let id = message_id(&paid.json());
+    let emails = maildev
+        .wait_for(DELIVERY, "the receipt", |e| !copies(e, &id).is_empty())
+        .await
+        .unwrap();
+    assert_eq!(emails.len(), 1, "{emails:#?}");
+    assert_eq!(emails[0].to, vec!["cy@shop.example"]);
+}
+
+/// The SMTP server is down when the charge succeeds: the receipt waits in
+/// the outbox, and is delivered once the server comes up, once.
+#[tokio::test]
+async fn a_receipt_waits_for_an_smtp_server_that_is_down_and_is_sent_once() {
+    let port = testkit::maildev::free_port().unwrap();
+    let shop = Checkout::start_with(
+        Server::builder()
+            .flag("--smtp-url")
+            .flag(format!("smtp://127.0.0.1:{port}")),
+    )
+    .await;
+    let paid = shop
+        .pay(&new_key(), &with_receipt(1500, "dee@shop.example"))
+        .await;
+    assert_eq!(paid.status, 201);
+    let id = message_id(&paid.json());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(shop.app.counter("outbox_waiting", &[]).await, 1.0);
+    assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 0.0);
+
+    let maildev = MailDev::start_on(port).await.unwrap();
+    let emails = maildev
+        .wait_for(DELIVERY, "the receipt", |e| !copies(e, &id).is_empty())
+        .await
+        .unwrap();
+    assert_eq!(emails[0].to, vec!["dee@shop.example"]);
+    metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
+    assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 1.0);
+    assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
+}

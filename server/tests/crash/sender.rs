@@ -1,0 +1,219 @@
+//! The logical operations and their senders: a retrying client that sends
+//! one operation (same key, same body) until it gets a final answer, with
+//! an `X-Chaos` value now and then, and judges every answer by the status
+//! table of the harness (see the crate's documentation).
+
+use crate::tally::Tally;
+use rand::rngs::StdRng;
+use rand::Rng;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use testkit::Caller;
+
+/// Charges recorded locally, or through the payment provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Local,
+    Provider,
+}
+
+/// The test card that always declines.
+pub(crate) const DECLINED: &str = "pm_card_chargeDeclined";
+
+/// One logical operation.
+#[derive(Clone)]
+pub(crate) struct Operation {
+    pub(crate) id: usize,
+    /// Its customer, as seen by each instance.
+    pub(crate) callers: Vec<Caller>,
+    pub(crate) key: String,
+    pub(crate) amount: i64,
+    /// With the provider: declined or charged.
+    pub(crate) declined: bool,
+    /// With the provider: where its receipt goes.
+    pub(crate) receipt_email: Option<String>,
+    /// Sent once, with `exit-before-provider` or `exit-after-provider`, by a
+    /// client that never comes back: only the completer can finish it.
+    pub(crate) abandoned: bool,
+}
+
+impl Operation {
+    /// The description that finds its charge in `GET /charges`.
+    pub(crate) fn description(&self) -> String {
+        format!("op-{}", self.id)
+    }
+
+    pub(crate) fn body(&self, mode: Mode) -> Value {
+        let mut body = json!({
+            "amount": self.amount, "currency": "usd", "description": self.description()
+        });
+        if mode == Mode::Provider {
+            let card = if self.declined {
+                DECLINED
+            } else {
+                "pm_card_visa"
+            };
+            body["payment_method"] = json!(card);
+            if let Some(email) = &self.receipt_email {
+                body["receipt_email"] = json!(email);
+            }
+        }
+        body
+    }
+
+    /// The final status its answers must have.
+    pub(crate) fn final_status(&self) -> u16 {
+        if self.declined {
+            402
+        } else {
+            201
+        }
+    }
+
+    /// The status its charge ends with.
+    pub(crate) fn charge_status(&self) -> &'static str {
+        if self.declined {
+            "failed"
+        } else {
+            "succeeded"
+        }
+    }
+}
+
+/// What a sender needs besides its operation.
+pub(crate) struct Context<'a> {
+    pub(crate) mode: Mode,
+    pub(crate) postgres: bool,
+    pub(crate) tally: &'a Tally,
+}
+
+/// The `X-Chaos` value of one attempt, if any.
+fn chaos(mode: Mode, rng: &mut StdRng) -> Option<&'static str> {
+    match (rng.random_range(0..100), mode) {
+        (0..=3, _) => Some("drop-after-commit"),
+        (4..=6, _) => Some("crash-before-commit"),
+        (7..=9, _) => Some("delay-after-commit=30"),
+        (10, _) => Some("exit-after-commit"),
+        (11, Mode::Provider) => Some("exit-before-provider"),
+        (12, Mode::Provider) => Some("exit-after-provider"),
+        _ => None,
+    }
+}
+
+/// One attempt's answer: status, whether it had `Retry-After`, its body.
+type Attempt = Option<(u16, bool, Vec<u8>)>;
+
+/// Sends `op` once, to a random instance, with `chaos`.
+async fn attempt(
+    op: &Operation,
+    cx: &Context<'_>,
+    chaos: Option<&str>,
+    rng: &mut StdRng,
+) -> Attempt {
+    let headers: &[(&str, &str)] = match &chaos {
+        Some(chaos) => &[("X-Chaos", chaos)],
+        None => &[],
+    };
+    let instance = rng.random_range(0..op.callers.len());
+    cx.tally.sent(instance);
+    let answer = match op.callers[instance]
+        .post_keyed_with("/charges", &op.key, &op.body(cx.mode), headers)
+        .await
+    {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let retry_after = response.headers().contains_key("retry-after");
+            response
+                .bytes()
+                .await
+                .ok()
+                .map(|body| (status, retry_after, body.to_vec()))
+        }
+        // Refused, reset, timed out: the server may be dead.
+        Err(_) => None,
+    };
+    cx.tally.back(instance);
+    answer
+}
+
+/// The problem type's last segment, or "" when the body is no problem.
+fn problem_type(body: &[u8]) -> String {
+    let problem: Value = serde_json::from_slice(body).unwrap_or_default();
+    let kind = problem["type"].as_str().unwrap_or_default();
+    kind.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
+/// Sends `op` until a final answer, as a retrying client would; counts
+/// and judges every answer. The final answer's body.
+pub(crate) async fn send_until_answered(
+    op: &Operation,
+    cx: &Context<'_>,
+    rng: &mut StdRng,
+) -> Vec<u8> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "op {} never got an answer",
+            op.id
+        );
+        let chaos = chaos(cx.mode, rng);
+        let Some((status, retry_after, body)) = attempt(op, cx, chaos, rng).await else {
+            cx.tally.count("transport error");
+            tokio::time::sleep(Duration::from_millis(rng.random_range(2..25))).await;
+            continue;
+        };
+        let kind = problem_type(&body);
+        cx.tally
+            .count(format!("{status} {kind}").trim_end().to_owned());
+        let text = || String::from_utf8_lossy(&body).into_owned();
+        let provider = cx.mode == Mode::Provider;
+        match status {
+            201 | 402 if status != op.final_status() => {
+                cx.tally.forbid(
+                    op.id,
+                    format!(
+                        "{status} for a card that {}: {}",
+                        if op.declined { "declines" } else { "pays" },
+                        text()
+                    ),
+                );
+                return body;
+            }
+            201 => return body,
+            402 if provider && kind == "card-declined" => return body,
+            409 if !cx.postgres && !provider => {
+                cx.tally.forbid(op.id, format!("409 on SQLite: {}", text()))
+            }
+            409 if !(kind == "idempotency-key-in-use" && retry_after) => cx.tally.forbid(
+                op.id,
+                format!("409 (Retry-After: {retry_after}): {}", text()),
+            ),
+            409 => {}
+            503 if !retry_after => cx
+                .tally
+                .forbid(op.id, format!("503 without Retry-After: {}", text())),
+            503 if kind == "unavailable" || (provider && kind == "provider-unavailable") => {}
+            500..=599 => cx.tally.forbid(op.id, format!("{status}: {}", text())),
+            other => panic!("op {}: unexpected {other}: {}", op.id, text()),
+        }
+        // An operation someone else holds is worth a longer wait.
+        let pause = if status == 409 { 50..250 } else { 2..25 };
+        tokio::time::sleep(Duration::from_millis(rng.random_range(pause))).await;
+    }
+}
+
+/// The one attempt of an abandoned operation: a process exit at one side
+/// of the provider call, and no retry, whatever the answer.
+pub(crate) async fn send_and_walk_away(op: &Operation, cx: &Context<'_>, rng: &mut StdRng) {
+    let chaos = if rng.random_bool(0.5) {
+        "exit-before-provider"
+    } else {
+        "exit-after-provider"
+    };
+    let answer = attempt(op, cx, Some(chaos), rng).await;
+    cx.tally.count(match answer {
+        Some((status, _, _)) => format!("{status} (walked away)"),
+        None => "walked away".to_owned(),
+    });
+}

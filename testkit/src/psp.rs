@@ -1,0 +1,185 @@
+//! The payment provider simulator (`psp`, docs/PSP.md) as a [`Process`]:
+//! a fresh SQLite ledger in a temporary folder, `--latency` if asked, and
+//! the two things a test of the checkout reads or does to it: the whole
+//! ledger, and a fault for the next charge requests.
+//!
+//! `cargo test -p server` does not build another package's binary: build
+//! it first with `cargo build -p psp` (`scripts/test.sh` does), or point
+//! `PSP_BIN` at one.
+
+use crate::binary::Binary;
+use crate::process::{Launch, Process};
+use anyhow::{anyhow, bail, Context, Result};
+use reqwest::Client;
+use serde_json::{json, Value};
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
+use tempfile::TempDir;
+
+/// What the next charge requests do (`POST /admin/faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// 500 at once; nothing charged.
+    Fail,
+    /// Charge, then close the connection unanswered.
+    DropAfterCharge,
+    /// Wait this long, then run as usual.
+    Delay(Duration),
+    /// 503 at once; nothing charged.
+    Down,
+}
+
+impl Fault {
+    /// The body that sets it for the next `count` charge requests.
+    fn body(self, count: u32) -> Value {
+        match self {
+            Self::Fail => json!({"mode": "fail", "count": count}),
+            Self::DropAfterCharge => json!({"mode": "drop-after-charge", "count": count}),
+            Self::Down => json!({"mode": "down", "count": count}),
+            Self::Delay(delay) => {
+                json!({"mode": "delay", "count": count, "delay_ms": delay.as_millis() as u64})
+            }
+        }
+    }
+}
+
+/// One row of the provider's ledger: a charge it made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRow {
+    /// `pch_…`
+    pub id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency code.
+    pub currency: String,
+    /// The `Idempotency-Key` the charge was made under.
+    pub idempotency_key: String,
+}
+
+/// A running simulator on a fresh ledger. SIGKILL on drop.
+#[derive(Debug)]
+pub struct Psp {
+    process: Process,
+    http: Client,
+    _dir: TempDir,
+}
+
+impl Psp {
+    /// The `psp` binary (`PSP_BIN` overrides).
+    pub const BINARY: Binary = Binary::new("psp", "psp", "PSP_BIN");
+
+    /// A simulator with no latency.
+    pub fn start() -> Result<Self> {
+        Self::with_latency(Duration::ZERO)
+    }
+
+    /// A simulator that adds `latency` to every charge.
+    pub fn with_latency(latency: Duration) -> Result<Self> {
+        let dir = tempfile::Builder::new().prefix("testkit-psp-").tempdir()?;
+        let database = format!("sqlite://{}", dir.path().join("psp.db").display());
+        let process = Launch::new(Self::BINARY)
+            .env_remove("PSP_LISTEN")
+            .env_remove("PSP_DATABASE_URL")
+            .env_remove("PSP_LATENCY")
+            .env("NO_COLOR", "1")
+            .args(["--database", &database])
+            .arg("--latency")
+            .arg(format!("{}ms", latency.as_millis()))
+            .start()?;
+        Ok(Self {
+            process,
+            http: Client::builder().timeout(Duration::from_secs(30)).build()?,
+            _dir: dir,
+        })
+    }
+
+    /// Every charge in the ledger, newest first (all pages). An error
+    /// unless each page is a 200 with the documented fields.
+    pub async fn ledger(&self) -> Result<Vec<LedgerRow>> {
+        let mut rows = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut path = String::from("/v1/charges?limit=1000");
+            if let Some(id) = &after {
+                path.push_str("&starting_after=");
+                path.push_str(id);
+            }
+            let response = self
+                .http
+                .get(self.url(&path))
+                .send()
+                .await
+                .with_context(|| format!("psp: GET {path}"))?;
+            let status = response.status();
+            let text = response.text().await?;
+            if status != reqwest::StatusCode::OK {
+                bail!("psp: GET {path} answered {status}: {text}");
+            }
+            let page: Value = serde_json::from_str(&text)
+                .with_context(|| format!("psp: GET {path} answered {text}"))?;
+            let data = page["data"]
+                .as_array()
+                .ok_or_else(|| anyhow!("psp: GET {path}: no `data` array in {text}"))?;
+            for row in data {
+                rows.push(ledger_row(row).ok_or_else(|| {
+                    anyhow!("psp: GET {path}: a row without id, amount, currency or key: {row}")
+                })?);
+            }
+            if page["has_more"] != true {
+                return Ok(rows);
+            }
+            after = rows.last().map(|row| row.id.clone());
+        }
+    }
+
+    /// Sets `fault` for the next `count` charge requests (replacing any
+    /// pending one).
+    pub async fn fault(&self, fault: Fault, count: u32) -> Result<()> {
+        self.admin(fault.body(count)).await
+    }
+
+    /// Clears the pending fault.
+    pub async fn clear_faults(&self) -> Result<()> {
+        self.admin(json!({"mode": "none"})).await
+    }
+
+    async fn admin(&self, body: Value) -> Result<()> {
+        let response = self
+            .http
+            .post(self.url("/admin/faults"))
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| format!("psp: POST /admin/faults {body}"))?;
+        let status = response.status();
+        if status != reqwest::StatusCode::NO_CONTENT {
+            let text = response.text().await.unwrap_or_default();
+            bail!("psp: POST /admin/faults {body} answered {status}: {text}");
+        }
+        Ok(())
+    }
+}
+
+fn ledger_row(row: &Value) -> Option<LedgerRow> {
+    Some(LedgerRow {
+        id: row["id"].as_str()?.to_owned(),
+        amount: row["amount"].as_i64()?,
+        currency: row["currency"].as_str()?.to_owned(),
+        idempotency_key: row["idempotency_key"].as_str()?.to_owned(),
+    })
+}
+
+/// The process operations (`base_url`, `kill`, `restart`, `log_text`, …).
+impl Deref for Psp {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl DerefMut for Psp {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
+}
