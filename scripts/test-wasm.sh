@@ -113,7 +113,10 @@ echo "server at $server_url (chaos on, CORS for $runner_origin), portal at $port
 for browser in ${TEST_WASM_BROWSERS:-chrome firefox}; do
     step "browser tests (headless $browser)"
     status=0
-    IDEM_TEST_SERVER="$server_url" \
+    # TZ: a zone that is not GMT, so that an HTTP-date read as local
+    # time shows (a_retry_after_date_is_waited_until).
+    TZ="${TEST_WASM_TZ:-America/New_York}" \
+        IDEM_TEST_SERVER="$server_url" \
         IDEM_TEST_PORTAL="$portal_url" \
         WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
         WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-180}" \

@@ -101,9 +101,7 @@ impl Client {
                 Some("aborted") => None,
                 _ => {
                     let retry_after = answer.retry_after().and_then(|value| {
-                        parse_retry_after_with(&value, js::now_ms() as f64, |date| {
-                            Some(js::date_parse(date)).filter(|ms| !ms.is_nan())
-                        })
+                        parse_retry_after_with(&value, js::now_ms() as f64, http_date_ms)
                     });
                     Some(policy.decide(attempts, outcome, retry_after, js::random()))
                 }
@@ -229,6 +227,18 @@ impl Client {
             }
         }
     }
+}
+
+/// An HTTP-date as Unix epoch milliseconds, read by the browser's
+/// `Date.parse`. HTTP-dates are GMT, and the asctime form says so nowhere:
+/// without a zone, `Date.parse` would read it as local time.
+fn http_date_ms(date: &str) -> Option<f64> {
+    let ms = if date.ends_with("GMT") {
+        js::date_parse(date)
+    } else {
+        js::date_parse(&text::concat(&[date, " GMT"]))
+    };
+    Some(ms).filter(|ms| !ms.is_nan())
 }
 
 /// A new request for an operation whose last request got no final answer
