@@ -4,8 +4,8 @@
 # chromedriver, PostgreSQL, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, schemathesis against the server's OpenAPI document, the client's
-# host and browser tests, and the end-to-end stories in headless
-# Chromium.
+# host and browser tests, its npm package (size budget, types, a Vite
+# build), and the end-to-end stories in headless Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -42,6 +42,11 @@ scripts/schemathesis.sh
 
 step "client: host tests, release build, browser tests"
 scripts/test-wasm.sh
+
+# The npm package: the 20 KB size budget, the tarball, strict TypeScript,
+# a Vite build, and both kinds of page paying in Chromium.
+step "client package"
+scripts/test-package.sh
 
 step "end to end: the checkout page in headless Chromium"
 scripts/test-e2e.sh
