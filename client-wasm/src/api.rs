@@ -9,7 +9,9 @@
 //! `invalid` (a rejection for the calls that return a promise), never a
 //! `TypeError` thrown by the glue.
 
-use std::rc::Rc;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec::Vec;
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;

@@ -14,6 +14,8 @@ use crate::js;
 use crate::options::Config;
 use crate::storage::{Record, Slot, Store};
 use crate::text::{self, concat};
+use alloc::string::String;
+use alloc::vec::Vec;
 
 pub(crate) struct Client {
     pub(crate) config: Config,

@@ -9,6 +9,7 @@
 //! `e instanceof Error`, `e.name === "IdempotencyError"`, `e.message`,
 //! `e.stack` all work.
 
+use alloc::string::String;
 use wasm_bindgen::JsValue;
 
 use crate::js;

@@ -6,6 +6,8 @@
 //! Each import costs a shim on both sides of the wasm boundary; the module
 //! is shaped so that a call crosses it a handful of times per attempt.
 
+use alloc::string::String;
+use alloc::vec::Vec;
 use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 

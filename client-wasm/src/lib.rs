@@ -42,6 +42,23 @@
 //! provider calls too. The wasm module carries no JSON crate: stored
 //! records and request and answer bodies go through the browser's `JSON`.
 
+// Without std in the release module: its panic machinery (hooks, messages,
+// `core::fmt`) was 1.2 KB brotli of code for panics that never print
+// anywhere (docs/BENCHMARKS.md). Tests and the host build keep std. (So
+// `cargo clippy --all-targets` for wasm32, which builds the library with
+// the tests' std-enabled dependencies, cannot link it: check `--lib` and
+// `--tests` apart there.)
+#![cfg_attr(all(target_arch = "wasm32", not(test)), no_std)]
+
+extern crate alloc;
+
+/// A panic stops the module where it is: nothing could show its message.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
+
 /// A small free-list allocator: the client allocates little and briefly,
 /// and std's dlmalloc would be a third of the module.
 #[cfg(target_arch = "wasm32")]

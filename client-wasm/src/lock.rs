@@ -24,7 +24,7 @@
 //!    under the Web Lock too, because `keyFor` in another tab takes no
 //!    lock.
 
-use std::future::Future;
+use core::future::Future;
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;

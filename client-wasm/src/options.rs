@@ -9,6 +9,7 @@
 //! reading members of a JS object costs no shims; this module takes from
 //! them what the key lifecycle and the retry policy need.
 
+use alloc::string::String;
 use retry_policy::Policy;
 use wasm_bindgen::JsValue;
 

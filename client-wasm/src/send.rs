@@ -4,6 +4,7 @@
 //! and wait or stop as the retry policy ([`retry_policy`]) decides, until
 //! a final answer, `maxAttempts`, or the caller's abort.
 
+use alloc::string::String;
 use retry_policy::{parse_retry_after_with, Attempt, Decision, Policy};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;

@@ -2,6 +2,7 @@
 //! errors. Written by hand, without `core::fmt`, whose machinery would be
 //! several kilobytes of the wasm module; plain Rust, tested on the host.
 
+use alloc::string::String;
 /// Appends the decimal digits of `n` (without indexing, whose bounds checks
 /// format their panics).
 pub(crate) fn push_u64(out: &mut String, n: u64) {

@@ -8,6 +8,8 @@
 //! warning), which never throws; this module reads and writes records
 //! through it, and a read of garbage gives [`Slot::Empty`].
 
+use alloc::string::String;
+use alloc::vec::Vec;
 pub(crate) mod record;
 
 use crate::js;
