@@ -2,6 +2,9 @@
 # server (scripts/test-wasm.sh, scripts/test-package.sh). Source it from a
 # bash script with `set -euo pipefail`; it defines functions only.
 #
+#   temp_env                   makes a temporary folder $tmp; on exit, ends
+#                              the processes in server_pid, driver_pid and
+#                              portal_pid and removes the folder
 #   free_port                  prints a free TCP port on 127.0.0.1
 #   listening PID FILE         waits until process PID prints "listening on
 #                              URL" into FILE; prints the URL
@@ -12,6 +15,14 @@
 #   start_chromedriver DIR     starts chromedriver on a free port, logging
 #                              into DIR; sets driver_pid and driver_url
 #   stop_pids PID...           ends those processes (the ones started here)
+
+temp_env() {
+    tmp="$(mktemp -d)"
+    server_pid=""
+    driver_pid=""
+    portal_pid=""
+    trap 'stop_pids "$server_pid" "$driver_pid" "$portal_pid"; rm -rf "$tmp"' EXIT
+}
 
 free_port() {
     node -e 'const s = require("net").createServer();

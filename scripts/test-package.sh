@@ -39,14 +39,7 @@ step "client package: size budget"
 scripts/build-wasm.sh --check
 
 step "client package: tarball, types, Vite build, pages in headless Chromium"
-tmp="$(mktemp -d)"
-server_pid=""
-driver_pid=""
-cleanup() {
-    stop_pids "$server_pid" "$driver_pid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+temp_env
 
 passed=0
 failed=0

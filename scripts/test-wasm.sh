@@ -38,15 +38,7 @@ scripts/build-wasm.sh
 
 step "server"
 . scripts/browser-env.sh
-tmp="$(mktemp -d)"
-server_pid=""
-portal_pid=""
-driver_pid=""
-cleanup() {
-    stop_pids "$server_pid" "$portal_pid" "$driver_pid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+temp_env
 
 # wasm-bindgen-test-runner serves the test page on WASM_BINDGEN_TEST_ADDRESS;
 # pinning it tells the server which origin to allow.
