@@ -7,7 +7,8 @@
 #      without `any` (client-wasm/package/tests/manifest.mjs);
 #   3. types: the Vite app's strict TypeScript consumer
 #      (client-wasm/package/tests/app/main.ts) and the TypeScript quick
-#      start of docs/CLIENT.md, as written, compile with `tsc --strict`
+#      starts of docs/CLIENT.md and of the package's README, as written,
+#      compile with `tsc --strict`
 #      against the package installed from the tarball;
 #   4. `vite build` of that app with Vite's defaults (no config file);
 #   5. in headless Chromium against a real `server`: the Vite app pays,
@@ -76,10 +77,13 @@ app="$tmp/app"
 cp -r client-wasm/package/tests/app "$app"
 install_tarball() { (cd "$app" && npm install --no-audit --no-fund --loglevel=error --no-save "$tarball"); }
 check npm_installs_the_tarball install_tarball
-# The manual's TypeScript quick start as written, after the page's own
-# names it uses.
+# The first TypeScript block of a Markdown file.
+ts_block() { awk '/^```ts$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$1"; }
+# The package README's quick start, and the manual's as written followed by
+# the page's own names it uses.
+ts_block client-wasm/package/README.md >"$app/readme.ts"
 {
-    awk '/^```ts$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' docs/CLIENT.md
+    ts_block docs/CLIENT.md
     cat <<'EOF'
 declare const token: string;
 declare function showReceipt(id: string): void;
@@ -88,7 +92,7 @@ declare function showPaused(): void;
 declare function showRetryLater(status: number | null): void;
 EOF
 } >"$app/quick-start.ts"
-check tsc_strict_compiles_a_consumer_and_the_quick_start tsc -p "$app/tsconfig.json"
+check tsc_strict_compiles_a_consumer_and_both_quick_starts tsc -p "$app/tsconfig.json"
 vite_build() {
     (cd "$app" && vite build --logLevel warn) && ls "$app"/dist/assets/*.wasm
 }
