@@ -51,6 +51,8 @@ async function pay(): Promise<string> {
     events.length === 2 &&
     events[0].status === 201 &&
     refused?.kind === "invalid" &&
+    refused.name === "IdempotencyError" &&
+    refused instanceof Error &&
     refused.operation === null &&
     refused.attempts === 0 &&
     client.pendingOperations().length === 0;
