@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The browser client's init time (docs/BENCHMARKS.md): a benchmark, not a
 # test. Builds the package, serves it and client-wasm/smoke/init.html from
-# the debug `server`, and loads that page RUNS times (default 20) in
+# the release `server`, and loads that page RUNS times (default 20) in
 # headless Chromium, each in a new WebDriver session (a new profile: cold
 # HTTP cache, no compiled-code cache). Prints each run, then the median of
 # `await init(); new IdempotentClient()` (fetch, compile, instantiate,
-# construct) and of the module's import before it.
+# construct), its parts (init() with the wasm's fetch alone, the
+# constructor) and the module's import before it.
 #
 #   scripts/bench-client.sh
 #   RUNS=50 scripts/bench-client.sh
@@ -24,7 +25,7 @@ temp_env
 mkdir -p "$tmp/www"
 cp -r client-wasm/pkg "$tmp/www/pkg"
 cp client-wasm/smoke/init.html "$tmp/www/init.html"
-start_server "$tmp" "$tmp/www"
+SERVER_PROFILE=release start_server "$tmp" "$tmp/www"
 start_chromedriver "$tmp"
 
 for run in $(seq 1 "$RUNS"); do
@@ -39,6 +40,6 @@ node -e '
   const all = (name) => runs.map((r) => r[name]);
   const init = all("initMs");
   console.log(`init (fetch, compile, instantiate, construct), ${runs.length} cold runs: median ${f(median(init))} ms, min ${f(Math.min(...init))}, max ${f(Math.max(...init))}`);
-  console.log(`  of which init(): median ${f(median(all("instantiateMs")))} ms; new IdempotentClient(): median ${f(median(all("constructMs")))} ms`);
+  console.log(`  of which init(): median ${f(median(all("instantiateMs")))} ms (its wasm fetch alone: ${f(median(all("wasmFetchMs")))} ms); new IdempotentClient(): median ${f(median(all("constructMs")))} ms`);
   console.log(`import of client_wasm.js before it: median ${f(median(all("importMs")))} ms`);
 ' "$tmp/runs.jsonl"

@@ -8,10 +8,12 @@
 #   free_port                  prints a free TCP port on 127.0.0.1
 #   listening PID FILE         waits until process PID prints "listening on
 #                              URL" into FILE; prints the URL
-#   start_server DIR WWW ARGS  starts the debug `server` on a free port with
-#                              a SQLite database in DIR, chaos mode, relaxed
-#                              durability, WWW served as static files and
-#                              ARGS added; sets server_pid and server_url
+#   start_server DIR WWW ARGS  starts `server` (the debug build; the release
+#                              one with SERVER_PROFILE=release) on a free
+#                              port with a SQLite database in DIR, chaos
+#                              mode, relaxed durability, WWW served as
+#                              static files and ARGS added; sets server_pid
+#                              and server_url
 #   start_chromedriver DIR     starts chromedriver on a free port, logging
 #                              into DIR; sets driver_pid and driver_url
 #   stop_pids PID...           ends those processes (the ones started here)
@@ -46,8 +48,13 @@ listening() {
 start_server() {
     local dir="$1" www="$2"
     shift 2
-    cargo build --quiet -p server
-    "${CARGO_TARGET_DIR:-$ROOT/target}/debug/server" \
+    local profile="${SERVER_PROFILE:-debug}"
+    if [ "$profile" = release ]; then
+        cargo build --quiet --release -p server
+    else
+        cargo build --quiet -p server
+    fi
+    "${CARGO_TARGET_DIR:-$ROOT/target}/$profile/server" \
         --listen 127.0.0.1:0 \
         --database "sqlite://$dir/db/shop.db" \
         --chaos \
