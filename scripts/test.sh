@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
-# target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
-# chromedriver, PostgreSQL, schemathesis), then runs every test: lints, the
+# target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
+# Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
+# PostgreSQL, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, schemathesis against the server's OpenAPI document, the client's
 # host and browser tests, its npm package (size budget, types, a Vite
