@@ -8,6 +8,7 @@
 set -Eeuo pipefail
 WASM_TOOLS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BINARYEN_VERSION=132
+ESBUILD_VERSION=0.28.2
 GECKODRIVER_VERSION=0.37.1
 cd "$WASM_TOOLS_ROOT"
 export PATH="$WASM_TOOLS_ROOT/.tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -58,6 +59,15 @@ if ! [[ "$opt_version" =~ ^[0-9]+$ ]] || ((opt_version < 116)); then
     mkdir -p "$WASM_TOOLS_ROOT/.tools"
     npm install --prefix "$WASM_TOOLS_ROOT/.tools" --no-audit --no-fund --loglevel=error \
         "binaryen@$BINARYEN_VERSION" >&2
+fi
+
+# 4b. esbuild from npm into .tools/: bundles and minifies the package's
+#     JavaScript (client-wasm/package/build.mjs).
+if [ "$("$WASM_TOOLS_ROOT/.tools/node_modules/.bin/esbuild" --version 2>/dev/null || true)" != "$ESBUILD_VERSION" ]; then
+    say "installing esbuild@$ESBUILD_VERSION from npm into .tools/"
+    mkdir -p "$WASM_TOOLS_ROOT/.tools"
+    npm install --prefix "$WASM_TOOLS_ROOT/.tools" --no-audit --no-fund --loglevel=error \
+        "esbuild@$ESBUILD_VERSION" >&2
 fi
 
 # 5. Chromium and its driver, for wasm-pack test --chrome.

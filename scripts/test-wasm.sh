@@ -3,7 +3,8 @@
 #
 #   1. host tests: `cargo test -p retry-policy -p client-wasm` (retry
 #      policy, backoff, Retry-After, record format, messages);
-#   2. the release build into www/pkg (scripts/build-wasm.sh, with sizes);
+#   2. the release build into client-wasm/pkg and www/pkg
+#      (scripts/build-wasm.sh, with sizes);
 #   3. browser tests: `wasm-pack test --headless --chrome client-wasm`, then
 #      `--firefox`, against a real `server --chaos` that this script starts
 #      on a free port, with a temporary SQLite database, CORS for the test
@@ -32,33 +33,15 @@ step() { printf '\n== %s\n' "$*"; }
 step "host tests"
 cargo test -p retry-policy -p client-wasm
 
-step "release build into www/pkg"
+step "release build into client-wasm/pkg and www/pkg"
 scripts/build-wasm.sh
 
 step "server"
-cargo build -p server
-server_bin="${CARGO_TARGET_DIR:-$ROOT/target}/debug/server"
-
-tmp="$(mktemp -d)"
-server_pid=""
-portal_pid=""
-cleanup() {
-    for pid in "$server_pid" "$portal_pid"; do
-        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-            kill "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. scripts/browser-env.sh
+temp_env
 
 # wasm-bindgen-test-runner serves the test page on WASM_BINDGEN_TEST_ADDRESS;
 # pinning it tells the server which origin to allow.
-free_port() {
-    node -e 'const s = require("net").createServer();
-             s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
 runner_port="$(free_port)"
 runner_origin="http://127.0.0.1:$runner_port"
 
@@ -66,36 +49,7 @@ runner_origin="http://127.0.0.1:$runner_port"
 # tests that open other windows and frames load it from there.
 mkdir -p "$tmp/www"
 cp -r www/pkg "$tmp/www/pkg"
-"$server_bin" \
-    --listen 127.0.0.1:0 \
-    --database "sqlite://$tmp/db/shop.db" \
-    --chaos \
-    --cors-origin "$runner_origin" \
-    --durability relaxed \
-    --www "$tmp/www" \
-    >"$tmp/server.out" 2>"$tmp/server.log" &
-server_pid=$!
-
-# Waits until the process $1 prints "listening on URL" into file $2; prints
-# the URL.
-listening() {
-    local url=""
-    for _ in $(seq 1 300); do
-        url="$(sed -n 's/^listening on //p' "$2" | head -n 1)"
-        if [ -n "$url" ]; then
-            echo "$url"
-            return 0
-        fi
-        kill -0 "$1" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
-if ! server_url="$(listening "$server_pid" "$tmp/server.out")"; then
-    echo "test-wasm: the server did not start:" >&2
-    cat "$tmp/server.log" >&2
-    exit 1
-fi
+start_server "$tmp" "$tmp/www" --cors-origin "$runner_origin"
 node client-wasm/browser-support/portal.mjs "$runner_origin" >"$tmp/portal.out" 2>&1 &
 portal_pid=$!
 if ! portal_url="$(listening "$portal_pid" "$tmp/portal.out")"; then
@@ -113,7 +67,10 @@ echo "server at $server_url (chaos on, CORS for $runner_origin), portal at $port
 for browser in ${TEST_WASM_BROWSERS:-chrome firefox}; do
     step "browser tests (headless $browser)"
     status=0
-    IDEM_TEST_SERVER="$server_url" \
+    # TZ: a zone that is not GMT, so that an HTTP-date read as local
+    # time shows (a_retry_after_date_is_waited_until).
+    TZ="${TEST_WASM_TZ:-America/New_York}" \
+        IDEM_TEST_SERVER="$server_url" \
         IDEM_TEST_PORTAL="$portal_url" \
         WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
         WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-180}" \
@@ -127,18 +84,9 @@ done
 
 step "release build smoke test (headless Chromium, www/pkg)"
 cp client-wasm/smoke/index.html "$tmp/www/smoke.html"
-driver_port="$(free_port)"
-chromedriver --port="$driver_port" >"$tmp/chromedriver.log" 2>&1 &
-driver_pid=$!
-for _ in $(seq 1 100); do
-    node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
-        "http://127.0.0.1:$driver_port/status" && break
-    sleep 0.1
-done
+start_chromedriver "$tmp"
 status=0
-node client-wasm/smoke/run.mjs "http://127.0.0.1:$driver_port" "$server_url/smoke.html" || status=$?
-kill "$driver_pid" 2>/dev/null || true
-wait "$driver_pid" 2>/dev/null || true
+node client-wasm/smoke/run.mjs "$driver_url" "$server_url/smoke.html" || status=$?
 # The result line cargo's runners print, so scripts/test-total.sh counts it.
 if [ "$status" = 0 ]; then
     echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out (the release smoke test)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
-# target, wasm-pack, wasm-bindgen-cli, binaryen, Node.js, Chromium,
-# chromedriver, PostgreSQL, schemathesis), then runs every test: lints, the
+# target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
+# Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
+# PostgreSQL, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, schemathesis against the server's OpenAPI document, the client's
-# host and browser tests, and the end-to-end stories in headless
-# Chromium.
+# host and browser tests, its npm package (size budget, types, a Vite
+# build), and the end-to-end stories in headless Chromium.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -47,6 +48,11 @@ scripts/schemathesis.sh
 
 step "client: host tests, release build, browser tests"
 scripts/test-wasm.sh
+
+# The npm package: the 20 KB size budget, the tarball, strict TypeScript,
+# a Vite build, and both kinds of page paying in Chromium.
+step "client package"
+scripts/test-package.sh
 
 step "end to end: the checkout page in headless Chromium"
 scripts/test-e2e.sh

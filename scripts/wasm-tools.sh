@@ -9,6 +9,8 @@
 #     Cargo.lock                                 (cargo install, not --locked)
 #   - wasm-opt from npm's binaryen >= 116, in .tools/ (Debian's 108 breaks
 #     wasm-bindgen's externref table)
+#   - esbuild from npm, in .tools/ (bundles and minifies the package's
+#     JavaScript)
 #   - chromium + chromium-driver, and firefox-esr + geckodriver, for the
 #     browser tests (apt; geckodriver by cargo install, its npm package
 #     downloads from the internet); skipped when WASM_TOOLS_BROWSER=0

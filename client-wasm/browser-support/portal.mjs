@@ -11,6 +11,11 @@
 //   ANY /redirect/...      302 to /login (a captive portal)
 //   GET /login             200 text/html (the portal's login page)
 //   ANY /busy/SECS/...     503 problem+json with Retry-After: SECS
+//   ANY /busy-until/SECS/FORM/...
+//                          the same with Retry-After: the HTTP-date SECS
+//                          seconds from now, FORM "imf" (IMF-fixdate,
+//                          `Sun, 06 Nov 1994 08:49:37 GMT`) or "asctime"
+//                          (`Sun Nov  6 08:49:37 1994`)
 import { createServer } from "node:http";
 
 const origin = process.argv[2];
@@ -45,14 +50,24 @@ const server = createServer((request, response) => {
     return;
   }
   const busy = path.match(/^\/busy\/(\d+)\//);
-  if (busy) {
+  const until = path.match(/^\/busy-until\/(\d+)\/(imf|asctime)\//);
+  if (busy || until) {
+    const retryAfter = busy ? busy[1] : httpDate(new Date(Date.now() + 1000 * until[1]), until[2]);
     response
-      .writeHead(503, { ...cors, "Retry-After": busy[1], "Content-Type": "application/problem+json" })
+      .writeHead(503, { ...cors, "Retry-After": retryAfter, "Content-Type": "application/problem+json" })
       .end(JSON.stringify({ type: "about:blank#maintenance", title: "Down for maintenance", status: 503 }));
     return;
   }
   response.writeHead(404, cors).end();
 });
+
+/** `date` as an HTTP-date of RFC 9110 in the form `form`. */
+function httpDate(date, form) {
+  const imf = date.toUTCString(); // "Sun, 06 Nov 1994 08:49:37 GMT"
+  if (form === "imf") return imf;
+  const [weekday, day, month, year, time] = imf.replace(",", "").split(" ");
+  return `${weekday} ${month} ${day.replace(/^0/, " ")} ${time} ${year}`;
+}
 
 server.listen(0, "127.0.0.1", () => {
   console.log(`listening on http://127.0.0.1:${server.address().port}`);

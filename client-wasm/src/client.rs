@@ -14,6 +14,8 @@ use crate::js;
 use crate::options::Config;
 use crate::storage::{Record, Slot, Store};
 use crate::text::{self, concat};
+use alloc::string::String;
+use alloc::vec::Vec;
 
 pub(crate) struct Client {
     pub(crate) config: Config,
@@ -23,7 +25,7 @@ pub(crate) struct Client {
 impl Client {
     /// Opens the storage and deletes the expired records under the prefix.
     pub(crate) fn new(config: Config) -> Client {
-        let store = Store::open(config.prefix.clone());
+        let store = Store::open(&config.prefix);
         store.purge_expired(js::now_ms());
         Client { config, store }
     }
@@ -36,7 +38,7 @@ impl Client {
             Slot::Ours(record) if record.is_usable(now) => Ok(record),
             Slot::Foreign => Err(foreign(operation)),
             _ => {
-                let record = Record::new(text::new_key(), now, self.config.key_ttl_ms);
+                let record = Record::new(new_key(), now, self.config.key_ttl_ms);
                 self.store.put(operation, &record);
                 Ok(record)
             }
@@ -82,6 +84,17 @@ impl Client {
             .map(|(operation, _)| operation)
             .collect()
     }
+}
+
+/// A fresh idempotency key: a UUID v4 from the browser's CSPRNG
+/// (`crypto.getRandomValues`, which unlike `crypto.randomUUID` works on
+/// plain http pages too).
+fn new_key() -> String {
+    let mut bytes = [0; 16];
+    for (byte, random) in bytes.iter_mut().zip(js::random_bytes()) {
+        *byte = random;
+    }
+    text::uuid_v4(bytes)
 }
 
 /// The refusal to touch a record of another version of the client.

@@ -1,38 +1,149 @@
-//! The few browser globals the client uses, bound directly so that each
-//! costs one small import: timers, `fetch`, `console.warn`, `JSON`, the
-//! clock and `Math.random`. They work in windows and workers alike.
+//! What the client takes from JavaScript: the browser's side of the client
+//! (`js/browser.js`: option objects, `fetch`, timers, the Web Lock,
+//! `localStorage`, the objects a page receives, `IdempotencyError`), and
+//! the few globals used directly (`JSON`, the clock, `Math.random`).
+//!
+//! Each import costs a shim on both sides of the wasm boundary; the module
+//! is shaped so that a call crosses it a handful of times per attempt.
 
-use js_sys::{Function, Promise, Reflect};
+use alloc::string::String;
+use alloc::vec::Vec;
+use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(module = "/js/browser.js")]
+extern "C" {
+    /// The constructor's options, checked and completed with the client's
+    /// defaults (the retry policy's are left to Rust).
+    pub(crate) type Settings;
+
+    /// Checks `new IdempotentClient(options)`; throws an `IdempotencyError`
+    /// (`invalid`) naming a wrong option.
+    #[wasm_bindgen(catch)]
+    pub(crate) fn settings(options: &JsValue) -> Result<Settings, JsValue>;
+
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn prefix(this: &Settings) -> String;
+    #[wasm_bindgen(method, getter = keyTtlMs)]
+    pub(crate) fn key_ttl_ms(this: &Settings) -> f64;
+    #[wasm_bindgen(method, getter = maxAttempts)]
+    pub(crate) fn max_attempts(this: &Settings) -> Option<u32>;
+    #[wasm_bindgen(method, getter = backoffBaseMs)]
+    pub(crate) fn backoff_base_ms(this: &Settings) -> Option<f64>;
+    #[wasm_bindgen(method, getter = backoffMaxMs)]
+    pub(crate) fn backoff_max_ms(this: &Settings) -> Option<f64>;
+    #[wasm_bindgen(method, getter = maxRetryAfterMs)]
+    pub(crate) fn max_retry_after_ms(this: &Settings) -> Option<f64>;
+
+    /// What one call uses: its options merged over the [`Settings`], its
+    /// `AbortSignal`, `onAttempt`.
+    #[derive(Clone)]
+    pub(crate) type Call;
+
+    /// Checks a call's options; throws an `IdempotencyError` (`invalid`)
+    /// about `operation` naming a wrong one, or when the page has an opaque
+    /// origin and no `baseUrl`.
+    #[wasm_bindgen(catch)]
+    pub(crate) fn call(
+        settings: &Settings,
+        options: &JsValue,
+        operation: &str,
+    ) -> Result<Call, JsValue>;
+
+    #[wasm_bindgen(method, getter = timeoutMs)]
+    pub(crate) fn timeout_ms(this: &Call) -> f64;
+    /// The call's own `maxAttempts`, if it has one.
+    #[wasm_bindgen(method, getter = maxAttempts)]
+    pub(crate) fn max_attempts(this: &Call) -> Option<u32>;
+    /// The call's signal has fired.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn aborted(this: &Call) -> bool;
+
+    /// Resolves after `ms` milliseconds; rejects when the call is aborted
+    /// first.
+    pub(crate) fn sleep(call: &Call, ms: f64) -> Promise;
+
+    /// Runs `run` (a function returning the call's promise) under the Web
+    /// Lock `name`, or unlocked where there is none or it is refused.
+    pub(crate) fn locked(name: &str, call: &Call, run: &JsValue) -> Promise;
+
+    /// One `fetch` with the key and its answer read, within the call's
+    /// timeout; always resolves, with an [`Answer`].
+    pub(crate) fn attempt(
+        call: &Call,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        key: &str,
+    ) -> Promise;
+
+    /// What one attempt got.
+    pub(crate) type Answer;
+
+    /// The HTTP status; 0 when there was no answer.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn status(this: &Answer) -> u16;
+    /// Why there was no answer: `timeout`, `network`, `redirect` or
+    /// `aborted`.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn error(this: &Answer) -> Option<String>;
+    /// The browser's description of a network error.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn cause(this: &Answer) -> Option<String>;
+    /// The raw `Retry-After` header.
+    #[wasm_bindgen(method, getter = retryAfter)]
+    pub(crate) fn retry_after(this: &Answer) -> Option<String>;
+    /// The `type` of a problem+json body.
+    #[wasm_bindgen(method, getter = problemType)]
+    pub(crate) fn problem_type(this: &Answer) -> Option<String>;
+
+    /// Calls `onAttempt`, if any, with the attempt's event.
+    pub(crate) fn report(
+        call: &Call,
+        operation: &str,
+        key: &str,
+        attempt: u32,
+        answer: &Answer,
+        latency_ms: f64,
+        retry_in_ms: Option<f64>,
+    );
+
+    /// `{ status, ok, body, replayed, key, attempts }`.
+    pub(crate) fn outcome(answer: &Answer, key: &str, attempts: u32) -> JsValue;
+
+    /// An `IdempotencyError`.
+    pub(crate) fn fail(
+        kind: &str,
+        message: &str,
+        operation: Option<&str>,
+        key: Option<&str>,
+        attempts: u32,
+        last_status: Option<u16>,
+    ) -> JsValue;
+
+    /// 16 bytes from `crypto.getRandomValues`.
+    #[wasm_bindgen(js_name = randomBytes)]
+    pub(crate) fn random_bytes() -> Vec<u8>;
+
+    /// One client's entries: `localStorage`, or page memory where it
+    /// refuses (and the page is told once). Never throws.
+    pub(crate) type Store;
+
+    #[wasm_bindgen(constructor)]
+    pub(crate) fn new(prefix: &str) -> Store;
+    #[wasm_bindgen(method)]
+    pub(crate) fn get(this: &Store, operation: &str) -> Option<String>;
+    #[wasm_bindgen(method)]
+    pub(crate) fn put(this: &Store, operation: &str, text: &str);
+    #[wasm_bindgen(method)]
+    pub(crate) fn remove(this: &Store, operation: &str);
+    /// The operations that have an entry under the prefix.
+    #[wasm_bindgen(method)]
+    pub(crate) fn operations(this: &Store) -> Vec<String>;
+}
 
 #[wasm_bindgen]
 extern "C" {
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout_raw(handler: &Function, ms: f64) -> JsValue;
-
-    #[wasm_bindgen(js_name = clearTimeout)]
-    pub(crate) fn clear_timeout(id: &JsValue);
-
-    /// `fetch(url, init)`; rejects on a network error or an abort. Looked
-    /// up on every call, so a page may wrap `globalThis.fetch`.
-    #[wasm_bindgen(js_name = fetch)]
-    pub(crate) fn fetch(url: &str, init: &JsValue) -> Promise;
-
-    /// An `EventTarget` (an `AbortSignal`) or a `Promise`: the receiver of
-    /// the two methods below, bound without their web-sys / js-sys types.
-    pub(crate) type Target;
-
-    /// `target.addEventListener(kind, listener)`.
-    #[wasm_bindgen(method, js_name = addEventListener)]
-    pub(crate) fn add_event_listener(this: &Target, kind: &str, listener: &Function);
-
-    /// `promise.catch(handler)`, with any function as the handler.
-    #[wasm_bindgen(method, js_name = catch)]
-    pub(crate) fn catch(this: &Target, handler: &Function) -> Promise;
-
-    #[wasm_bindgen(js_namespace = console, js_name = warn)]
-    pub(crate) fn console_warn(message: &str);
-
     /// `JSON.parse` of a JS string, without copying it through Rust.
     #[wasm_bindgen(catch, js_namespace = JSON, js_name = parse)]
     pub(crate) fn json_parse(text: &JsValue) -> Result<JsValue, JsValue>;
@@ -40,18 +151,10 @@ extern "C" {
     /// `JSON.stringify`; `undefined` for values JSON cannot hold.
     #[wasm_bindgen(catch, js_namespace = JSON, js_name = stringify)]
     pub(crate) fn json_stringify(value: &JsValue) -> Result<JsValue, JsValue>;
-}
 
-/// `globalThis`: the window or the worker. (`js_sys::global` is in the
-/// module anyway: the futures glue uses it.)
-pub(crate) fn global() -> JsValue {
-    js_sys::global().into()
-}
-
-/// `setTimeout(handler, ms)`, with `ms` clamped to the timers' range:
-/// browsers fire a longer delay (over 2^31 - 1 ms, about 24.8 days) at once.
-pub(crate) fn set_timeout(handler: &Function, ms: f64) -> JsValue {
-    set_timeout_raw(handler, ms.clamp(0.0, 2_147_483_647.0))
+    /// `Date.parse`: epoch milliseconds, NaN for what it cannot read.
+    #[wasm_bindgen(js_namespace = Date, js_name = parse)]
+    pub(crate) fn date_parse(text: &str) -> f64;
 }
 
 /// Unix epoch milliseconds.
@@ -64,55 +167,10 @@ pub(crate) fn random() -> f64 {
     js_sys::Math::random()
 }
 
-/// A promise that resolves after `ms` milliseconds.
-pub(crate) fn timer(ms: f64) -> Promise {
-    Promise::new(&mut |resolve: Function, _reject: Function| {
-        set_timeout(&resolve, ms);
-    })
-}
-
-/// A readable description of a thrown JS value: `"TypeError: Failed to
-/// fetch"` for an error, the string itself for a string.
-pub(crate) fn error_text(value: &JsValue) -> String {
-    if let Some(s) = value.as_string() {
-        return s;
-    }
-    let get = |name: &str| {
-        Reflect::get(value, &JsValue::from_str(name))
-            .ok()
-            .and_then(|v| v.as_string())
-    };
-    if value.is_object() {
-        match (get("name"), get("message")) {
-            (Some(mut name), Some(message)) => {
-                if !message.is_empty() {
-                    name.push_str(": ");
-                    name.push_str(&message);
-                }
-                return name;
-            }
-            (None, Some(message)) => return message,
-            _ => {}
-        }
-    }
-    String::from("unknown error")
-}
-
 /// Reads `object[name]`; `undefined` for a missing member or a non-object.
 pub(crate) fn get(object: &JsValue, name: &str) -> JsValue {
     if !object.is_object() {
         return JsValue::UNDEFINED;
     }
     Reflect::get(object, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
-}
-
-/// Sets `object[name] = value` on a plain object made by this crate.
-pub(crate) fn set(object: &JsValue, name: &str, value: &JsValue) {
-    // Cannot fail on a plain extensible object.
-    let _ = Reflect::set(object, &JsValue::from_str(name), value);
-}
-
-/// `value`, or `null` (not `undefined`, which wasm-bindgen makes of `None`).
-pub(crate) fn nullable<T: Into<JsValue>>(value: Option<T>) -> JsValue {
-    value.map_or(JsValue::NULL, Into::into)
 }

@@ -2,32 +2,36 @@
 //! reservation) with one idempotency key, kept across retries, timeouts,
 //! reloads and tabs, so that the operation runs exactly once on the server.
 //!
-//! Built by wasm-pack (`--target web`) into `www/pkg/`; its JS API is
-//! CONTRACT section 4, documented for page authors in `docs/CLIENT.md`.
+//! Built by `scripts/build-wasm.sh` into the npm package
+//! `exactly-once-client` (`client-wasm/pkg/`, copied to `www/pkg/`); its JS
+//! API is CONTRACT section 4, documented for page authors in
+//! `docs/CLIENT.md`.
 //!
 //! # Layout
 //!
-//! - [`api`]: the exported class `IdempotentClient` and the module's
-//!   TypeScript declarations.
-//! - `options`: the constructor's and each call's options, and the call
-//!   arguments, checked at the edge.
+//! The Rust side keeps the decisions; `js/browser.js` does the browser
+//! plumbing that is smaller as plain JavaScript than as wasm-bindgen shims
+//! (docs/BENCHMARKS.md, "Client size levers").
+//!
+//! - [`api`]: the exported class `IdempotentClient`.
+//! - `options`: the constructor's options as the key lifecycle and the
+//!   retry policy need them, and the call arguments, checked at the edge.
 //! - `client`: the state behind a client and the key lifecycle that needs
 //!   no waiting (`keyFor`, `release`, `pendingOperations`).
 //! - `send`: the send loop of one call: store, settle, attempt, report,
 //!   wait or stop.
 //! - `lock`: the cross-tab Web Lock, its fallbacks, and the settle that
 //!   makes racing tabs agree on one key.
-//! - `abort`: the caller's `AbortSignal` as something every wait races.
-//! - `error`: `IdempotencyError`, what every rejection is.
-//! - `transport`: one `fetch` attempt with its timeout, no redirects for
-//!   requests with effects.
-//! - `storage`: one versioned record per operation in `localStorage`, or in
+//! - `error`: why a call failed, as the `IdempotencyError` a page sees.
+//! - `storage`: one versioned record per operation, in `localStorage` or in
 //!   page memory when that is unavailable or full; `storage::record` is the
-//!   record's schema and `storage::reader` its JSON reader (plain Rust,
-//!   tested on the host).
+//!   record's schema (plain Rust, tested on the host).
 //! - `text`: keys and messages, without `core::fmt` (plain Rust, tested on
 //!   the host).
-//! - `js`: the browser globals used, bound one by one.
+//! - `js`: what is imported from JavaScript: `js/browser.js` (option
+//!   objects, `fetch` with its timeout and abort, timers, the Web Lock,
+//!   `localStorage`, `IdempotencyError`, the objects a page receives) and
+//!   a few globals.
 //! - `browser_tests`: wasm-bindgen-test tests in headless Chromium and
 //!   Firefox against a real server (`scripts/test-wasm.sh`). They live in
 //!   the library because the crate is a `cdylib` only: with an `rlib`
@@ -35,9 +39,25 @@
 //!
 //! The retry policy (what is retried, backoff, `Retry-After`) is the
 //! `retry-policy` crate of this workspace, which the server uses for its
-//! provider calls too. The wasm module carries no JSON crate: the record
-//! format has its own small reader, and request and answer bodies go
-//! through the browser's `JSON`.
+//! provider calls too. The wasm module carries no JSON crate: stored
+//! records and request and answer bodies go through the browser's `JSON`.
+
+// Without std in the release module: its panic machinery (hooks, messages,
+// `core::fmt`) was 1.2 KB brotli of code for panics that never print
+// anywhere (docs/BENCHMARKS.md). Tests and the host build keep std. (So
+// `cargo clippy --all-targets` for wasm32, which builds the library with
+// the tests' std-enabled dependencies, cannot link it: check `--lib` and
+// `--tests` apart there.)
+#![cfg_attr(all(target_arch = "wasm32", not(test)), no_std)]
+
+extern crate alloc;
+
+/// A panic stops the module where it is: nothing could show its message.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
 
 /// A small free-list allocator: the client allocates little and briefly,
 /// and std's dlmalloc would be a third of the module.
@@ -46,7 +66,6 @@
 static ALLOCATOR: lol_alloc::LockedAllocator<lol_alloc::FreeListAllocator> =
     lol_alloc::LockedAllocator::new(lol_alloc::FreeListAllocator::new());
 
-mod abort;
 pub mod api;
 mod client;
 mod error;
@@ -56,10 +75,8 @@ mod options;
 mod send;
 mod storage;
 mod text;
-mod transport;
 
 pub use api::IdempotentClient;
-pub use error::IdempotencyError;
 
 #[cfg(all(test, target_arch = "wasm32"))]
 mod browser_tests;

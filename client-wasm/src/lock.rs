@@ -1,6 +1,7 @@
 //! How a call gets its operation to itself across tabs.
 //!
-//! 1. **The Web Lock** `storagePrefix + operation` (`navigator.locks`),
+//! 1. **The Web Lock** `storagePrefix + operation` (`navigator.locks`,
+//!    requested by `locked` in `js/browser.js`),
 //!    held from reading the key to the final answer, so one operation is
 //!    never in flight twice at once, in one tab or several. The caller's
 //!    `signal` is handed to the lock request: an abort while waiting for
@@ -23,70 +24,29 @@
 //!    under the Web Lock too, because `keyFor` in another tab takes no
 //!    lock.
 
-use std::cell::Cell;
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
+use core::future::Future;
 
-use js_sys::{Function, Object, Promise};
+use js_sys::Promise;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
-use web_sys::AbortSignal;
+use wasm_bindgen_futures::future_to_promise;
 
-use crate::js;
+use crate::js::{self, Call};
 
 /// How old a key must be before a call sends it: longer than a
 /// `localStorage` write takes to reach the other tabs of the browser
 /// (a few milliseconds), with a wide margin for a busy machine.
 pub(crate) const SETTLE_MS: u64 = 100;
 
-/// A call, as one concrete type so that the glue that turns futures into
-/// promises exists once in the module.
-pub(crate) type Work = Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>;
-
 /// Runs `work` under the Web Lock `name` where there is one, else
-/// directly; the promise settles as `work` does. A lock request that is
-/// refused or aborted before it is granted runs `work` unlocked: `work`
-/// itself sees the abort and rejects without sending.
-pub(crate) fn spawn(name: &str, signal: Option<&AbortSignal>, work: Work) -> Promise {
-    let slot = Rc::new(Cell::new(Some(work)));
-    let granted = web_locks().and_then(|(locks, request)| {
-        let callback = {
-            let slot = slot.clone();
-            Closure::once_into_js(move |_lock: JsValue| -> Promise {
-                match slot.take() {
-                    Some(work) => future_to_promise(work),
-                    None => Promise::resolve(&JsValue::UNDEFINED),
-                }
-            })
-        };
-        let options: JsValue = Object::new().into();
-        if let Some(signal) = signal {
-            js::set(&options, "signal", signal);
-        }
-        request
-            .call3(&locks, &name.into(), &options, &callback)
-            .ok()
-    });
-    let call: Work = Box::pin(async move {
-        let locked = match granted {
-            Some(granted) => JsFuture::from(Promise::resolve(&granted)).await,
-            None => Ok(JsValue::UNDEFINED),
-        };
-        match slot.take() {
-            // No lock, or the request was refused before granting it.
-            Some(work) => work.await,
-            // The lock was granted and the work ran under it: its outcome.
-            None => locked,
-        }
-    });
-    future_to_promise(call)
-}
-
-/// `navigator.locks` and its `request` method, when the browser has them.
-fn web_locks() -> Option<(JsValue, Function)> {
-    let locks = js::get(&js::get(&js::global(), "navigator"), "locks");
-    let request = js::get(&locks, "request").dyn_into::<Function>().ok()?;
-    Some((locks, request))
+/// directly (`locked` in `js/browser.js`); the promise settles as `work`
+/// does. A lock request that is refused or aborted before it is granted
+/// runs `work` unlocked: `work` itself sees the abort and rejects without
+/// sending.
+pub(crate) fn run(
+    name: &str,
+    call: &Call,
+    work: impl Future<Output = Result<JsValue, JsValue>> + 'static,
+) -> Promise {
+    let start = Closure::once_into_js(move || future_to_promise(work));
+    js::locked(name, call, &start)
 }

@@ -4,19 +4,18 @@
 //! and wait or stop as the retry policy ([`retry_policy`]) decides, until
 //! a final answer, `maxAttempts`, or the caller's abort.
 
-use js_sys::Object;
-use retry_policy::{parse_retry_after, Attempt, Decision, Policy};
+use alloc::string::String;
+use retry_policy::{parse_retry_after_with, Attempt, Decision, Policy};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
 
-use crate::abort::Abort;
 use crate::client::{foreign, Client};
 use crate::error::{Failure, Kind};
-use crate::js;
+use crate::js::{self, Answer, Call};
 use crate::lock::SETTLE_MS;
-use crate::options::CallOptions;
 use crate::storage::{Record, Slot, StoredRequest};
 use crate::text::{self, LastTry};
-use crate::transport::{self, Answer};
 
 /// Added to the expected end of an attempt or a wait to make the `busy`
 /// lease: time for the loop itself on a slow machine.
@@ -35,27 +34,20 @@ impl Client {
         &self,
         operation: &str,
         job: Job,
-        options: CallOptions,
+        call: &Call,
     ) -> Result<JsValue, JsValue> {
-        let abort = Abort::new(options.signal.clone());
-        self.run(operation, job, &options, &abort)
+        self.run(operation, job, call)
             .await
             .map_err(|failure| failure.of(operation).into_js())
     }
 
-    async fn run(
-        &self,
-        operation: &str,
-        job: Job,
-        options: &CallOptions,
-        abort: &Abort,
-    ) -> Result<JsValue, Failure> {
-        let timeout_ms = options.timeout_ms.unwrap_or(self.config.timeout_ms);
-        let mut record = self.prepare(operation, job, timeout_ms, abort).await?;
+    async fn run(&self, operation: &str, job: Job, call: &Call) -> Result<JsValue, Failure> {
+        let timeout_ms = call.timeout_ms();
+        let mut record = self.prepare(operation, job, timeout_ms, call).await?;
         let Some(request) = record.request.take() else {
             return Err(Failure::invalid("no request".into()));
         };
-        let call = text::call_name(&request.method, &request.path, operation);
+        let call_name = text::call_name(&request.method, &request.path, operation);
         let failure = |kind, message, attempts, last_status| Failure {
             kind,
             message,
@@ -64,22 +56,9 @@ impl Client {
             attempts,
             last_status,
         };
-        // `start` refused the call when there is no base URL.
-        let base_url = self.config.base_url.as_deref().unwrap_or_default();
-        let url = text::concat(&[base_url, &request.path]);
-        let mut headers = self.config.headers.clone();
-        headers.extend(options.headers.iter().cloned());
-        let attempt_request = transport::Request {
-            url: &url,
-            method: &request.method,
-            body: request.body.as_deref(),
-            key: &record.key,
-            headers: &headers,
-            timeout_ms,
-        };
         let policy = Policy {
-            max_attempts: options
-                .max_attempts
+            max_attempts: call
+                .max_attempts()
                 .unwrap_or(self.config.policy.max_attempts),
             ..self.config.policy
         };
@@ -87,86 +66,84 @@ impl Client {
         let mut attempts: u32 = 0;
         let mut status = None;
         loop {
-            if abort.is_aborted() {
+            if call.aborted() {
                 self.finish(operation, &record.key, false);
-                let message = text::aborted(&call, operation, attempts);
+                let message = text::aborted(&call_name, operation, attempts);
                 return Err(failure(Kind::Aborted, message, attempts, status));
             }
             attempts += 1;
             let started = js::now_ms();
             self.lease(operation, &record.key, started + timeout_ms as u64);
-            let result = transport::attempt(&attempt_request, abort).await;
+            let answer: Answer = JsFuture::from(js::attempt(
+                call,
+                &request.method,
+                &request.path,
+                request.body.as_deref(),
+                &record.key,
+            ))
+            .await
+            .unwrap_or_else(|e| e)
+            .unchecked_into();
             let latency_ms = js::now_ms().saturating_sub(started);
 
-            let problem_type = match &result {
-                Ok(answer) if answer.status == 409 => answer.problem_type(),
+            let error = answer.error();
+            let problem_type = answer.problem_type();
+            let outcome = match error.as_deref() {
+                None => Attempt::Answer {
+                    status: answer.status(),
+                    problem_type: problem_type.as_deref(),
+                },
+                Some("timeout") => Attempt::Timeout,
+                Some("redirect") => Attempt::Redirect,
+                Some(_) => Attempt::Network,
+            };
+            // An abort is not retried: `decide` is not asked.
+            let decision = match error.as_deref() {
+                Some("aborted") => None,
+                _ => {
+                    let retry_after = answer.retry_after().and_then(|value| {
+                        parse_retry_after_with(&value, js::now_ms() as f64, http_date_ms)
+                    });
+                    Some(policy.decide(attempts, outcome, retry_after, js::random()))
+                }
+            };
+            status = error.is_none().then(|| answer.status());
+            let retry_in_ms = match decision {
+                Some(Decision::RetryAfter(ms)) => Some(ms),
                 _ => None,
             };
-            let (outcome, retry_after) = match &result {
-                Ok(answer) => (
-                    Attempt::Answer {
-                        status: answer.status,
-                        problem_type: problem_type.as_deref(),
-                    },
-                    answer
-                        .retry_after
-                        .as_deref()
-                        .and_then(|v| parse_retry_after(v, js::now_ms() as f64)),
-                ),
-                Err(transport::Failure::Timeout) => (Attempt::Timeout, None),
-                Err(transport::Failure::Redirect) => (Attempt::Redirect, None),
-                // An abort is not retried: `decide` is not asked.
-                Err(_) => (Attempt::Network, None),
-            };
-            let decision = match &result {
-                Err(transport::Failure::Aborted) => None,
-                _ => Some(policy.decide(attempts, outcome, retry_after, js::random())),
-            };
-            status = result.as_ref().ok().map(|answer| answer.status);
-            self.report(&Event {
+            js::report(
+                call,
                 operation,
-                key: &record.key,
-                attempt: attempts,
-                status,
-                error: match &result {
-                    Ok(_) => None,
-                    Err(transport::Failure::Timeout) => Some("timeout"),
-                    Err(transport::Failure::Network(_)) => Some("network"),
-                    Err(transport::Failure::Redirect) => Some("redirect"),
-                    Err(transport::Failure::Aborted) => Some("aborted"),
-                },
-                replayed: result.as_ref().is_ok_and(|answer| answer.replayed),
-                latency_ms,
-                retry_in_ms: match decision {
-                    Some(Decision::RetryAfter(ms)) => Some(ms),
-                    _ => None,
-                },
-            });
+                &record.key,
+                attempts,
+                &answer,
+                latency_ms as f64,
+                retry_in_ms,
+            );
 
             match decision {
                 None => {} // aborted: the check at the top of the loop
                 Some(Decision::Done) => {
                     self.finish(operation, &record.key, true);
-                    let Ok(answer) = result else {
-                        return Err(Failure::invalid("a failure is never final".into()));
-                    };
-                    return Ok(outcome_object(&answer, &record.key, attempts));
+                    return Ok(js::outcome(&answer, &record.key, attempts));
                 }
                 Some(Decision::RetryAfter(ms)) => {
                     let until = js::now_ms() + ms as u64 + timeout_ms as u64;
                     self.lease(operation, &record.key, until);
                     // An abort here is seen at the top of the loop.
-                    let _ = abort.sleep(ms).await;
+                    let _ = JsFuture::from(js::sleep(call, ms)).await;
                 }
                 Some(Decision::GiveUp) => {
                     self.finish(operation, &record.key, false);
-                    let last = match &result {
-                        Ok(_) => LastTry::Status(status.unwrap_or(0), problem_type.as_deref()),
-                        Err(transport::Failure::Timeout) => LastTry::Timeout(timeout_ms as u64),
-                        Err(transport::Failure::Network(cause)) => LastTry::Network(cause),
-                        Err(_) => LastTry::Redirect,
+                    let cause = answer.cause().unwrap_or_default();
+                    let last = match (error.as_deref(), status) {
+                        (None, Some(status)) => LastTry::Status(status, problem_type.as_deref()),
+                        (Some("timeout"), _) => LastTry::Timeout(timeout_ms as u64),
+                        (Some("redirect"), _) => LastTry::Redirect,
+                        _ => LastTry::Network(&cause),
                     };
-                    let message = text::gave_up(&call, operation, attempts, last);
+                    let message = text::gave_up(&call_name, operation, attempts, last);
                     return Err(failure(Kind::Exhausted, message, attempts, status));
                 }
             }
@@ -182,7 +159,7 @@ impl Client {
         operation: &str,
         job: Job,
         timeout_ms: f64,
-        abort: &Abort,
+        call: &Call,
     ) -> Result<Record, Failure> {
         let now = js::now_ms();
         let (mut record, request) = match job {
@@ -198,9 +175,9 @@ impl Client {
         };
 
         let age = now.saturating_sub(record.created_ms);
-        if age < SETTLE_MS && !abort.is_aborted() {
+        if age < SETTLE_MS && !call.aborted() {
             // An abort here is seen below.
-            let _ = abort.sleep((SETTLE_MS - age) as f64).await;
+            let _ = JsFuture::from(js::sleep(call, (SETTLE_MS - age) as f64)).await;
             match self.store.get(operation) {
                 // Another tab may have made a key at the same moment and
                 // written it last: every tab uses the one in storage.
@@ -210,9 +187,9 @@ impl Client {
                 Slot::Empty => {}
             }
         }
-        if abort.is_aborted() {
-            let call = text::call_name(&request.method, &request.path, operation);
-            let mut failure = Failure::invalid(text::aborted(&call, operation, 0));
+        if call.aborted() {
+            let call_name = text::call_name(&request.method, &request.path, operation);
+            let mut failure = Failure::invalid(text::aborted(&call_name, operation, 0));
             failure.kind = Kind::Aborted;
             failure.key = Some(record.key);
             return Err(failure);
@@ -251,41 +228,18 @@ impl Client {
             }
         }
     }
-
-    /// Calls `onAttempt`, if any. What it throws is reported on the console
-    /// and changes nothing.
-    fn report(&self, event: &Event<'_>) {
-        let Some(on_attempt) = &self.config.on_attempt else {
-            return;
-        };
-        let object: JsValue = Object::new().into();
-        js::set(&object, "operation", &event.operation.into());
-        js::set(&object, "key", &event.key.into());
-        js::set(&object, "attempt", &event.attempt.into());
-        js::set(&object, "status", &js::nullable(event.status));
-        js::set(&object, "error", &js::nullable(event.error));
-        js::set(&object, "replayed", &event.replayed.into());
-        js::set(&object, "latencyMs", &(event.latency_ms as f64).into());
-        js::set(&object, "retryInMs", &js::nullable(event.retry_in_ms));
-        if let Err(e) = on_attempt.call1(&JsValue::UNDEFINED, &object) {
-            js::console_warn(&text::concat(&[
-                "IdempotentClient: onAttempt threw: ",
-                &js::error_text(&e),
-            ]));
-        }
-    }
 }
 
-/// What `onAttempt` receives.
-struct Event<'a> {
-    operation: &'a str,
-    key: &'a str,
-    attempt: u32,
-    status: Option<u16>,
-    error: Option<&'static str>,
-    replayed: bool,
-    latency_ms: u64,
-    retry_in_ms: Option<f64>,
+/// An HTTP-date as Unix epoch milliseconds, read by the browser's
+/// `Date.parse`. HTTP-dates are GMT, and the asctime form says so nowhere:
+/// without a zone, `Date.parse` would read it as local time.
+fn http_date_ms(date: &str) -> Option<f64> {
+    let ms = if date.ends_with("GMT") {
+        js::date_parse(date)
+    } else {
+        js::date_parse(&text::concat(&[date, " GMT"]))
+    };
+    Some(ms).filter(|ms| !ms.is_nan())
 }
 
 /// A new request for an operation whose last request got no final answer
@@ -323,17 +277,4 @@ fn nothing_to_resume(operation: &str) -> Failure {
     let mut msg = String::from("resume: no stored request for operation ");
     text::push_quoted(&mut msg, operation);
     Failure::invalid(msg)
-}
-
-/// `{status, ok, body, replayed, key, attempts}`.
-fn outcome_object(answer: &Answer, key: &str, attempts: u32) -> JsValue {
-    let outcome: JsValue = Object::new().into();
-    let status = answer.status;
-    js::set(&outcome, "status", &status.into());
-    js::set(&outcome, "ok", &(200..300).contains(&status).into());
-    js::set(&outcome, "body", &answer.body);
-    js::set(&outcome, "replayed", &answer.replayed.into());
-    js::set(&outcome, "key", &key.into());
-    js::set(&outcome, "attempts", &attempts.into());
-    outcome
 }

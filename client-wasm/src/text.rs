@@ -2,6 +2,7 @@
 //! errors. Written by hand, without `core::fmt`, whose machinery would be
 //! several kilobytes of the wasm module; plain Rust, tested on the host.
 
+use alloc::string::String;
 /// Appends the decimal digits of `n` (without indexing, whose bounds checks
 /// format their panics).
 pub(crate) fn push_u64(out: &mut String, n: u64) {
@@ -43,9 +44,11 @@ pub(crate) fn uuid_text(bytes: &[u8; 16]) -> String {
     key
 }
 
-/// A fresh idempotency key: a UUID v4 from the browser's CSPRNG.
-pub(crate) fn new_key() -> String {
-    uuid_text(uuid::Uuid::new_v4().as_bytes())
+/// A UUID v4 of 16 random bytes: the version and variant bits set.
+pub(crate) fn uuid_v4(mut bytes: [u8; 16]) -> String {
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    uuid_text(&bytes)
 }
 
 /// Why the last attempt of a call got no final answer, for its message.
@@ -151,6 +154,17 @@ mod tests {
             uuid_text(&bytes),
             uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
         );
+    }
+
+    #[test]
+    fn random_bytes_become_a_version_4_uuid() {
+        for bytes in [[0u8; 16], [0xff; 16], *uuid::Uuid::new_v4().as_bytes()] {
+            let key = uuid_v4(bytes);
+            let parsed = uuid::Uuid::parse_str(&key).unwrap();
+            assert_eq!(parsed.get_version_num(), 4, "{key}");
+            assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122, "{key}");
+        }
+        assert_eq!(uuid_v4([0; 16]), "00000000-0000-4000-8000-000000000000");
     }
 
     #[test]

@@ -211,12 +211,32 @@ fn floor_non_negative(x: f64) -> f64 {
 /// date in the past means "now". `None` when the value is neither form.
 /// Apply [`Policy::cap_retry_after`] (which [`Policy::decide`] does).
 pub fn parse_retry_after(value: &str, now_ms: f64) -> Option<f64> {
+    parse_retry_after_with(value, now_ms, |date| {
+        parse_http_date(date).map(|secs| secs as f64 * 1000.0)
+    })
+}
+
+/// [`parse_retry_after`] with another reader of the HTTP-date form:
+/// `http_date_ms` turns the (trimmed) value into Unix epoch milliseconds.
+/// It is only asked about values that could be a date (with a letter and a
+/// `:`, as all three forms have), so a lenient reader cannot take `"1.5"`
+/// or `"-1"` for one. The browser client passes the browser's `Date.parse`,
+/// which keeps [`parse_http_date`] out of its wasm module.
+pub fn parse_retry_after_with(
+    value: &str,
+    now_ms: f64,
+    http_date_ms: impl FnOnce(&str) -> Option<f64>,
+) -> Option<f64> {
     let value = value.trim_ascii();
     if let Some(secs) = parse_digits(value) {
         return Some(secs as f64 * 1000.0);
     }
-    let at = parse_http_date(value)?;
-    let wait = at as f64 * 1000.0 - now_ms;
+    let could_be_date =
+        value.bytes().any(|b| b.is_ascii_alphabetic()) && value.bytes().any(|b| b == b':');
+    if !could_be_date {
+        return None;
+    }
+    let wait = http_date_ms(value)? - now_ms;
     Some(if wait > 0.0 { wait } else { 0.0 })
 }
 

@@ -186,6 +186,40 @@ fn retry_after_dates_count_from_now() {
     );
 }
 
+/// The browser client reads dates with `Date.parse`: the crate still reads
+/// the seconds itself, and asks the reader only about what could be a date.
+#[test]
+fn another_date_reader_gets_only_what_could_be_a_date() {
+    let now = 784_111_777_000.0;
+    let asked = std::cell::RefCell::new(Vec::new());
+    let reader = |date: &str| {
+        asked.borrow_mut().push(date.to_owned());
+        Some(now + 5_000.0)
+    };
+    assert_eq!(parse_retry_after_with(" 3 ", now, reader), Some(3_000.0));
+    assert_eq!(
+        parse_retry_after_with(" Sun, 06 Nov 1994 08:49:42 GMT ", now, reader),
+        Some(5_000.0)
+    );
+    for value in ["1.5", "-1", "", "soon", "12:30"] {
+        assert_eq!(
+            parse_retry_after_with(value, now, reader),
+            None,
+            "{value:?}"
+        );
+    }
+    assert_eq!(*asked.borrow(), ["Sun, 06 Nov 1994 08:49:42 GMT"]);
+    // A date in the past means "now"; one the reader cannot read, no wait.
+    assert_eq!(
+        parse_retry_after_with("Sun, 06 Nov 1994 08:49:00 GMT", now, |_| Some(0.0)),
+        Some(0.0)
+    );
+    assert_eq!(
+        parse_retry_after_with("Sun, 06 Nov 1994 08:49:00 GMT", now, |_| None),
+        None
+    );
+}
+
 #[test]
 fn a_long_retry_after_is_waited_max_retry_after_ms() {
     let short = Policy {

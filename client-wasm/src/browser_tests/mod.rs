@@ -19,7 +19,6 @@ mod retries;
 mod storage;
 mod tabs;
 
-use crate::js;
 use crate::IdempotentClient;
 use js_sys::{Array, Function, Object, Promise, JSON};
 use wasm_bindgen::prelude::*;
@@ -52,13 +51,40 @@ fn unique(tag: &str) -> String {
     s
 }
 
+/// The browser globals the tests use beyond the client's.
+mod js {
+    use js_sys::{Function, Promise};
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(js_name = setTimeout)]
+        pub(super) fn set_timeout(handler: &Function, ms: f64) -> JsValue;
+
+        #[wasm_bindgen(js_name = fetch)]
+        pub(super) fn fetch(url: &str, init: &JsValue) -> Promise;
+    }
+
+    /// `globalThis`: the window.
+    pub(super) fn global() -> JsValue {
+        js_sys::global().into()
+    }
+
+    /// A promise that resolves after `ms` milliseconds.
+    pub(super) fn timer(ms: f64) -> Promise {
+        Promise::new(&mut |resolve: Function, _reject: Function| {
+            set_timeout(&resolve, ms);
+        })
+    }
+}
+
 fn local_storage() -> web_sys::Storage {
-    js::get(&js::global(), "localStorage").unchecked_into()
+    get(&js::global(), "localStorage").unchecked_into()
 }
 
 /// `object[name] = value`.
 fn set(object: &JsValue, name: &str, value: impl Into<JsValue>) {
-    js::set(object, name, &value.into());
+    js_sys::Reflect::set(object, &JsValue::from_str(name), &value.into()).unwrap();
 }
 
 use crate::js::get;

@@ -136,6 +136,24 @@ async fn retry_after_is_obeyed() {
     assert_eq!(number(&second, "retryInMs"), None);
 }
 
+/// A `Retry-After` HTTP-date is waited until that date, in its
+/// IMF-fixdate form and in the asctime form, which names no zone and is
+/// GMT all the same. A date misread (or read as local time) would be
+/// waited `maxRetryAfterMs` or not at all.
+#[wasm_bindgen_test]
+async fn a_retry_after_date_is_waited_until() {
+    for form in ["imf", "asctime"] {
+        let route = String::from("/busy-until/3/") + form;
+        let cap = [("maxRetryAfterMs", 5000.into())];
+        let (_, events) = through_portal(&route, &cap).await;
+        let retry_in = number(&events.get(0), "retryInMs").unwrap();
+        assert!(
+            (1000.0..=3000.0).contains(&retry_in),
+            "{form}: {retry_in} ms"
+        );
+    }
+}
+
 /// A `Retry-After` longer than `maxRetryAfterMs` is waited that long.
 #[wasm_bindgen_test]
 async fn a_long_retry_after_is_capped_by_max_retry_after_ms() {

@@ -26,6 +26,7 @@
 //! JSON parsed by serde_json instead. (A hand-written JSON reader, tested
 //! on the host, made the module 1.7 KB brotli larger: docs/BENCHMARKS.md.)
 
+use alloc::string::String;
 use wasm_bindgen::JsValue;
 
 use crate::js;

@@ -1,0 +1,155 @@
+// TypeScript declarations of the npm package `exactly-once-client` (the
+// browser client of CONTRACT section 4), written by hand: wasm-bindgen's
+// own declarations type every argument `any` and expose the raw wasm
+// exports. Nothing here is `any` (scripts/test-package.sh checks).
+// The manual is docs/CLIENT.md.
+
+/** Where `init` finds the module: a URL, a `Response`, its bytes, or a compiled module. */
+export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembly.Module;
+
+/** What `initSync` takes: the module's bytes, or a compiled module. */
+export type SyncInitInput = BufferSource | WebAssembly.Module;
+
+/** The instantiated module's exports; pages need none of them. */
+export interface InitOutput {
+  readonly memory: WebAssembly.Memory;
+}
+
+/**
+ * Loads and instantiates the module, once; call it before anything else.
+ * Without an argument it fetches `client_wasm_bg.wasm` next to this file
+ * (bundlers such as Vite emit it as an asset).
+ */
+export default function init(
+  module_or_path?: { module_or_path: InitInput | Promise<InitInput> } | InitInput | Promise<InitInput>,
+): Promise<InitOutput>;
+
+/** Instantiates the module synchronously from its bytes or a compiled module. */
+export function initSync(module: { module: SyncInitInput } | SyncInitInput): InitOutput;
+/** Options of {@link IdempotentClient}. Every member is optional. */
+export interface ClientOptions {
+  /** Prefix of every request URL (`baseUrl + path`). Default: the page's origin. */
+  baseUrl?: string;
+  /** Prefix of the client's localStorage entries and Web Lock names, one per operation. Default: `"idem:"`. */
+  storagePrefix?: string;
+  /** How long an operation keeps its key, in milliseconds. Default: `86400000` (24 h). */
+  keyTtlMs?: number;
+  /** Each attempt is aborted after this many milliseconds. Default: `10000`. */
+  timeoutMs?: number;
+  /** Requests per call, the first included; a whole number of at least 1. Default: `5`. */
+  maxAttempts?: number;
+  /** Backoff before the first retry is random in `[0, backoffBaseMs)`, doubling each retry. Default: `200`. */
+  backoffBaseMs?: number;
+  /** Upper bound of the computed backoff, in milliseconds. Default: `10000`. */
+  backoffMaxMs?: number;
+  /** A `Retry-After` longer than this many milliseconds is waited this long. Default: `60000`. */
+  maxRetryAfterMs?: number;
+  /** Headers added to every call, such as `Authorization`. Default: none. */
+  headers?: Record<string, string>;
+  /** Called after every attempt of every call; what it throws is logged and ignored. */
+  onAttempt?: (event: AttemptEvent) => void;
+}
+
+/** The optional last argument of `post`, `send` and `resume`. */
+export interface CallOptions {
+  /** Stops waiting and rejects with kind `"aborted"`; the key and the request stay for `resume`. */
+  signal?: AbortSignal;
+  /** Headers for this call, over the constructor's (`Idempotency-Key` and `Content-Type` cannot be overridden). */
+  headers?: Record<string, string>;
+  /** This call's per-attempt timeout, in milliseconds. */
+  timeoutMs?: number;
+  /** This call's attempts, the first included. */
+  maxAttempts?: number;
+}
+
+/** An RFC 9457 problem, the body of the server's error answers. */
+export interface Problem {
+  /** URI of the problem type; its last segment names it, e.g. `…/insufficient-inventory`. */
+  type: string;
+  title: string;
+  status: number;
+  detail?: string;
+  [member: string]: unknown;
+}
+
+/** What every outcome says. */
+export interface OutcomeBase {
+  /** HTTP status of the final answer. */
+  status: number;
+  /** `true` when the server replayed a stored answer (`Idempotent-Replayed: true`). */
+  replayed: boolean;
+  /** The idempotency key the call was sent with. */
+  key: string;
+  /** How many requests this call sent, at least 1. */
+  attempts: number;
+}
+
+/** A 2xx answer; `body` is its JSON (`T`), its text when it is not JSON, `null` when empty. */
+export interface Succeeded<T> extends OutcomeBase {
+  ok: true;
+  body: T;
+}
+
+/** A final answer that is not 2xx: a business refusal such as `409 insufficient-inventory`. */
+export interface Refused extends OutcomeBase {
+  ok: false;
+  /** The problem (the server's error format); text or `null` from anything else on the way. */
+  body: Problem | string | null;
+}
+
+/** How a call ended: the first answer that is not retried. Check `ok` first. */
+export type Outcome<T = unknown> = Succeeded<T> | Refused;
+
+/** What `onAttempt` receives after each attempt. */
+export interface AttemptEvent {
+  operation: string;
+  key: string;
+  /** 1 for the first attempt of the call. */
+  attempt: number;
+  /** The answer's HTTP status; `null` when the attempt got none. */
+  status: number | null;
+  /** Why the attempt got no answer; `null` when it got one. */
+  error: "timeout" | "network" | "redirect" | "aborted" | null;
+  replayed: boolean;
+  latencyMs: number;
+  /** The wait before the next attempt; `null` when none follows. */
+  retryInMs: number | null;
+}
+
+/** `"exhausted"`: `maxAttempts` sent, none answered finally. `"aborted"`: the signal fired. `"invalid"`: a bad argument, nothing was sent. */
+export type IdempotencyErrorKind = "exhausted" | "aborted" | "invalid";
+
+/** Every rejection of the client, and what `new IdempotentClient`, `keyFor` and `release` throw. */
+export class IdempotencyError extends Error {
+  private constructor();
+  readonly name: "IdempotencyError";
+  readonly kind: IdempotencyErrorKind;
+  /** The operation of the call; `null` for the constructor. */
+  readonly operation: string | null;
+  /** The operation's key; `null` when it has none yet. */
+  readonly key: string | null;
+  /** Requests this call sent. */
+  readonly attempts: number;
+  /** HTTP status of the last attempt; `null` when it got no answer, or none was sent. */
+  readonly lastStatus: number | null;
+}
+
+/** Sends each logical operation with one idempotency key, kept across retries, reloads, tabs and instances. */
+export class IdempotentClient {
+  /** Throws an `IdempotencyError` (`"invalid"`) naming a wrong option. */
+  constructor(options?: ClientOptions);
+  /** The operation's key, made on first use and stored. Throws an `IdempotencyError` (`"invalid"`) for a bad name. */
+  keyFor(operation: string): string;
+  /** `send("POST", path, body, operation, options)`. */
+  post<T = unknown>(path: string, body: unknown, operation: string, options?: CallOptions): Promise<Outcome<T>>;
+  /** Stores the request beside the key, then sends it until a final answer; rejects with an `IdempotencyError`. */
+  send<T = unknown>(method: string, path: string, body: unknown, operation: string, options?: CallOptions): Promise<Outcome<T>>;
+  /** Operations whose stored request got no final answer yet. */
+  pendingOperations(): string[];
+  /** Sends the stored request again: same key, method, path and body. */
+  resume<T = unknown>(operation: string, options?: CallOptions): Promise<Outcome<T>>;
+  /** Forgets the key and the request. Throws an `IdempotencyError` (`"invalid"`) while a call is sending them. */
+  release(operation: string): void;
+  /** Frees the wasm side now (optional; a `FinalizationRegistry` does it too). */
+  free(): void;
+}

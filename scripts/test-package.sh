@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Tests the browser client as users get it, the npm package
+# exactly-once-client (client-wasm/pkg/):
+#
+#   1. the size budget: scripts/build-wasm.sh --check (builds the package);
+#   2. the tarball of `npm pack`: its files, its package.json, declarations
+#      without `any` (client-wasm/package/tests/manifest.mjs);
+#   3. types: the Vite app's strict TypeScript consumer
+#      (client-wasm/package/tests/app/main.ts) and the TypeScript quick
+#      starts of docs/CLIENT.md and of the package's README, as written,
+#      compile with `tsc --strict`
+#      against the package installed from the tarball;
+#   4. `vite build` of that app with Vite's defaults (no config file);
+#   5. in headless Chromium against a real `server`: the Vite app pays,
+#      and so does a plain <script type="module"> page
+#      (client-wasm/smoke/index.html) that loads the unpacked tarball.
+#
+# Vite and TypeScript install from npm into .tools/ once (then offline).
+# Prints cargo's result line, so scripts/test-total.sh counts the checks.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+VITE_VERSION=8.4.0
+TYPESCRIPT_VERSION=7.0.2
+
+. scripts/wasm-tools.sh
+. scripts/browser-env.sh
+step() { printf '\n== %s\n' "$*"; }
+
+tools="$ROOT/.tools/node_modules"
+if [ "$(node -p "require('$tools/vite/package.json').version" 2>/dev/null)" != "$VITE_VERSION" ] ||
+    [ "$(node -p "require('$tools/typescript/package.json').version" 2>/dev/null)" != "$TYPESCRIPT_VERSION" ]; then
+    echo "test-package: installing vite@$VITE_VERSION and typescript@$TYPESCRIPT_VERSION into .tools/" >&2
+    npm install --prefix "$ROOT/.tools" --no-audit --no-fund --loglevel=error \
+        "vite@$VITE_VERSION" "typescript@$TYPESCRIPT_VERSION" >&2
+fi
+
+step "client package: size budget"
+scripts/build-wasm.sh --check
+
+step "client package: tarball, types, Vite build, pages in headless Chromium"
+temp_env
+
+passed=0
+failed=0
+# check NAME COMMAND...: runs one check, quietly unless it fails.
+check() {
+    local name="$1"
+    shift
+    if "$@" >"$tmp/check.log" 2>&1; then
+        echo "test $name ... ok"
+        passed=$((passed + 1))
+    else
+        echo "test $name ... FAILED"
+        sed 's/^/    /' "$tmp/check.log" | tail -n 40
+        failed=$((failed + 1))
+    fi
+}
+
+tarball="$tmp/$(cd client-wasm/pkg && npm pack --pack-destination "$tmp" --silent)"
+mkdir -p "$tmp/unpacked"
+tar -xzf "$tarball" -C "$tmp/unpacked"
+package="$tmp/unpacked/package"
+read -r version license < <(cargo metadata --no-deps --format-version 1 |
+    node -e 'const m = JSON.parse(require("fs").readFileSync(0, "utf8"));
+             const c = m.packages.find((p) => p.name === "client-wasm");
+             console.log(c.version, c.license)')
+manifest() { node client-wasm/package/tests/manifest.mjs "$package" "$version" "$license" "$1"; }
+check the_tarball_holds_the_module_the_wasm_the_types_and_the_readme manifest files
+check package_json_names_the_package_with_the_crates_version_and_license manifest manifest
+check the_declarations_say_no_any_and_post_resolves_to_outcome_of_t manifest no-any
+
+# The app, with the package installed from the tarball (it has no
+# dependencies: nothing else is fetched).
+app="$tmp/app"
+cp -r client-wasm/package/tests/app "$app"
+install_tarball() { (cd "$app" && npm install --no-audit --no-fund --loglevel=error --no-save "$tarball"); }
+check npm_installs_the_tarball install_tarball
+# The first TypeScript block of a Markdown file.
+ts_block() { awk '/^```ts$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$1"; }
+# The package README's quick start, and the manual's as written followed by
+# the page's own names it uses.
+ts_block client-wasm/package/README.md >"$app/readme.ts"
+{
+    ts_block docs/CLIENT.md
+    cat <<'EOF'
+declare const token: string;
+declare function showReceipt(id: string): void;
+declare function showDeclined(detail: string | undefined): void;
+declare function showPaused(): void;
+declare function showRetryLater(status: number | null): void;
+EOF
+} >"$app/quick-start.ts"
+check tsc_strict_compiles_a_consumer_and_both_quick_starts tsc -p "$app/tsconfig.json"
+vite_build() {
+    (cd "$app" && vite build --logLevel warn) && ls "$app"/dist/assets/*.wasm
+}
+check vite_build_bundles_the_package_with_its_defaults vite_build
+
+# One server for both pages: the Vite app at the root, the plain page and
+# the unpacked tarball under /plain/.
+mkdir -p "$tmp/www/plain"
+cp -r "$app/dist/." "$tmp/www/"
+cp -r "$package" "$tmp/www/plain/pkg"
+cp client-wasm/smoke/index.html "$tmp/www/plain/index.html"
+start_server "$tmp" "$tmp/www"
+start_chromedriver "$tmp"
+check the_vite_app_pays_in_headless_chromium \
+    node client-wasm/smoke/run.mjs "$driver_url" "$server_url/index.html"
+check a_plain_module_page_pays_with_the_unpacked_tarball \
+    node client-wasm/smoke/run.mjs "$driver_url" "$server_url/plain/index.html"
+
+verdict=ok
+[ "$failed" = 0 ] || verdict=FAILED
+echo "test result: $verdict. $passed passed; $failed failed; 0 ignored; 0 measured; 0 filtered out (the npm package)"
+[ "$failed" = 0 ]
