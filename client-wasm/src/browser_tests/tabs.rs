@@ -4,12 +4,19 @@
 use super::*;
 
 /// Two sends of one operation at once (two tabs, or a double click) run it
-/// once: the Web Lock makes the second wait and replay.
+/// once: the Web Lock makes the second wait until the first has its answer,
+/// then replay. Seen from the attempts themselves: the two calls' requests
+/// never overlap in time (without the lock the server's deduplication
+/// alone would still make one charge, with both requests in flight).
 #[wasm_bindgen_test]
 async fn concurrent_sends_of_one_operation_charge_once() {
     let setup = Setup::new();
-    let a = setup.client(Some("delay-after-commit=300"));
-    let b = setup.client(Some("delay-after-commit=300"));
+    let (options_a, options_b) = (
+        setup.options(Some("delay-after-commit=300")),
+        setup.options(Some("delay-after-commit=300")),
+    );
+    let (events_a, events_b) = (Events::install(&options_a), Events::install(&options_b));
+    let (a, b) = (client_of(options_a), client_of(options_b));
     let first = pay(&a, 1200, "double-click", JsValue::UNDEFINED);
     let second = pay(&b, 1200, "double-click", JsValue::UNDEFINED);
     let both: Array = JsFuture::from(Promise::all(&Array::of2(&first, &second)))
@@ -21,7 +28,24 @@ async fn concurrent_sends_of_one_operation_charge_once() {
     assert_eq!((first.status, second.status), (201, 201));
     assert_eq!(first.key, second.key);
     assert!(first.replayed != second.replayed, "{first:?} {second:?}");
+    let (a_from, a_to) = in_flight(&events_a);
+    let (b_from, b_to) = in_flight(&events_b);
+    // Date.now() has a millisecond's grain.
+    assert!(
+        b_from >= a_to - 1.0 || a_from >= b_to - 1.0,
+        "both calls had requests in flight at once: a {a_from}..{a_to}, b {b_from}..{b_to}"
+    );
     assert_eq!(setup.charges().await, 1);
+}
+
+/// When a call's requests were in flight: from its first attempt's start
+/// to its last attempt's end (Date.now() milliseconds).
+fn in_flight(events: &Events) -> (f64, f64) {
+    assert!(events.len() > 0, "no attempt was reported");
+    let first = events.get(0);
+    let last = events.get(events.len() - 1);
+    let start = number(&first, "at").unwrap() - number(&first, "latencyMs").unwrap();
+    (start, number(&last, "at").unwrap())
 }
 
 /// A send with another body while the operation's request is pending (it
