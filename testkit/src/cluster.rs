@@ -119,13 +119,25 @@ impl Postgres {
     /// without a checkpoint (crash recovery at the next start). Returns
     /// once the postmaster has exited.
     pub fn kill_immediate(&self) -> Result<()> {
+        self.stop("immediate")
+    }
+
+    /// `pg_ctl stop -m fast`, an administrator's restart: every session is
+    /// ended at once (its transaction rolled back, its client told
+    /// "terminating connection due to administrator command"), then a
+    /// checkpoint. Returns once the postmaster has exited.
+    pub fn stop_fast(&self) -> Result<()> {
+        self.stop("fast")
+    }
+
+    fn stop(&self, mode: &str) -> Result<()> {
         let mut postmaster = self.postmaster.lock().unwrap();
         let mut child = postmaster
             .take()
-            .ok_or_else(|| anyhow!("kill_immediate: PostgreSQL is not running"))?;
-        let stop = self.pg_ctl_stop("immediate");
+            .ok_or_else(|| anyhow!("pg_ctl stop -m {mode}: PostgreSQL is not running"))?;
+        let stop = self.pg_ctl_stop(mode);
         let status = child.wait()?;
-        stop.with_context(|| format!("pg_ctl stop -m immediate (postmaster {status})"))
+        stop.with_context(|| format!("pg_ctl stop -m {mode} (postmaster {status})"))
     }
 
     /// SIGKILL to the postmaster only, as an OOM killer would: its backends
