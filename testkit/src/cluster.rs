@@ -141,8 +141,10 @@ impl Postgres {
     }
 
     /// SIGKILL to the postmaster only, as an OOM killer would: its backends
-    /// are left to notice and exit on their own, and the next start must
-    /// wait until they have.
+    /// are left to notice and exit on their own (a backend whose client
+    /// keeps it busy goes on serving it meanwhile; see
+    /// [`Postgres::wait_until_gone`]), and the next start must wait until
+    /// they have.
     pub fn sigkill_postmaster(&self) -> Result<()> {
         let mut postmaster = self.postmaster.lock().unwrap();
         let mut child = postmaster
@@ -186,6 +188,39 @@ impl Postgres {
                 }
             }
         }
+    }
+
+    /// Waits until no process of the cluster is left (the postmaster's
+    /// orphaned backends after [`Postgres::sigkill_postmaster`]); how long
+    /// that took. An error after `timeout`.
+    pub fn wait_until_gone(&self, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            let left = self.processes();
+            if left.is_empty() {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() >= timeout {
+                bail!("processes of the cluster still running after {timeout:?}: {left:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The processes working in the cluster's data folder: the postmaster
+    /// and its children, orphaned ones included (a zombie has no folder).
+    fn processes(&self) -> Vec<u32> {
+        let data = std::fs::canonicalize(self.data()).unwrap_or_else(|_| self.data());
+        let Ok(proc) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        proc.flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_str()?.parse().ok()?;
+                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+                (cwd == data).then_some(pid)
+            })
+            .collect()
     }
 
     /// Whether the postmaster is running (started and not killed).

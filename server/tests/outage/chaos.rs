@@ -33,6 +33,8 @@ pub(crate) struct Chaos {
     pub(crate) kills: Vec<(&'static str, usize)>,
     /// The requests out and the connections reset at each cut.
     pub(crate) cuts: Vec<(usize, usize)>,
+    /// How long the last processes of the database outlived each kill.
+    pub(crate) lingered_ms: Vec<u128>,
     pub(crate) refusals: usize,
     pub(crate) blackholes: usize,
     /// The answers each kill's and refusal's outage saw.
@@ -70,13 +72,18 @@ pub(crate) async fn drive(
         let kind = KILLS[way];
         chaos.kills.push((kind, in_flight()));
         let killed = cluster.clone();
-        blocking(move || match way {
-            0 => killed.kill_immediate(),
-            1 => killed.sigkill_postmaster(),
-            _ => killed.stop_fast(),
+        let lingered = blocking(move || {
+            match way {
+                0 => killed.kill_immediate(),
+                1 => killed.sigkill_postmaster(),
+                _ => killed.stop_fast(),
+            }?;
+            // The database is gone once its last backend is.
+            killed.wait_until_gone(Duration::from_secs(30))
         })
         .await
         .unwrap();
+        chaos.lingered_ms.push(lingered.as_millis());
         let answers = hold_outage(&servers, &tally, &format!("after {kind}")).await;
         chaos.outage_answers.push(answers);
         let restarted = cluster.clone();

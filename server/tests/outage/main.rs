@@ -97,7 +97,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
          (on requests in flight: {}, connections reset: {}) refusals={} blackholes={} operations={} \
          (one-shot: {}) outcome-unknown answers={} charges={total} \
          duplicates={} lost={} lies={} load {:.1}s, total {:.1}s\n\
-         kills: {:?}\nanswers during each kill's and refusal's outage (all 503): {:?}\n\
+         kills: {:?}\nms until the last process of the database was gone: {:?}\nanswers during each kill's and refusal's outage (all 503): {:?}\n\
          ms from each return of the database to each instance's first 201: {:?}\n\
          answers by status:\n{}",
         chaos.kills.len(),
@@ -116,6 +116,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
         load.as_secs_f64(),
         started.elapsed().as_secs_f64(),
         chaos.kills.iter().map(|k| k.0).collect::<Vec<_>>(),
+        chaos.lingered_ms,
         chaos.outage_answers,
         chaos.reconnects_ms,
         tally.table(),
