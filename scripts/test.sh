@@ -4,9 +4,10 @@
 # Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
 # PostgreSQL, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
-# cluster, schemathesis against the server's OpenAPI document, the client's
-# host and browser tests, its npm package (size budget, types, a Vite
-# build), and the end-to-end stories in headless Chromium.
+# cluster, the outage harness (PostgreSQL killed and cut off),
+# schemathesis against the server's OpenAPI document, the client's host
+# and browser tests, its npm package (size budget, types, a Vite build),
+# and the end-to-end stories in headless Chromium and Firefox.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -36,12 +37,15 @@ step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp
 
 # The same API and crash suites again, on PostgreSQL: a second run of them,
-# counted under its own name in the total.
-step "server: the API, crash and instances suites again, on PostgreSQL"
+# counted under its own name in the total. The outage harness (about 70 s)
+# kills and cuts off a cluster of its own, never the shared one; it only
+# needs PostgreSQL installed, which postgres.sh does.
+step "server: API, crash, instances suites again and outage, on PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
-TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances -- --include-ignored
+TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances \
+  --test outage -- --include-ignored
 
 step "server: schemathesis against its own OpenAPI document"
 scripts/schemathesis.sh

@@ -66,15 +66,23 @@ impl Database {
     pub async fn postgres() -> Result<Self> {
         let admin = std::env::var(POSTGRES_ENV)
             .map_err(|_| anyhow!("{POSTGRES_ENV} must name a PostgreSQL server"))?;
+        Self::postgres_on(&admin).await
+    }
+
+    /// `CREATE DATABASE t_<uuid>` on the PostgreSQL server `admin` names
+    /// (`postgres://USER@HOST:PORT/DB`: a [`Postgres`](crate::Postgres)
+    /// cluster of the test's own, or a [`Proxy`](crate::Proxy) in front of
+    /// it); the new database is reached the same way.
+    pub async fn postgres_on(admin: &str) -> Result<Self> {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        connect(&admin)
+        connect(admin)
             .await?
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .with_context(|| format!("CREATE DATABASE {name}"))?;
         let (server, _) = admin
             .rsplit_once('/')
-            .ok_or_else(|| anyhow!("{POSTGRES_ENV}={admin} has no database name"))?;
+            .ok_or_else(|| anyhow!("{admin} has no database name"))?;
         Ok(Self(Arc::new(Kind::Postgres {
             url: format!("{server}/{name}"),
         })))

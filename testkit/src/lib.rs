@@ -19,6 +19,11 @@
 //!   read whole, faults for the next charges.
 //! - [`maildev`]: MailDev (npm), the SMTP server receipts go to, and the
 //!   messages it received.
+//! - [`cluster`]: a PostgreSQL cluster of the test's own, to kill
+//!   (`pg_ctl stop -m immediate`, SIGKILL of the postmaster) and restart
+//!   on the same port and data.
+//! - [`proxy`]: a TCP proxy between servers and their database that cuts
+//!   open connections, refuses new ones or leaves them unanswered.
 //! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
 //! - [`concurrent`]: many requests released at once, their answers read
 //!   whole; copies of one keyed request must run once.
@@ -48,22 +53,26 @@
 pub mod binary;
 pub mod caller;
 pub mod clock;
+pub mod cluster;
 pub mod concurrent;
 pub mod database;
 pub mod maildev;
 pub mod metrics;
 pub mod process;
 pub mod psp;
+pub mod proxy;
 pub mod server;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
+pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
 pub use process::{Launch, Process};
 pub use psp::{Fault, LedgerRow, Psp};
+pub use proxy::Proxy;
 pub use server::{Server, ServerBuilder};
 
 /// A fresh random idempotency key (a UUID v4).

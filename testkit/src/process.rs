@@ -330,7 +330,7 @@ fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Chil
 }
 
 /// The last lines of a log file.
-fn tail(log: &Path) -> String {
+pub(crate) fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(LOG_TAIL)..].join("\n")

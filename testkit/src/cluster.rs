@@ -1,0 +1,393 @@
+//! A PostgreSQL cluster the test owns, to kill: its own data folder and
+//! port, the postmaster a child of the test (so SIGKILL reaches it and
+//! nothing is left a zombie), started again on the same port and data
+//! after a crash. Never the shared `TEST_POSTGRES_URL` server, which other
+//! tests are using.
+//!
+//! As root, PostgreSQL runs as the `postgres` user (it refuses root), the
+//! way `scripts/postgres.sh` starts it. On drop (a panic included) the
+//! cluster is stopped with `pg_ctl stop -m immediate` and its folder
+//! removed. Needs PostgreSQL installed (`/usr/lib/postgresql/*/bin`, which
+//! `scripts/postgres.sh` installs).
+
+use crate::process::tail;
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// How long a start (crash recovery included) may take on a loaded
+/// 2-core machine.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// The user PostgreSQL runs as when the test runs as root.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+/// A PostgreSQL cluster: `initdb` in a temporary folder, the postmaster on
+/// a port of 127.0.0.1 chosen at start and kept across restarts.
+#[derive(Debug)]
+pub struct Postgres {
+    bin: PathBuf,
+    dir: TempDir,
+    port: u16,
+    owner: Option<Owner>,
+    postmaster: Mutex<Option<Child>>,
+}
+
+impl Postgres {
+    /// `initdb` (trust authentication, user `postgres`) and a start on a
+    /// free port; returns once it accepts connections.
+    pub fn start() -> Result<Self> {
+        let bin = bin_dir()?;
+        let dir = tempfile::Builder::new().prefix("testkit-pg-").tempdir()?;
+        let owner = if run_stdout(Command::new("id").arg("-u"))? == "0" {
+            let id = |flag: &str| -> Result<u32> {
+                run_stdout(Command::new("id").args([flag, "postgres"]))?
+                    .parse()
+                    .context("`id postgres` printed no number")
+            };
+            let owner = Owner {
+                uid: id("-u")?,
+                gid: id("-g")?,
+            };
+            std::os::unix::fs::chown(dir.path(), Some(owner.uid), Some(owner.gid))
+                .context("handing the cluster folder to postgres")?;
+            Some(owner)
+        } else {
+            None
+        };
+        let port = steady_port()?;
+        let cluster = Self {
+            bin,
+            dir,
+            port,
+            owner,
+            postmaster: Mutex::new(None),
+        };
+        let data = cluster.data();
+        let initdb = cluster
+            .command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+            .args(["-E", "UTF8", "--locale=C"])
+            .output()
+            .context("running initdb")?;
+        if !initdb.status.success() {
+            bail!(
+                "initdb failed ({}):\n{}{}",
+                initdb.status,
+                String::from_utf8_lossy(&initdb.stdout),
+                String::from_utf8_lossy(&initdb.stderr)
+            );
+        }
+        cluster.restart()?;
+        Ok(cluster)
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`.
+    pub fn url(&self) -> String {
+        Self::url_at(self.addr())
+    }
+
+    /// The same user and database at another address (a proxy in front
+    /// of the cluster).
+    pub fn url_at(addr: SocketAddr) -> String {
+        format!("postgres://postgres@{addr}/postgres")
+    }
+
+    /// Everything the postmaster and its processes logged.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// `pg_ctl stop -m immediate`: every server process quits at once
+    /// without a checkpoint (crash recovery at the next start). Returns
+    /// once the postmaster has exited.
+    pub fn kill_immediate(&self) -> Result<()> {
+        self.stop("immediate")
+    }
+
+    /// `pg_ctl stop -m fast`, an administrator's restart: every session is
+    /// ended at once (its transaction rolled back, its client told
+    /// "terminating connection due to administrator command"), then a
+    /// checkpoint. Returns once the postmaster has exited.
+    pub fn stop_fast(&self) -> Result<()> {
+        self.stop("fast")
+    }
+
+    fn stop(&self, mode: &str) -> Result<()> {
+        let mut postmaster = self.postmaster.lock().unwrap();
+        let mut child = postmaster
+            .take()
+            .ok_or_else(|| anyhow!("pg_ctl stop -m {mode}: PostgreSQL is not running"))?;
+        let stop = self.pg_ctl_stop(mode);
+        let status = child.wait()?;
+        stop.with_context(|| format!("pg_ctl stop -m {mode} (postmaster {status})"))
+    }
+
+    /// SIGKILL to the postmaster only, as an OOM killer would: its backends
+    /// are left to notice and exit on their own (a backend whose client
+    /// keeps it busy goes on serving it meanwhile; see
+    /// [`Postgres::wait_until_gone`]), and the next start must wait until
+    /// they have.
+    pub fn sigkill_postmaster(&self) -> Result<()> {
+        let mut postmaster = self.postmaster.lock().unwrap();
+        let mut child = postmaster
+            .take()
+            .ok_or_else(|| anyhow!("sigkill_postmaster: PostgreSQL is not running"))?;
+        child.kill().context("SIGKILL to the postmaster")?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// Starts the postmaster on the same port and data (after a kill, with
+    /// crash recovery), retrying while the old processes still hold the
+    /// shared memory or the port; returns once it accepts connections,
+    /// with the moment the check that found it accepting began (it came
+    /// back between that moment and the return).
+    pub fn restart(&self) -> Result<Instant> {
+        let mut postmaster = self.postmaster.lock().unwrap();
+        if postmaster.is_some() {
+            bail!("restart: PostgreSQL is still running");
+        }
+        let deadline = Instant::now() + STARTUP;
+        loop {
+            let mut child = self.spawn_postmaster()?;
+            match self.wait_ready(&mut child, deadline) {
+                Ok(ready) => {
+                    *postmaster = Some(child);
+                    return Ok(ready);
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e.context(format!(
+                        "PostgreSQL did not start within {STARTUP:?}; its log:\n{}",
+                        tail(&self.log_path())
+                    )));
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    /// Waits until no process of the cluster is left (the postmaster's
+    /// orphaned backends after [`Postgres::sigkill_postmaster`]); how long
+    /// that took. An error after `timeout`.
+    pub fn wait_until_gone(&self, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            let left = self.processes();
+            if left.is_empty() {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() >= timeout {
+                bail!("processes of the cluster still running after {timeout:?}: {left:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The processes working in the cluster's data folder: the postmaster
+    /// and its children, orphaned ones included (a zombie has no folder).
+    fn processes(&self) -> Vec<u32> {
+        let data = std::fs::canonicalize(self.data()).unwrap_or_else(|_| self.data());
+        let Ok(proc) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        proc.flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_str()?.parse().ok()?;
+                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+                (cwd == data).then_some(pid)
+            })
+            .collect()
+    }
+
+    /// Whether the postmaster is running (started and not killed).
+    pub fn is_running(&self) -> bool {
+        self.postmaster.lock().unwrap().is_some()
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// A PostgreSQL program, run as its owner, in the cluster folder.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(self.bin.join(program));
+        command.current_dir(self.dir.path()).stdin(Stdio::null());
+        if let Some(owner) = self.owner {
+            command.uid(owner.uid).gid(owner.gid);
+        }
+        command
+    }
+
+    fn spawn_postmaster(&self) -> Result<Child> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path())?;
+        self.command("postgres")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(self.dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", "max_connections=300"])
+            // A killed process loses nothing the OS has: commits survive
+            // kills, and the shared machine is spared the fsyncs.
+            .args(["-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(log.try_clone()?)
+            .spawn()
+            .context("starting postgres")
+    }
+
+    /// Waits until `pg_isready` says the cluster accepts connections;
+    /// when that check began.
+    fn wait_ready(&self, child: &mut Child, deadline: Instant) -> Result<Instant> {
+        loop {
+            let checked = Instant::now();
+            if let Some(status) = child.try_wait()? {
+                bail!("postgres exited ({status}) before accepting connections");
+            }
+            let ready = self
+                .command("pg_isready")
+                .args(["-q", "-h", "127.0.0.1", "-U", "postgres", "-t", "2"])
+                .arg("-p")
+                .arg(self.port.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .context("running pg_isready")?;
+            if ready.success() {
+                return Ok(checked);
+            }
+            if Instant::now() >= deadline {
+                bail!("PostgreSQL does not accept connections");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) -> Result<()> {
+        let output = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", mode, "-w", "-t", "30", "stop"])
+            .output()
+            .context("running pg_ctl")?;
+        if !output.status.success() {
+            bail!(
+                "pg_ctl stop -m {mode} failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let postmaster = self.postmaster.get_mut().map(Option::take);
+        if let Ok(Some(mut child)) = postmaster {
+            if self.pg_ctl_stop("immediate").is_err() {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- PostgreSQL log ({}), last lines:\n{}",
+                self.log_path().display(),
+                tail(&self.log_path())
+            );
+        }
+    }
+}
+
+/// The newest `/usr/lib/postgresql/VERSION/bin`.
+fn bin_dir() -> Result<PathBuf> {
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
+        .with_context(|| {
+            format!(
+                "PostgreSQL is not installed ({} is missing; scripts/postgres.sh installs it)",
+                root.display()
+            )
+        })?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("postgres").is_file())
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| anyhow!("no PostgreSQL server binaries under {}", root.display()))
+}
+
+/// A free port of 127.0.0.1 below the ephemeral range, so that while the
+/// cluster is down no outgoing connection (of any process) takes it as its
+/// local port and blocks the restart.
+fn steady_port() -> Result<u16> {
+    let ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let low = 10_000.min(ephemeral / 2);
+    for _ in 0..100 {
+        let random = uuid::Uuid::new_v4().as_u128();
+        let port = low + (random % u128::from(ephemeral - low)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port between {low} and {ephemeral}")
+}
+
+/// A command's trimmed stdout; an error unless it succeeds.
+fn run_stdout(command: &mut Command) -> Result<String> {
+    let output = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
+    if !output.status.success() {
+        bail!(
+            "{command:?} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
