@@ -59,8 +59,8 @@ pub mod database;
 pub mod maildev;
 pub mod metrics;
 pub mod process;
-pub mod psp;
 pub mod proxy;
+pub mod psp;
 pub mod server;
 
 pub use binary::Binary;
@@ -71,8 +71,8 @@ pub use database::Database;
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
 pub use process::{Launch, Process};
-pub use psp::{Fault, LedgerRow, Psp};
 pub use proxy::Proxy;
+pub use psp::{Fault, LedgerRow, Psp};
 pub use server::{Server, ServerBuilder};
 
 /// A fresh random idempotency key (a UUID v4).

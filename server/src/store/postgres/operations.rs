@@ -272,9 +272,18 @@ async fn execute_one_statement(
         &clock.ttl_secs,
     ];
     params.extend(one.params.iter().map(|p| &**p as &(dyn ToSql + Sync)));
-    let claimed = client
-        .query_one(&cached(client, &sql).await?, &params)
-        .await;
+    let statement = cached(client, &sql).await?;
+    let claimed = match client.query_one(&statement, &params).await {
+        // The statement commits on its own: a connection that breaks while
+        // it runs leaves its outcome unknown, as during a COMMIT.
+        Err(e) if e.code().is_none() => {
+            return Err(StoreError::outcome_unknown(
+                "the connection broke during a statement that commits on its own",
+            )
+            .caused_by(e))
+        }
+        claimed => claimed,
+    };
     match in_use_or(claimed)? {
         None => Ok(Execution::InUse),
         Some(row) if row.get::<_, i64>(0) == 1 => Ok(Execution::Ran(one.response)),
