@@ -103,6 +103,12 @@ impl PostgresStore {
             "-c synchronous_commit={synchronous_commit} -c lock_timeout={LOCK_TIMEOUT}"
         ));
         config.connect_timeout(Duration::from_secs(5));
+        // A database that stops answering without closing anything (its
+        // host lost power, a firewall dropped the flow) is noticed: probes
+        // on idle connections, and unacknowledged writes time out.
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(10));
+        config.tcp_user_timeout(Duration::from_secs(15));
         config.application_name("idempotent-checkout");
         let manager = Manager::from_config(
             config,
