@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: how the server runs as many instances.
 //!
 //! Each phase is one transaction on a pooled connection
-//! ([`operations::execute`]):
+//! ([`protocol::execute`]):
 //!
 //! 1. the key is **claimed** with `INSERT … ON CONFLICT (caller, key) DO
 //!    UPDATE … WHERE` the existing record is finished and expired (an
@@ -17,18 +17,26 @@
 //!    claimed record, and the transaction commits (`synchronous_commit=on`
 //!    with `--durability full`) before the answer leaves.
 //!
-//! Every expiry and lease is judged by the database's clock (`now()`), so
-//! instances with wrong clocks still agree. Group commit is PostgreSQL's
-//! own: concurrent commits share WAL flushes. [`schema`] migrates under an
-//! advisory lock.
+//! A charge without a provider skips the transaction: its claim, rows and
+//! answer are one statement ([`one_statement`]). Every expiry and lease is
+//! judged by the database's clock (`now()`), so instances with wrong clocks
+//! still agree. Group commit is PostgreSQL's own: concurrent commits share
+//! WAL flushes.
+//!
+//! - [`protocol`]: the keyed protocol's SQL; [`one_statement`]: its
+//!   one-statement first phase; [`operations`]: each operation's business
+//!   SQL; [`outbox`]: the receipts' SQL; [`schema`]: migrations under an
+//!   advisory lock.
 
+mod one_statement;
 mod operations;
+mod outbox;
+mod protocol;
 mod schema;
 
 use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
-use crate::operation::receipt::Receipt;
 use crate::store::{
     now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished, IdempotentRequest,
     Operation, OutboxItem, RunContext, Store, StoreError,
@@ -36,8 +44,8 @@ use crate::store::{
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use operations::Clock;
-pub use operations::OneStatement;
+pub use one_statement::OneStatement;
+use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
@@ -166,7 +174,7 @@ impl Store for PostgresStore {
             .map_err(classify)?;
         row.map(|row| {
             Ok(Finished {
-                record: operations::record(&row)?,
+                record: protocol::record(&row)?,
                 life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
             })
         })
@@ -189,7 +197,7 @@ impl Store for PostgresStore {
             ttl_secs: self.ttl_secs,
             lease_secs: self.lease_secs,
         };
-        operations::execute(&mut client, &request, operation.as_ref(), finish, clock).await
+        protocol::execute(&mut client, &request, operation.as_ref(), finish, clock).await
     }
 
     async fn advance(
@@ -199,7 +207,7 @@ impl Store for PostgresStore {
     ) -> Result<Advanced, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
-        operations::advance(tx, lease, phase.as_ref(), self.lease_secs, now_ms()).await
+        protocol::advance(tx, lease, phase.as_ref(), self.lease_secs, now_ms()).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -248,7 +256,7 @@ impl Store for PostgresStore {
         caller: &Caller,
         key: &IdempotencyKey,
     ) -> Result<Option<Lease>, StoreError> {
-        operations::take_over(&self.client().await?, caller, key, self.lease_secs).await
+        protocol::take_over(&self.client().await?, caller, key, self.lease_secs).await
     }
 
     async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
@@ -301,47 +309,11 @@ impl Store for PostgresStore {
         limit: u32,
         claim: Duration,
     ) -> Result<Vec<OutboxItem>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                &cached(
-                    &client,
-                    "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
-                     WHERE id IN (SELECT id FROM outbox
-                                  WHERE sent_at IS NULL AND next_attempt_at <= now()
-                                    AND (claimed_until IS NULL OR claimed_until <= now())
-                                  ORDER BY next_attempt_at LIMIT $1
-                                  FOR UPDATE SKIP LOCKED)
-                     RETURNING id, attempts, message_id, recipient, subject, body",
-                )
-                .await?,
-                &[&i64::from(limit), &claim.as_secs_f64()],
-            )
-            .await
-            .map_err(classify)?;
-        Ok(rows
-            .iter()
-            .map(|row| OutboxItem {
-                id: row.get(0),
-                attempts: row.get::<_, i32>(1).unsigned_abs(),
-                receipt: Receipt {
-                    message_id: row.get(2),
-                    recipient: row.get(3),
-                    subject: row.get(4),
-                    body: row.get(5),
-                },
-            })
-            .collect())
+        outbox::claim(&self.client().await?, limit, claim).await
     }
 
     async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
-        exec(
-            &self.client().await?,
-            "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1",
-            &[&id],
-        )
-        .await?;
-        Ok(())
+        outbox::settle(&self.client().await?, id, None).await
     }
 
     async fn receipt_failed(
@@ -350,24 +322,11 @@ impl Store for PostgresStore {
         retry_in: Duration,
         error: &str,
     ) -> Result<(), StoreError> {
-        exec(
-            &self.client().await?,
-            "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
-                    next_attempt_at = now() + $2 * interval '1 second'
-             WHERE id = $1",
-            &[&id, &retry_in.as_secs_f64(), &error],
-        )
-        .await?;
-        Ok(())
+        outbox::settle(&self.client().await?, id, Some((retry_in, error))).await
     }
 
     async fn receipts_waiting(&self) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let row = client
-            .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
-            .await
-            .map_err(classify)?;
-        Ok(row.get::<_, i64>(0).unsigned_abs())
+        outbox::waiting(&self.client().await?).await
     }
 
     async fn health(&self) -> Result<(), StoreError> {

@@ -1,0 +1,104 @@
+//! The outbox in SQL: a receipt written with the phase that finishes its
+//! charge, claimed by one relay at a time (`FOR UPDATE SKIP LOCKED`), then
+//! marked sent or failed.
+
+use super::{cached, classify, exec};
+use crate::operation::receipt::Receipt;
+use crate::store::{OutboxItem, StoreError};
+use deadpool_postgres::{GenericClient, Transaction};
+use std::time::Duration;
+
+/// Writes a receipt to the outbox, due now; never twice for one charge.
+pub(super) async fn enqueue(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+         VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
+        &[
+            &receipt.message_id,
+            &receipt.recipient,
+            &receipt.subject,
+            &receipt.body,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Claims up to `limit` due receipts for `claim`; instances claiming at
+/// once skip each other's rows.
+pub(super) async fn claim(
+    client: &impl GenericClient,
+    limit: u32,
+    claim: Duration,
+) -> Result<Vec<OutboxItem>, StoreError> {
+    let rows = client
+        .query(
+            &cached(
+                client,
+                "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
+                 WHERE id IN (SELECT id FROM outbox
+                              WHERE sent_at IS NULL AND next_attempt_at <= now()
+                                AND (claimed_until IS NULL OR claimed_until <= now())
+                              ORDER BY next_attempt_at LIMIT $1
+                              FOR UPDATE SKIP LOCKED)
+                 RETURNING id, attempts, message_id, recipient, subject, body",
+            )
+            .await?,
+            &[&i64::from(limit), &claim.as_secs_f64()],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(rows
+        .iter()
+        .map(|row| OutboxItem {
+            id: row.get(0),
+            attempts: row.get::<_, i32>(1).unsigned_abs(),
+            receipt: Receipt {
+                message_id: row.get(2),
+                recipient: row.get(3),
+                subject: row.get(4),
+                body: row.get(5),
+            },
+        })
+        .collect())
+}
+
+/// Marks a receipt sent (`None`), or failed: to try again after the
+/// duration, with the error kept.
+pub(super) async fn settle(
+    client: &impl GenericClient,
+    id: i64,
+    failed: Option<(Duration, &str)>,
+) -> Result<(), StoreError> {
+    match failed {
+        None => {
+            exec(
+                client,
+                "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1",
+                &[&id],
+            )
+            .await?
+        }
+        Some((retry_in, error)) => {
+            exec(
+                client,
+                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
+                        next_attempt_at = now() + $2 * interval '1 second'
+                 WHERE id = $1",
+                &[&id, &retry_in.as_secs_f64(), &error],
+            )
+            .await?
+        }
+    };
+    Ok(())
+}
+
+/// How many receipts wait to be sent.
+pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64, StoreError> {
+    let row = client
+        .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
+        .await
+        .map_err(classify)?;
+    Ok(row.get::<_, i64>(0).unsigned_abs())
+}

@@ -1,0 +1,378 @@
+//! The keyed protocol in SQL: claim the key (waiting for a transaction
+//! that holds it) and run the first phase, or find the key's record and
+//! decide; later phases under a lease; taking an abandoned operation over.
+//! Every expiry and lease is the database's `now()`.
+
+use super::one_statement::execute_one_statement;
+use super::{cached, classify, exec};
+use crate::domain::{Caller, Fingerprint, IdempotencyKey};
+use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredResponse};
+use crate::store::{
+    Advanced, Execution, Finish, Finished, IdempotentRequest, Operation, RunContext, StoreError,
+};
+use deadpool_postgres::{GenericClient, Transaction};
+use std::time::Duration;
+use tokio_postgres::error::SqlState;
+
+/// The times one call works with: the process's clock only for the
+/// `created` seconds of new rows; every expiry and lease is the database's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    /// Unix milliseconds, this process's clock.
+    pub(super) now_ms: i64,
+    /// `--key-ttl`, seconds.
+    pub(super) ttl_secs: f64,
+    /// `--operation-lease`, seconds.
+    pub(super) lease_secs: f64,
+}
+
+/// A key's record columns, in the order [`record`] and [`execute`] read.
+const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
+
+/// Claims the key (waiting for a transaction that holds it) and runs the
+/// operation's first phase, or finds the key's record and decides.
+pub(super) async fn execute(
+    client: &mut deadpool_postgres::Object,
+    request: &IdempotentRequest,
+    operation: &dyn Operation,
+    finish: Finish,
+    clock: Clock,
+) -> Result<Execution, StoreError> {
+    let context = RunContext {
+        caller: &request.caller,
+        now_ms: clock.now_ms,
+    };
+    if finish == Finish::Commit {
+        if let Some(one) = operation.one_statement(&context) {
+            return execute_one_statement(client, request, one, clock).await;
+        }
+    }
+    let tx = client.transaction().await.map_err(classify)?;
+    let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
+    let caller = &request.caller.as_bytes()[..];
+    let key = request.key.as_ref();
+    // A finished, expired record counts as absent: the claim replaces it.
+    let claimed = tx
+        .query_opt(
+            &cached(
+                &tx,
+                "INSERT INTO idempotency_keys
+                   (caller, key, fingerprint, recovery_point, created_at, expires_at)
+                 VALUES ($1, $2, $3, 'claimed', now(), now() + $4 * interval '1 second')
+                 ON CONFLICT (caller, key) DO UPDATE
+                   SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'claimed',
+                       state = NULL, lease_token = NULL, leased_until = NULL, status = NULL,
+                       headers = NULL, body = NULL, created_at = EXCLUDED.created_at,
+                       expires_at = EXCLUDED.expires_at
+                   WHERE idempotency_keys.recovery_point = 'finished'
+                     AND idempotency_keys.expires_at <= now()
+                 RETURNING 1",
+            )
+            .await?,
+            &[
+                &caller,
+                &key,
+                &&request.fingerprint.as_bytes()[..],
+                &ttl_secs,
+            ],
+        )
+        .await;
+    let claimed = match in_use_or(claimed)? {
+        None => return Ok(Execution::InUse),
+        Some(claimed) => claimed.is_some(),
+    };
+    if !claimed {
+        // The key's record is live: its transaction committed (the claim
+        // waited for it), so read it and decide.
+        let execution = decide(&tx, request, clock).await?;
+        commit(tx).await?;
+        return Ok(execution);
+    }
+
+    let context = RunContext {
+        caller: &request.caller,
+        now_ms,
+    };
+    let step = operation.run_postgres(&tx, &context).await?;
+    let execution = match step {
+        Step::Finished(response) => {
+            record_response(&tx, &request.caller, &request.key, &response).await?;
+            Execution::Ran(response)
+        }
+        Step::Stopped(point, state) => {
+            let token = Lease::new_token();
+            exec(
+                &tx,
+                "UPDATE idempotency_keys SET recovery_point = $3, state = $4, lease_token = $5,
+                        leased_until = now() + $6 * interval '1 second'
+                 WHERE caller = $1 AND key = $2",
+                &[
+                    &caller,
+                    &key,
+                    &point.as_str(),
+                    &state,
+                    &&token[..],
+                    &lease_secs,
+                ],
+            )
+            .await?;
+            Execution::Stopped(Lease {
+                caller: request.caller,
+                key: request.key.clone(),
+                token,
+                point,
+                state,
+            })
+        }
+    };
+    match finish {
+        Finish::RollBack => {
+            tx.rollback().await.map_err(classify)?;
+            Ok(Execution::RolledBack)
+        }
+        Finish::Commit => {
+            commit(tx).await?;
+            Ok(execution)
+        }
+    }
+}
+
+/// A live record of the key: finished (replay or refuse), or stopped at a
+/// recovery point (refuse another request, wait for the lease's holder,
+/// or take an abandoned operation over).
+pub(super) async fn decide(
+    tx: &impl GenericClient,
+    request: &IdempotentRequest,
+    clock: Clock,
+) -> Result<Execution, StoreError> {
+    let caller = &request.caller.as_bytes()[..];
+    let row = tx
+        .query_one(
+            &cached(
+                tx,
+                &format!(
+                    "SELECT {RECORD_COLUMNS}, recovery_point, state, lease_token,
+                            coalesce(leased_until > now(), false),
+                            greatest(extract(epoch FROM expires_at - now()), 0)::float8
+                     FROM idempotency_keys WHERE caller = $1 AND key = $2"
+                ),
+            )
+            .await?,
+            &[&caller, &request.key.as_ref()],
+        )
+        .await
+        .map_err(classify)?;
+    let existing = record(&row)?;
+    let Some(point) = RecoveryPoint::from_stored(row.get(4)) else {
+        return Ok(Execution::Found(Finished {
+            record: existing,
+            life: Duration::from_secs_f64(row.get(8)),
+        }));
+    };
+    if existing.fingerprint != request.fingerprint {
+        return Ok(Execution::Mismatch);
+    }
+    if row.get::<_, bool>(7) {
+        return Ok(Execution::InUse);
+    }
+    let old: Option<&[u8]> = row.get(6);
+    let token = Lease::new_token();
+    let taken = tx
+        .execute(
+            &cached(
+                tx,
+                "UPDATE idempotency_keys
+                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
+                 WHERE caller = $1 AND key = $2 AND lease_token IS NOT DISTINCT FROM $5
+                   AND recovery_point <> 'finished'",
+            )
+            .await?,
+            &[
+                &caller,
+                &request.key.as_ref(),
+                &&token[..],
+                &clock.lease_secs,
+                &old,
+            ],
+        )
+        .await;
+    Ok(match in_use_or(taken)? {
+        Some(1) => Execution::Resumed(Lease {
+            caller: request.caller,
+            key: request.key.clone(),
+            token,
+            point,
+            state: row.get::<_, Option<String>>(5).unwrap_or_default(),
+        }),
+        _ => Execution::InUse,
+    })
+}
+
+/// Commits. A connection that breaks during the commit leaves its outcome
+/// unknown: it may have committed. That is never answered as "nothing was
+/// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
+async fn commit(tx: Transaction<'_>) -> Result<(), StoreError> {
+    tx.commit().await.map_err(|e| {
+        if e.code().is_none() {
+            StoreError::outcome_unknown("the connection broke during COMMIT").caused_by(e)
+        } else {
+            classify(e)
+        }
+    })
+}
+
+/// `None` when the statement gave up waiting for a lock another
+/// transaction holds (`lock_timeout`): the key is in use.
+pub(super) fn in_use_or<T>(
+    result: Result<T, tokio_postgres::Error>,
+) -> Result<Option<T>, StoreError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
+        Err(e) => Err(classify(e)),
+    }
+}
+
+async fn record_response(
+    tx: &Transaction<'_>,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    response: &StoredResponse,
+) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
+             status = $3, headers = $4, body = $5
+         WHERE caller = $1 AND key = $2",
+        &[
+            &&caller.as_bytes()[..],
+            &key.as_ref(),
+            &(response.status as i16),
+            &response.encoded_headers(),
+            &&response.body[..],
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The next phase of the lease's operation, if the lease is still its
+/// holder's (the row stays locked until the commit, so nobody takes it
+/// over meanwhile); records how the phase ended.
+pub(super) async fn advance(
+    tx: Transaction<'_>,
+    lease: &Lease,
+    phase: &dyn Operation,
+    lease_secs: f64,
+    now_ms: i64,
+) -> Result<Advanced, StoreError> {
+    let caller = &lease.caller.as_bytes()[..];
+    let held = tx
+        .query_opt(
+            &cached(
+                &tx,
+                "SELECT 1 FROM idempotency_keys
+                 WHERE caller = $1 AND key = $2 AND lease_token = $3
+                   AND recovery_point <> 'finished'
+                 FOR UPDATE",
+            )
+            .await?,
+            &[&caller, &lease.key.as_ref(), &&lease.token[..]],
+        )
+        .await;
+    match in_use_or(held)? {
+        Some(Some(_)) => {}
+        _ => return Ok(Advanced::LeaseLost),
+    }
+    let context = RunContext {
+        caller: &lease.caller,
+        now_ms,
+    };
+    let advanced = match phase.run_postgres(&tx, &context).await? {
+        Step::Finished(response) => {
+            record_response(&tx, &lease.caller, &lease.key, &response).await?;
+            Advanced::Finished(response)
+        }
+        Step::Stopped(point, state) => {
+            exec(
+                &tx,
+                "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
+                        leased_until = now() + $5 * interval '1 second'
+                 WHERE caller = $1 AND key = $2",
+                &[
+                    &caller,
+                    &lease.key.as_ref(),
+                    &point.as_str(),
+                    &state,
+                    &lease_secs,
+                ],
+            )
+            .await?;
+            Advanced::Stopped(Lease {
+                point,
+                state,
+                ..lease.clone()
+            })
+        }
+    };
+    commit(tx).await?;
+    Ok(advanced)
+}
+
+/// Takes over the key's abandoned operation (its lease ran out).
+pub(super) async fn take_over(
+    client: &impl GenericClient,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    lease_secs: f64,
+) -> Result<Option<Lease>, StoreError> {
+    let token = Lease::new_token();
+    let row = client
+        .query_opt(
+            &cached(
+                client,
+                "UPDATE idempotency_keys
+                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
+                 WHERE caller = $1 AND key = $2 AND recovery_point <> 'finished'
+                   AND leased_until <= now()
+                 RETURNING recovery_point, state",
+            )
+            .await?,
+            &[
+                &&caller.as_bytes()[..],
+                &key.as_ref(),
+                &&token[..],
+                &lease_secs,
+            ],
+        )
+        .await;
+    Ok(in_use_or(row)?.flatten().and_then(|row| {
+        Some(Lease {
+            caller: *caller,
+            key: key.clone(),
+            token,
+            point: RecoveryPoint::from_stored(row.get(0))?,
+            state: row.get::<_, Option<String>>(1).unwrap_or_default(),
+        })
+    }))
+}
+
+/// A record from a row whose first columns are [`RECORD_COLUMNS`] (the
+/// status is 0 for an unfinished record).
+pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record, StoreError> {
+    let fingerprint: &[u8] = row.get(0);
+    let fingerprint: [u8; 32] = fingerprint
+        .try_into()
+        .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))?;
+    let status: Option<i16> = row.get(1);
+    let body: Option<&[u8]> = row.get(3);
+    Ok(Record {
+        fingerprint: Fingerprint::from_bytes(fingerprint),
+        response: StoredResponse::from_stored(
+            status.unwrap_or(0) as u16,
+            row.get(2),
+            bytes::Bytes::copy_from_slice(body.unwrap_or_default()),
+        ),
+    })
+}
