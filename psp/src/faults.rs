@@ -7,11 +7,11 @@
 //! restart forgets it. A new fault replaces the pending one.
 
 use crate::error::ApiError;
-use crate::serve::ConnectionControl;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use serve::ConnectionControl;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

@@ -29,14 +29,14 @@
 //!
 //! * [`config`]: flags and `PSP_*` environment variables.
 //! * [`startup`]: opens the ledger, builds the router, binds.
-//! * [`serve`]: the accept loop, graceful shutdown, connection control.
 //! * [`domain`]: `IdempotencyKey`, `ChargeParams` (amount, currency, test
 //!   card, metadata) and their fingerprint, `ChargeId`, the stored `Answer`.
 //! * [`ledger`]: the SQLite file and its one writer thread.
 //! * [`routes`]: `charges` (create, list) and `faults` (admin).
 //! * [`faults`]: the pending fault and the middleware that applies it.
 //! * [`error`]: `ApiError`, rendered in Stripe's error shape.
-//! * [`telemetry`]: logs on stderr.
+//! * Logs, the accept loop (with the connection handle `drop-after-charge`
+//!   uses) and the binary's `main` are the workspace's `serve` crate.
 
 pub mod config;
 pub mod domain;
@@ -44,9 +44,7 @@ pub mod error;
 pub mod faults;
 pub mod ledger;
 pub mod routes;
-pub mod serve;
 pub mod startup;
-pub mod telemetry;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};

@@ -5,7 +5,6 @@ use crate::config::Config;
 use crate::faults::{self, Faults};
 use crate::ledger::{Ledger, LedgerError};
 use crate::routes::{self, AppState, MAX_BODY_BYTES};
-use crate::serve;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::post;
@@ -34,13 +33,8 @@ pub enum StartupError {
         source: LedgerError,
     },
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address asked for.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] serve::BindError),
 }
 
 /// A bound, ready simulator.
@@ -54,13 +48,7 @@ impl Application {
     /// Binds, opens the ledger (creating and migrating it) and builds the router.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
         // Bind first: a bad address then touches no file.
-        let listener =
-            TcpListener::bind(&config.listen)
-                .await
-                .map_err(|source| StartupError::Bind {
-                    addr: config.listen.clone(),
-                    source,
-                })?;
+        let listener = serve::bind(&config.listen).await?;
         // Opening is quick, and nothing else runs yet.
         let ledger =
             Ledger::open(&config.database, KEY_TTL).map_err(|source| StartupError::Ledger {
@@ -91,6 +79,23 @@ impl Application {
         let sweeper = tokio::spawn(self.ledger.sweep_periodically(SWEEP_INTERVAL, SWEEP_BATCH));
         serve::serve(self.listener, self.router, shutdown).await;
         sweeper.abort();
+    }
+}
+
+impl serve::App for Application {
+    type Config = Config;
+    type Error = StartupError;
+
+    async fn build(config: Config) -> Result<Self, StartupError> {
+        Application::build(config).await
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        Application::local_addr(self)
+    }
+
+    async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
+        Application::run_until_stopped(self, shutdown).await
     }
 }
 

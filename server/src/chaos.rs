@@ -6,9 +6,8 @@
 
 use crate::error::ApiError;
 use crate::store::Finish;
-use std::sync::Arc;
+use serve::ConnectionControl;
 use std::time::Duration;
-use tokio::sync::Notify;
 
 /// The longest `delay-after-commit` accepted.
 const MAX_DELAY: Duration = Duration::from_secs(600);
@@ -159,23 +158,6 @@ impl Chaos {
                 "chaos asked to drop a connection the server does not manage",
             )),
         }
-    }
-}
-
-/// A handle on the connection a request came in on, so chaos can cut it.
-/// The server's accept loop puts one in every request's extensions.
-#[derive(Debug, Clone, Default)]
-pub struct ConnectionControl(Arc<Notify>);
-
-impl ConnectionControl {
-    /// Asks the connection's task to drop the connection now, without an answer.
-    pub fn drop_connection(&self) {
-        self.0.notify_one();
-    }
-
-    /// Resolves when [`ConnectionControl::drop_connection`] was called.
-    pub async fn dropped(&self) {
-        self.0.notified().await;
     }
 }
 

@@ -266,17 +266,4 @@ pub async fn log_server_errors(request: Request, next: Next) -> Response {
     response
 }
 
-/// An error and its sources, `: `-separated.
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(e) = source {
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        Ok(())
-    }
-}
+pub use serve::Chain;

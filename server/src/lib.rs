@@ -11,7 +11,6 @@
 //!
 //! * [`config`]: flags and environment variables.
 //! * [`startup`]: builds the store, the router and the listener.
-//! * [`serve`]: the accept loop, graceful shutdown, connection control.
 //! * [`domain`]: `Caller`, `IdempotencyKey`, `Fingerprint`, `Amount`, …
 //!   parsed once at the edge.
 //! * [`idempotency`]: the flow, top to bottom: the edge ([`idempotency::keyed`]),
@@ -33,7 +32,8 @@
 //!   the shared retry policy; [`completer`]: resumes abandoned operations;
 //!   [`outbox`]: the receipt relay (`--smtp-url`).
 //! * [`sweeper`]: deletes expired records in small batches.
-//! * [`metrics`], [`telemetry`]: Prometheus metrics and structured logs.
+//! * [`metrics`]: Prometheus metrics. Logs, the accept loop and the
+//!   binary's `main` are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
 //! `cargo fuzz` targets (replayed by a test). The benchmark's tools (load
@@ -54,12 +54,10 @@ pub mod operation;
 pub mod outbox;
 pub mod provider;
 pub mod routes;
-pub mod serve;
 pub mod startup;
 pub mod state;
 pub mod store;
 pub mod sweeper;
-pub mod telemetry;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};

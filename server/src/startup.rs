@@ -8,7 +8,6 @@ use crate::metrics::{self, Metrics};
 use crate::openapi;
 use crate::provider::Provider;
 use crate::routes;
-use crate::serve;
 use crate::state::AppState;
 use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{SqliteOptions, SqliteStore};
@@ -36,13 +35,8 @@ pub enum StartupError {
     #[error("cannot open the database: {0}")]
     Database(#[from] StoreError),
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address asked for.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] serve::BindError),
 }
 
 /// A bound, ready server.
@@ -98,13 +92,7 @@ impl Application {
             cache: Arc::default(),
         };
         let router = router(state.clone(), &config);
-        let listener =
-            TcpListener::bind(&config.listen)
-                .await
-                .map_err(|source| StartupError::Bind {
-                    addr: config.listen.clone(),
-                    source,
-                })?;
+        let listener = serve::bind(&config.listen).await?;
         if config.chaos {
             tracing::warn!("chaos mode is on: X-Chaos headers make requests fail on purpose");
         }
@@ -163,6 +151,23 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(metrics::handler))
         .routes(routes!(routes::config::show))
         .routes(routes!(openapi::serve))
+}
+
+impl serve::App for Application {
+    type Config = Config;
+    type Error = StartupError;
+
+    async fn build(config: Config) -> Result<Self, StartupError> {
+        Application::build(config).await
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        Application::local_addr(self)
+    }
+
+    async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
+        Application::run_until_stopped(self, shutdown).await
+    }
 }
 
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.

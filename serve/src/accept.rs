@@ -1,20 +1,39 @@
 //! The accept loop: hyper connections with graceful shutdown, and a
-//! [`ConnectionControl`] in every request so chaos mode can cut the
-//! connection a request came in on.
+//! [`ConnectionControl`] in every request so a fault (the server's chaos
+//! mode, the simulator's `drop-after-charge`) can cut the connection the
+//! request came in on.
 
-use crate::chaos::ConnectionControl;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tower::ServiceExt;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A handle on the connection a request came in on. The accept loop puts
+/// one in every request's extensions.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionControl(Arc<Notify>);
+
+impl ConnectionControl {
+    /// Asks the connection's task to drop the connection now, unanswered.
+    pub fn drop_connection(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once [`ConnectionControl::drop_connection`] was called.
+    pub async fn dropped(&self) {
+        self.0.notified().await;
+    }
+}
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for in-flight requests to finish.

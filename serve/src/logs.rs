@@ -4,10 +4,11 @@
 use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
-/// Installs the global subscriber; a second call is a no-op.
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
+/// Installs the global subscriber with `default_filter` unless `RUST_LOG`
+/// says otherwise; a second call is a no-op.
+pub fn init(default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

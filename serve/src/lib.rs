@@ -1,0 +1,113 @@
+//! What the workspace's two HTTP binaries share, the checkout `server` and
+//! the payment provider simulator `psp`, so that each is only its own
+//! application:
+//!
+//! - [`accept`]: the accept loop (graceful drain on shutdown, a
+//!   [`ConnectionControl`] in every request), and [`shutdown_signal`];
+//! - [`logs`]: structured logs on stderr;
+//! - [`main`](fn@main): a binary's `main`: flags (a bad one is one line on
+//!   stderr and exit 2), logs, the runtime, [`App::build`], the
+//!   `listening on http://ADDR` line on stdout, serving until a signal;
+//! - [`bind`]: binding the listen address, with the error both report.
+
+pub mod accept;
+pub mod logs;
+
+pub use accept::{serve, shutdown_signal, ConnectionControl};
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use tokio::net::TcpListener;
+
+/// An application a binary serves: built from its flags, bound, run until
+/// a signal.
+pub trait App: Sized {
+    /// Its flags.
+    type Config: clap::Parser;
+    /// Why it could not start.
+    type Error: std::error::Error + 'static;
+
+    /// Opens what it needs and binds.
+    fn build(config: Self::Config) -> impl Future<Output = Result<Self, Self::Error>>;
+
+    /// The address bound (port 0 resolved).
+    fn local_addr(&self) -> SocketAddr;
+
+    /// Serves until `shutdown` resolves, then drains.
+    fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> impl Future<Output = ()>;
+}
+
+/// A binary's `main`: parses the flags of `A`, starts logs with
+/// `default_filter` (`RUST_LOG` wins), builds and serves `A` until SIGTERM
+/// or Ctrl-C. A bad flag: its first line on stderr, exit 2; a failed start:
+/// one `error:` line with its causes, exit 1.
+pub fn main<A: App>(default_filter: &str) -> ExitCode {
+    let config = match <A::Config as clap::Parser>::try_parse() {
+        Ok(config) => config,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's first line names the problem; the usage lines add noise.
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    logs::init(default_filter);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let app = match A::build(config).await {
+            Ok(app) => app,
+            Err(e) => {
+                eprintln!("error: {}", Chain(&e));
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("listening on http://{}", app.local_addr());
+        app.run_until_stopped(shutdown_signal()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// The listen address could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}")]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: String,
+    /// Why.
+    pub source: std::io::Error,
+}
+
+/// Binds `addr` (port 0 picks a free port).
+pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
+    TcpListener::bind(addr).await.map_err(|source| BindError {
+        addr: addr.to_owned(),
+        source,
+    })
+}
+
+/// An error and its sources, `: `-separated, on one line.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(e) = source {
+            write!(f, ": {e}")?;
+            source = e.source();
+        }
+        Ok(())
+    }
+}
