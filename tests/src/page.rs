@@ -59,26 +59,27 @@ pub struct ListedCharge {
 pub struct Page {
     client: Client,
     window: WindowHandle,
-    base: String,
+    /// The shop's address as this shopper opens it.
+    url: String,
 }
 
 impl Page {
-    /// The page in the session's current window.
-    pub async fn in_current_window(client: Client, base: &str) -> Result<Self> {
+    /// The page at `url` in the session's current window.
+    pub async fn in_current_window(client: Client, url: &str) -> Result<Self> {
         let window = client.window().await?;
         Ok(Self {
             client,
             window,
-            base: base.to_owned(),
+            url: url.to_owned(),
         })
     }
 
-    /// The page in `window` of a session.
-    pub fn with_window(client: Client, window: WindowHandle, base: &str) -> Self {
+    /// The page at `url` in `window` of a session.
+    pub fn with_window(client: Client, window: WindowHandle, url: &str) -> Self {
         Self {
             client,
             window,
-            base: base.to_owned(),
+            url: url.to_owned(),
         }
     }
 
@@ -105,7 +106,7 @@ impl Page {
         Ok(Page {
             client: self.client.clone(),
             window: created.handle,
-            base: self.base.clone(),
+            url: self.url.clone(),
         })
     }
 
@@ -122,7 +123,7 @@ impl Page {
     /// Loads the shop and waits until the page has started.
     pub async fn open(&self) -> Result<()> {
         self.focus().await?;
-        self.client.goto(&format!("{}/", self.base)).await?;
+        self.client.goto(&self.url).await?;
         self.wait_ready().await
     }
 
