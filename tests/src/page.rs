@@ -25,6 +25,22 @@ pub struct Receipt {
     pub replayed: bool,
     /// How many requests were sent with its key (as the page counted them).
     pub attempts: u32,
+    /// The provider's charge (`pch_…`), when the shop charges through one.
+    #[serde(default)]
+    pub provider_charge: Option<String>,
+    /// Where the e-mailed receipt is: `queued` (the shop's outbox has it),
+    /// `delivered` (the page saw it in the inbox), or `none`.
+    #[serde(default)]
+    pub mail: String,
+}
+
+/// One reservation as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Reservation {
+    /// `sending`, `reserved`, `sold-out`, `unconfirmed` or `refused`.
+    pub result: String,
+    /// What the shopper reads.
+    pub text: String,
 }
 
 /// One row of the attempt log.
@@ -290,9 +306,65 @@ impl Page {
             "const r = document.querySelector('#receipt'); \
              return { charge_id: r.dataset.chargeId, key: r.dataset.key, \
                       replayed: r.dataset.replayed === 'true', \
-                      attempts: Number(document.querySelector('#receipt-attempts').textContent) };",
+                      attempts: Number(document.querySelector('#receipt-attempts').textContent), \
+                      provider_charge: r.dataset.providerCharge || null, mail: r.dataset.mail || 'none' };",
         )
         .await
+    }
+
+    /// Whether the element that has the keyboard focus matches `css`.
+    pub async fn focused(&self, css: &str) -> Result<bool> {
+        let selector = serde_json::to_string(css)?;
+        self.eval(&format!(
+            "return !!document.activeElement && document.activeElement.matches({selector});"
+        ))
+        .await
+    }
+
+    /// What the page's element with the keyboard focus is, for reports.
+    pub async fn focus_description(&self) -> Result<String> {
+        self.eval(
+            "const e = document.activeElement; \
+             return e ? `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''} ${e.getAttribute('aria-label') || e.textContent.trim().slice(0, 40)}` : 'nothing';",
+        )
+        .await
+    }
+
+    /// Every reservation outcome the page shows, in its order.
+    pub async fn reservations(&self) -> Result<Vec<Reservation>> {
+        self.eval(
+            "return [...document.querySelectorAll('.reserve [data-result]')] \
+               .map(e => ({ result: e.dataset.result, text: e.textContent.trim() }));",
+        )
+        .await
+    }
+
+    /// Leaves the shop for another page of its origin, as a shopper who
+    /// closes the tab and comes back later would; the shop's storage is
+    /// still reachable from there. (`/style.css`: both engines show it as
+    /// a document that runs scripts; Firefox runs none in its JSON viewer
+    /// and downloads `/metrics`.)
+    pub async fn leave(&self) -> Result<()> {
+        self.focus().await?;
+        let origin: String = self.eval("return location.origin;").await?;
+        self.client.goto(&format!("{origin}/style.css")).await?;
+        Ok(())
+    }
+
+    /// Runs `body`, a JS async function body ending in `return …`, in the
+    /// page and waits for its result.
+    pub async fn eval_async<T: DeserializeOwned>(&self, body: &str) -> Result<T> {
+        self.focus().await?;
+        let script = format!(
+            "const done = arguments[arguments.length - 1]; \
+             (async () => {{ {body} }})().then(v => done({{ ok: v }}), e => done({{ error: String(e && e.stack || e) }}));"
+        );
+        let value = self.client.execute_async(&script, Vec::new()).await?;
+        if let Some(error) = value.get("error") {
+            bail!("`{body}` failed in the page: {error}");
+        }
+        serde_json::from_value(value["ok"].clone())
+            .with_context(|| format!("reading {value} from `{body}`"))
     }
 
     /// Every row of the attempt log, oldest first, with the times the

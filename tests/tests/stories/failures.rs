@@ -1,117 +1,17 @@
-//! The checkout's user stories, each in a real headless Chromium against a
-//! real server process with a fresh database. Every story ends by checking
-//! that the shopper was charged exactly once: in the page's own list of
-//! charges and, over HTTP with the browser's session cookie, on the server.
-//!
-//! Run with `scripts/test-e2e.sh` (it builds the wasm client and the server
-//! first). Screenshots land in `target/e2e/`.
-//!
-//! One file because the stories are one document: the README's story told
-//! failure by failure, numbered, sharing the cart, the checks of "charged
-//! once" and the retry shapes defined at the top.
+//! The README's story, failure by failure: each story makes one thing go
+//! wrong on the way (a lost answer, a timeout, a reload, a killed server,
+//! two tabs, a double click, a crash) and checks that the cart was
+//! charged exactly once.
 
+use crate::{
+    ensure_charged_once, fill_cart, pay_with_chaos, wait_until_committed_in_flight,
+    PAGE_MAX_ATTEMPTS,
+};
 use anyhow::{bail, ensure, Result};
 use e2e::page::ensure_one_key;
-use e2e::{Page, Receipt, Scene, Server};
+use e2e::{Receipt, Server};
 use serde_json::json;
 use std::time::Duration;
-
-/// How many attempts the page's client makes before it gives up
-/// (`maxAttempts` in www/app.js).
-const PAGE_MAX_ATTEMPTS: usize = 8;
-
-/// The cart every story buys: two tees and a poster.
-const CART_TOTAL: i64 = 2 * 2500 + 1800;
-
-async fn fill_cart(page: &Page) -> Result<()> {
-    page.add_to_cart("sku-tee").await?;
-    page.add_to_cart("sku-tee").await?;
-    page.add_to_cart("sku-poster").await?;
-    page.wait_for(
-        "the cart total",
-        "document.querySelector('#total').textContent === '$68.00'",
-    )
-    .await
-}
-
-/// A new shopper fills the cart, asks for `chaos` on the payment, and
-/// clicks Pay.
-async fn pay_with_chaos(scene: &mut Scene, chaos: &str) -> Result<Page> {
-    let page = scene.shopper().await?;
-    fill_cart(&page).await?;
-    page.choose_chaos(chaos).await?;
-    page.pay().await?;
-    Ok(page)
-}
-
-/// Checks, in the page and on the server, that the shopper has exactly one
-/// charge, the one on `receipt`, for this cart and its total.
-async fn ensure_charged_once(page: &Page, server: &Server, receipt: &Receipt) -> Result<()> {
-    let cart = page.cart_id().await?;
-    let listed = page.listed_charges().await?;
-    ensure!(
-        listed.len() == 1,
-        "the page lists {} charges, expected exactly one: {listed:?}",
-        listed.len()
-    );
-    ensure!(
-        listed[0].id == receipt.charge_id,
-        "the page lists {:?}, the receipt shows {}",
-        listed[0],
-        receipt.charge_id
-    );
-    ensure!(
-        listed[0].description == format!("cart {cart}"),
-        "listed charge is not for cart {cart}: {listed:?}"
-    );
-    let summary = page.text("#charges-summary").await?;
-    ensure!(
-        summary.contains("1 charge in total; 1 for this cart"),
-        "charges summary says {summary:?}"
-    );
-
-    let sid = page.sid().await?;
-    let held = server.session(&sid).charges().await?;
-    ensure!(
-        held.len() == 1,
-        "the server holds {} charges for this shopper, expected one: {held:?}",
-        held.len()
-    );
-    ensure!(
-        held[0]["id"] == receipt.charge_id.as_str(),
-        "the server holds {}, the receipt shows {}",
-        held[0],
-        receipt.charge_id
-    );
-    ensure!(
-        held[0]["amount"] == CART_TOTAL,
-        "charged {} instead of {CART_TOTAL}",
-        held[0]["amount"]
-    );
-    ensure!(
-        held[0]["description"] == format!("cart {cart}").as_str(),
-        "charge not for cart {cart}: {}",
-        held[0]
-    );
-    Ok(())
-}
-
-/// Waits until the page's first payment attempt is in flight and the
-/// server has committed the charge.
-async fn wait_until_committed_in_flight(page: &Page, server: &Server) -> Result<()> {
-    page.wait_for(
-        "the first payment attempt to be in flight",
-        "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.path === '/charges' && r.dataset.status === 'pending')",
-    )
-    .await?;
-    let sid = page.sid().await?;
-    e2e::eventually(
-        "the server to commit the charge",
-        Duration::from_secs(10),
-        || async { Ok((server.session(&sid).charges().await?.len() == 1).then_some(())) },
-    )
-    .await
-}
 
 /// 1. The happy path: pay once, by keyboard; one charge listed, a receipt.
 #[tokio::test]
