@@ -16,9 +16,10 @@
 //!   stories of payments through the provider.
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
-//! - [`scene`]: one story in one engine, set with [`scene!`] (named after
-//!   its test): a server and browsers; at the end it saves screenshots
-//!   under `target/e2e/` and fails with what the pages showed.
+//! - [`scene`]: one story in one engine: a server and browsers; at the end
+//!   it saves screenshots under `target/e2e/` and fails with what the pages
+//!   showed. [`story!`] runs a story in each engine, a scene each, named
+//!   after its test.
 
 pub mod browser;
 pub mod outside;

@@ -270,6 +270,18 @@ impl Page {
         .await
     }
 
+    /// Picks the card to pay with (a provider's test card, `pm_card_…`).
+    pub async fn choose_card(&self, card: &str) -> Result<()> {
+        let css = format!("#card-choice input[name=\"card\"][value=\"{card}\"]");
+        self.click(&css).await?;
+        let selector = serde_json::to_string(&css)?;
+        self.wait_for(
+            &format!("card {card} to be picked"),
+            &format!("document.querySelector({selector}).checked"),
+        )
+        .await
+    }
+
     /// Clicks Pay.
     pub async fn pay(&self) -> Result<()> {
         self.click("#pay").await
@@ -279,6 +291,15 @@ impl Page {
     pub async fn cart_state(&self) -> Result<String> {
         self.eval("return document.querySelector('#cart').dataset.state;")
             .await
+    }
+
+    /// Waits until the cart's state is `state` (see [`Page::cart_state`]).
+    pub async fn wait_for_cart(&self, state: &str) -> Result<()> {
+        self.wait_for(
+            &format!("the cart to be {state}"),
+            &format!("document.querySelector('#cart').dataset.state === '{state}'"),
+        )
+        .await
     }
 
     /// The id of the cart this page shows.
@@ -368,17 +389,13 @@ impl Page {
     }
 
     /// Every row of the attempt log, oldest first, with the times the
-    /// page recorded beside each row (its log in sessionStorage, of which
-    /// the rows are a rendering).
+    /// page recorded for it.
     pub async fn attempts(&self) -> Result<Vec<Attempt>> {
         self.eval(
-            "const log = (JSON.parse(sessionStorage.getItem('shop:attempts') || '{}') || {}).entries || []; \
-             const rows = [...document.querySelectorAll('#attempts tbody tr')]; \
-             if (rows.length !== log.length) throw new Error(`${rows.length} rows for ${log.length} logged attempts`); \
-             return rows.map((r, i) => { \
-               if (log[i].key !== r.dataset.key) throw new Error(`row ${i} is not the logged attempt`); \
-               return { key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
-               replayed: r.dataset.replayed === 'true', start: log[i].start, end: log[i].end }; });",
+            "return [...document.querySelectorAll('#attempts tbody tr')].map(r => ({ \
+               key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
+               replayed: r.dataset.replayed === 'true', start: Number(r.dataset.start), \
+               end: r.dataset.end === '' ? null : Number(r.dataset.end) }));",
         )
         .await
     }
@@ -431,7 +448,7 @@ impl Page {
                  return { url: location.href, ready: document.documentElement.dataset.ready || null, \
                    cart: document.querySelector('#cart')?.dataset.state, status: t('#status'), \
                    notice: t('#resume-notice'), failure: t('#failure'), boot_error: t('#boot-error'), \
-                   charges: t('#charges-summary'), reservation: t('#reserve-result'), \
+                   charges: t('#charges-summary'), reservations: t('#reservations'), \
                    attempts: [...document.querySelectorAll('#attempts tbody tr')] \
                      .map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ')) };",
             )

@@ -1,11 +1,12 @@
 //! One story in one browser engine: a fresh server (and, for the provider
 //! stories, the payment provider simulator and MailDev beside it) and the
-//! browsers the story opens. A story sets its scene with
-//! [`scene!`](crate::scene!), which names it after the test function it is
-//! written in, so a renamed story cannot save its screenshots and logs
-//! under a stale name. [`Scene::finish`] saves a screenshot of every window
-//! under `target/e2e/` (`STORY-ENGINE.png`) and, when the story failed,
-//! panics with what each page showed and where the logs are.
+//! browsers the story opens. A story is run with [`story!`](crate::story!),
+//! once per engine, each time in its own scene named after the test
+//! function it is written in, so a renamed story cannot save its
+//! screenshots and logs under a stale name. [`Scene::finish`] saves a
+//! screenshot of every window under `target/e2e/` (`STORY-ENGINE.png`) and,
+//! when the story failed, panics with what each page showed and where the
+//! logs are.
 
 use crate::browser::{Browser, Engine, Profile};
 use crate::outside::{MailDev, Psp};
@@ -16,17 +17,28 @@ use std::path::PathBuf;
 use std::time::Duration;
 use testkit::{Database, Server};
 
-/// Sets the scene for the story it is written in, in `engine`:
-/// `scene!(engine).await` is [`Scene::start`] with the enclosing test
-/// function's name; `scene!(engine, setup)` starts what `setup` asks for.
+/// Runs the story it is written in: `story!(async |scene| { … }).await`
+/// is [`run`] with the enclosing test function's name;
+/// `story!(setup, async |scene| { … })` starts what `setup` asks for.
 #[macro_export]
-macro_rules! scene {
-    ($engine:expr) => {
-        $crate::Scene::start($crate::test_name!(), $engine, $crate::Setup::default())
+macro_rules! story {
+    ($story:expr) => {
+        $crate::scene::run($crate::test_name!(), $crate::Setup::default(), $story)
     };
-    ($engine:expr, $setup:expr) => {
-        $crate::Scene::start($crate::test_name!(), $engine, $setup)
+    ($setup:expr, $story:expr) => {
+        $crate::scene::run($crate::test_name!(), $setup, $story)
     };
+}
+
+/// Runs `story` once in each engine of [`engines`](crate::engines), each
+/// time in a fresh scene; panics at the first engine it fails in.
+#[doc(hidden)]
+pub async fn run(name: &str, setup: Setup, mut story: impl AsyncFnMut(&mut Scene) -> Result<()>) {
+    for engine in crate::engines() {
+        let mut scene = Scene::start(name, engine, setup).await;
+        let result = story(&mut scene).await;
+        scene.finish(result).await;
+    }
 }
 
 /// The name of the function it is written in, closures and async blocks
@@ -87,10 +99,8 @@ pub struct Scene {
 impl Scene {
     /// Starts a server (and what `setup` asks for) for the story `name` in
     /// `engine`. Panics with the reason when it cannot: nothing to test
-    /// then. Stories call it through [`scene!`](crate::scene!), which
-    /// passes their own name.
-    #[doc(hidden)]
-    pub async fn start(name: &str, engine: Engine, setup: Setup) -> Self {
+    /// then.
+    async fn start(name: &str, engine: Engine, setup: Setup) -> Self {
         match Self::try_start(name, engine, setup).await {
             Ok(scene) => scene,
             Err(e) => panic!("cannot set the scene for {name} in {engine}: {e:#}"),

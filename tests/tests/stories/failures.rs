@@ -16,58 +16,54 @@ use std::time::Duration;
 /// 1. The happy path: pay once, by keyboard; one charge listed, a receipt.
 #[tokio::test]
 async fn paying_once_shows_a_receipt_and_lists_exactly_one_charge() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = scene.shopper().await?;
-            fill_cart(&page).await?;
-            page.press_enter_on("#pay").await?;
-            let receipt = page.wait_for_receipt().await?;
-            ensure!(
-                receipt.charge_id.starts_with("ch_"),
-                "receipt without a charge id: {receipt:?}"
-            );
-            ensure!(
-                !receipt.replayed,
-                "a first payment was replayed: {receipt:?}"
-            );
-            ensure!(
-                receipt.attempts == 1,
-                "a clean payment took {} attempts",
-                receipt.attempts
-            );
-            let attempts = page.charge_attempts().await?;
-            ensure!(
-                attempts.len() == 1 && attempts[0].status == "201",
-                "attempt log: {attempts:?}"
-            );
-            ensure_one_key(&attempts, &receipt.key)?;
-            ensure!(
-                page.text("#receipt-amount").await? == "$68.00",
-                "receipt amount"
-            );
-            ensure_charged_once(&page, &scene.server, &receipt).await?;
-            // The finished payment survives a reload as a receipt, not a new Pay button.
-            page.reload().await?;
-            let again = page.wait_for_receipt().await?;
-            ensure!(
-                again.charge_id == receipt.charge_id,
-                "after a reload the receipt shows {again:?}"
-            );
-            ensure!(
-                page.eval::<bool>("return document.querySelector('#pay').hidden;")
-                    .await?,
-                "a paid cart offers Pay again after a reload"
-            );
-            ensure!(
-                page.charge_attempts().await?.len() == 1,
-                "the reload sent the payment again"
-            );
-            Ok(())
-        }
-        .await;
-        scene.finish(result).await;
-    }
+    e2e::story!(async |scene| {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.press_enter_on("#pay").await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            receipt.charge_id.starts_with("ch_"),
+            "receipt without a charge id: {receipt:?}"
+        );
+        ensure!(
+            !receipt.replayed,
+            "a first payment was replayed: {receipt:?}"
+        );
+        ensure!(
+            receipt.attempts == 1,
+            "a clean payment took {} attempts",
+            receipt.attempts
+        );
+        let attempts = page.charge_attempts().await?;
+        ensure!(
+            attempts.len() == 1 && attempts[0].status == "201",
+            "attempt log: {attempts:?}"
+        );
+        ensure_one_key(&attempts, &receipt.key)?;
+        ensure!(
+            page.text("#receipt-amount").await? == "$68.00",
+            "receipt amount"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await?;
+        // The finished payment survives a reload as a receipt, not a new Pay button.
+        page.reload().await?;
+        let again = page.wait_for_receipt().await?;
+        ensure!(
+            again.charge_id == receipt.charge_id,
+            "after a reload the receipt shows {again:?}"
+        );
+        ensure!(
+            page.eval::<bool>("return document.querySelector('#pay').hidden;")
+                .await?,
+            "a paid cart offers Pay again after a reload"
+        );
+        ensure!(
+            page.charge_attempts().await?.len() == 1,
+            "the reload sent the payment again"
+        );
+        Ok(())
+    })
+    .await;
 }
 
 /// How many attempts a retry takes.
@@ -129,61 +125,53 @@ async fn keyed_requests(server: &Server, outcome: &str) -> Result<f64> {
 /// key, gets the stored answer and says "replayed"; one charge.
 #[tokio::test]
 async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "drop-after-commit").await?;
-            let receipt = page.wait_for_receipt().await?;
-            let attempts = page.charge_attempts().await?;
-            // Chromium itself resends a request once when a reused keep-alive
-            // connection drops without an answer, so the page may see the
-            // replay on its first attempt; on a fresh connection the client's
-            // own retry does it. Either way the second request is a replay.
-            if attempts.len() == 1 {
-                ensure_one_key(&attempts, &receipt.key)?;
-                ensure!(
-                    attempts[0].status == "201" && attempts[0].replayed && receipt.replayed,
-                    "one attempt, yet not a replay: {attempts:?}"
-                );
-            } else {
-                ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::Once)?;
-            }
+    e2e::story!(async |scene| {
+        let page = pay_with_chaos(scene, "drop-after-commit").await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        // Chromium itself resends a request once when a reused keep-alive
+        // connection drops without an answer, so the page may see the
+        // replay on its first attempt; on a fresh connection the client's
+        // own retry does it. Either way the second request is a replay.
+        if attempts.len() == 1 {
+            ensure_one_key(&attempts, &receipt.key)?;
             ensure!(
-                keyed_requests(&scene.server, "executed").await? == 1.0,
-                "the charge did not run exactly once"
+                attempts[0].status == "201" && attempts[0].replayed && receipt.replayed,
+                "one attempt, yet not a replay: {attempts:?}"
             );
-            ensure!(
-                keyed_requests(&scene.server, "replayed").await? == 1.0,
-                "the server did not replay the lost answer exactly once"
-            );
-            ensure!(
-                page.eval::<bool>("return !document.querySelector('#receipt-replayed').hidden;")
-                    .await?,
-                "the receipt does not show the replayed note"
-            );
-            ensure_charged_once(&page, &scene.server, &receipt).await
+        } else {
+            ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::Once)?;
         }
-        .await;
-        scene.finish(result).await;
-    }
+        ensure!(
+            keyed_requests(&scene.server, "executed").await? == 1.0,
+            "the charge did not run exactly once"
+        );
+        ensure!(
+            keyed_requests(&scene.server, "replayed").await? == 1.0,
+            "the server did not replay the lost answer exactly once"
+        );
+        ensure!(
+            page.eval::<bool>("return !document.querySelector('#receipt-replayed').hidden;")
+                .await?,
+            "the receipt does not show the replayed note"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }
 
 /// 3. The answer is delayed past the client's 3 s timeout: the page gives
 /// up on that attempt and retries with the same key; one charge.
 #[tokio::test]
 async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "delay-after-commit=5000").await?;
-            let receipt = page.wait_for_receipt().await?;
-            let attempts = page.charge_attempts().await?;
-            ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+    e2e::story!(async |scene| {
+        let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }
 
 /// 4. The shopper reloads while a payment's answer is delayed: the reloaded
@@ -191,10 +179,8 @@ async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_cha
 /// the receipt; one charge.
 #[tokio::test]
 async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "delay-after-commit=5000").await?;
+    e2e::story!(async |scene| {
+            let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
             wait_until_committed_in_flight(&page, &scene.server).await?;
             let before = page.charge_attempts().await?;
             ensure!(
@@ -218,10 +204,8 @@ async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_sho
             let attempts = page.charge_attempts().await?;
             ensure_retried_then_replayed(&attempts, &receipt, "cut by reload", Retries::Once)?;
             ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// 5. The server process is killed right after the commit; the test
@@ -229,31 +213,27 @@ async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_sho
 /// the page's retries reach the new process and get the replay; one charge.
 #[tokio::test]
 async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "exit-after-commit").await?;
-            let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
-            ensure!(
-                exit.code() == Some(137),
-                "the server exited with {exit}, expected code 137"
-            );
-            let before = scene.server.base_url();
-            scene.server.restart()?;
-            ensure!(
-                scene.server.base_url() == before,
-                "restarted on {} instead of {before}",
-                scene.server.base_url()
-            );
+    e2e::story!(async |scene| {
+        let page = pay_with_chaos(scene, "exit-after-commit").await?;
+        let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
+        ensure!(
+            exit.code() == Some(137),
+            "the server exited with {exit}, expected code 137"
+        );
+        let before = scene.server.base_url();
+        scene.server.restart()?;
+        ensure!(
+            scene.server.base_url() == before,
+            "restarted on {} instead of {before}",
+            scene.server.base_url()
+        );
 
-            let receipt = page.wait_for_receipt().await?;
-            let attempts = page.charge_attempts().await?;
-            ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::UntilBack)?;
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::UntilBack)?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }
 
 /// 6. Two tabs of one browser pay the same cart at once (the second click
@@ -261,9 +241,7 @@ async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one
 /// the same receipt in both.
 #[tokio::test]
 async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
+    e2e::story!(async |scene| {
             let first = scene.shopper().await?;
             fill_cart(&first).await?;
             let second = first.new_window().await?;
@@ -330,49 +308,41 @@ async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
             );
             ensure_charged_once(&first, &scene.server, &receipt).await?;
             ensure_charged_once(&second, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// 7. A double click on Pay sends one request, not two: the button is off
 /// while the payment is in flight; one charge.
 #[tokio::test]
 async fn a_double_click_on_pay_sends_one_request_and_makes_one_charge() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = scene.shopper().await?;
-            fill_cart(&page).await?;
-            page.double_click("#pay").await?;
-            let receipt = page.wait_for_receipt().await?;
-            // Let a second click's request, if one was queued, show up.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let attempts = page.charge_attempts().await?;
-            ensure!(
-                attempts.len() == 1,
-                "a double click sent {} requests: {attempts:?}",
-                attempts.len()
-            );
-            ensure!(
-                !receipt.replayed && receipt.attempts == 1,
-                "receipt: {receipt:?}"
-            );
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+    e2e::story!(async |scene| {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.double_click("#pay").await?;
+        let receipt = page.wait_for_receipt().await?;
+        // Let a second click's request, if one was queued, show up.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let attempts = page.charge_attempts().await?;
+        ensure!(
+            attempts.len() == 1,
+            "a double click sent {} requests: {attempts:?}",
+            attempts.len()
+        );
+        ensure!(
+            !receipt.replayed && receipt.attempts == 1,
+            "receipt: {receipt:?}"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }
 
 /// 8. Three buyers in three browsers (three sessions) want the last poster:
 /// one gets it, two see a clear "sold out", and the stock ends at zero.
 #[tokio::test]
 async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
+    e2e::story!(async |scene| {
             // Another customer takes two of the three posters first.
             let early = scene
                 .server
@@ -397,19 +367,17 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
             for page in &buyers {
                 page.wait_for(
                     "the reservation's outcome",
-                    "['reserved', 'sold-out'].includes(document.querySelector('#reserve-result').dataset.result)",
+                    "[...document.querySelectorAll('.reserve [data-result]')].some(e => ['reserved', 'sold-out'].includes(e.dataset.result))",
                 )
                 .await?;
-                let kind: String = page
-                    .eval("return document.querySelector('#reserve-result').dataset.result;")
-                    .await?;
-                let text = page.text("#reserve-result").await?;
+                let shown = page.reservations().await?;
+                ensure!(shown.len() == 1, "a buyer sees {shown:?}");
                 let sent = page.attempts().await?;
                 ensure!(
                     sent.len() == 1 && sent[0].path == "/reservations",
                     "a buyer sent {sent:?}"
                 );
-                results.push((kind, text));
+                results.push((shown[0].result.clone(), shown[0].text.clone()));
             }
             let reserved = results.iter().filter(|(kind, _)| kind == "reserved").count();
             let sold_out: Vec<_> = results.iter().filter(|(kind, _)| kind == "sold-out").collect();
@@ -423,52 +391,44 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
                     .await?;
             }
             Ok(())
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// 9. The server crashes before the commit: nothing is charged; the page
 /// resends the stored request with the same key, which runs once.
 #[tokio::test]
 async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "crash-before-commit").await?;
-            let receipt = page.wait_for_receipt().await?;
-            let attempts = page.charge_attempts().await?;
-            ensure_one_key(&attempts, &receipt.key)?;
-            ensure!(
-                attempts.len() == 2
-                    && attempts[0].status == "network error"
-                    && attempts[1].status == "201",
-                "expected a crash then a 201: {attempts:?}"
-            );
-            ensure!(
-                !receipt.replayed,
-                "nothing was committed, yet the answer was a replay: {receipt:?}"
-            );
-            let notice = page.text("#resume-notice").await?;
-            ensure!(
-                notice.contains("crashed before committing"),
-                "notice says {notice:?}"
-            );
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+    e2e::story!(async |scene| {
+        let page = pay_with_chaos(scene, "crash-before-commit").await?;
+        let receipt = page.wait_for_receipt().await?;
+        let attempts = page.charge_attempts().await?;
+        ensure_one_key(&attempts, &receipt.key)?;
+        ensure!(
+            attempts.len() == 2
+                && attempts[0].status == "network error"
+                && attempts[1].status == "201",
+            "expected a crash then a 201: {attempts:?}"
+        );
+        ensure!(
+            !receipt.replayed,
+            "nothing was committed, yet the answer was a replay: {receipt:?}"
+        );
+        let notice = page.text("#resume-notice").await?;
+        ensure!(
+            notice.contains("crashed before committing"),
+            "notice says {notice:?}"
+        );
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }
 
 /// 10. "New order" releases the paid cart's key: the next cart is a new
 /// operation with a new key and its own charge.
 #[tokio::test]
 async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
+    e2e::story!(async |scene| {
             let page = scene.shopper().await?;
             fill_cart(&page).await?;
             page.pay().await?;
@@ -491,10 +451,8 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
                 bail!("charges summary says {summary:?}");
             }
             Ok(())
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// 11. The server stays down longer than the page's retries last: the page
@@ -502,44 +460,36 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
 /// server is back, that resends the same key and shows the receipt.
 #[tokio::test]
 async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "exit-after-commit").await?;
-            scene.server.wait_for_exit(Duration::from_secs(30))?;
-            page.wait_for(
-                "the page to give up",
-                "document.querySelector('#cart').dataset.state === 'pending'",
-            )
-            .await?;
-            let label = page.text("#pay").await?;
-            ensure!(
-                label.starts_with("Try again"),
-                "the Pay button reads {label:?}"
-            );
-            page.wait_for(
-                "the status to say the payment is not confirmed",
-                "document.querySelector('#status').textContent.includes('could not confirm')",
-            )
-            .await?;
-            let given_up = page.charge_attempts().await?;
-            ensure!(
-                given_up.len() == PAGE_MAX_ATTEMPTS
-                    && given_up.iter().all(|a| a.status == "network error"),
-                "the page gave up after other than {PAGE_MAX_ATTEMPTS} failed attempts: {given_up:?}"
-            );
+    e2e::story!(async |scene| {
+        let page = pay_with_chaos(scene, "exit-after-commit").await?;
+        scene.server.wait_for_exit(Duration::from_secs(30))?;
+        page.wait_for_cart("pending").await?;
+        let label = page.text("#pay").await?;
+        ensure!(
+            label.starts_with("Try again"),
+            "the Pay button reads {label:?}"
+        );
+        page.wait_for(
+            "the status to say the payment is not confirmed",
+            "document.querySelector('#status').textContent.includes('could not confirm')",
+        )
+        .await?;
+        let given_up = page.charge_attempts().await?;
+        ensure!(
+            given_up.len() == PAGE_MAX_ATTEMPTS
+                && given_up.iter().all(|a| a.status == "network error"),
+            "the page gave up after other than {PAGE_MAX_ATTEMPTS} failed attempts: {given_up:?}"
+        );
 
-            scene.server.restart()?;
-            page.pay().await?;
-            let receipt = page.wait_for_receipt().await?;
-            ensure!(
-                receipt.replayed,
-                "the charge committed before the kill was not replayed: {receipt:?}"
-            );
-            ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        scene.server.restart()?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            receipt.replayed,
+            "the charge committed before the kill was not replayed: {receipt:?}"
+        );
+        ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
 }

@@ -15,7 +15,8 @@
 //! - [`provider`]: payments through the payment provider simulator, with
 //!   receipts to MailDev.
 //!
-//! Each story runs once per engine: `for engine in e2e::engines()`.
+//! Each story runs once per engine (`e2e::story!`), each time in a fresh
+//! scene: a new server, new browsers.
 
 mod failures;
 mod provider;

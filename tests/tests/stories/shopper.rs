@@ -18,35 +18,27 @@ use std::time::Duration;
 /// cannot tell who pays and refuses with 401, which the page explains.
 #[tokio::test]
 async fn a_browser_that_blocks_site_storage_still_gets_a_working_shop() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = scene.shopper_with(Profile::StorageBlocked).await?;
-            fill_cart(&page).await?;
-            page.pay().await?;
-            match scene.engine() {
-                Engine::Firefox => {
-                    let receipt = page.wait_for_receipt().await?;
-                    ensure_charged_once(&page, &scene.server, &receipt).await
-                }
-                Engine::Chromium => {
-                    page.wait_for(
-                        "the refusal",
-                        "document.querySelector('#cart').dataset.state === 'failed'",
-                    )
-                    .await?;
-                    let failure = page.text("#failure").await?;
-                    ensure!(
-                        failure.contains("cookies"),
-                        "the refusal does not say why: {failure:?}"
-                    );
-                    Ok(())
-                }
+    e2e::story!(async |scene| {
+        let page = scene.shopper_with(Profile::StorageBlocked).await?;
+        fill_cart(&page).await?;
+        page.pay().await?;
+        match scene.engine() {
+            Engine::Firefox => {
+                let receipt = page.wait_for_receipt().await?;
+                ensure_charged_once(&page, &scene.server, &receipt).await
+            }
+            Engine::Chromium => {
+                page.wait_for_cart("failed").await?;
+                let failure = page.text("#failure").await?;
+                ensure!(
+                    failure.contains("cookies"),
+                    "the refusal does not say why: {failure:?}"
+                );
+                Ok(())
             }
         }
-        .await;
-        scene.finish(result).await;
-    }
+    })
+    .await;
 }
 
 /// A sealed cart whose payment key has run out on the device (the shopper
@@ -55,10 +47,8 @@ async fn a_browser_that_blocks_site_storage_still_gets_a_working_shop() {
 /// `GET /charges`, finds it, and shows its receipt without sending anything.
 #[tokio::test]
 async fn a_sealed_cart_whose_key_expired_on_the_device_is_found_in_the_charges_not_paid_again() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = pay_with_chaos(&mut scene, "delay-after-commit=5000").await?;
+    e2e::story!(async |scene| {
+            let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
             wait_until_committed_in_flight(&page, &scene.server).await?;
             let cart = page.cart_id().await?;
             page.leave().await?;
@@ -89,10 +79,8 @@ async fn a_sealed_cart_whose_key_expired_on_the_device_is_found_in_the_charges_n
                 "the page sent the payment again instead of looking it up: {sent:?}"
             );
             ensure_charged_once(&page, &scene.server, &receipt).await
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// Two reservations an earlier visit left unanswered (sent while the shop
@@ -100,9 +88,7 @@ async fn a_sealed_cart_whose_key_expired_on_the_device_is_found_in_the_charges_n
 /// into its own line: two posters reserved, two outcomes shown.
 #[tokio::test]
 async fn several_reservations_left_in_flight_resume_each_into_its_own_outcome() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
+    e2e::story!(async |scene| {
             let page = scene.shopper().await?;
             scene.server.kill()?;
             // What a page leaves behind when its reservations got no answer:
@@ -142,10 +128,8 @@ async fn several_reservations_left_in_flight_resume_each_into_its_own_outcome() 
                 "two of three posters should be reserved"
             );
             Ok(())
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// A reservation the shop did not confirm says it is kept and sent again,
@@ -154,9 +138,7 @@ async fn several_reservations_left_in_flight_resume_each_into_its_own_outcome() 
 /// one poster once the shop is back; then it offers another.
 #[tokio::test]
 async fn an_unconfirmed_reservation_is_tried_again_not_replaced_by_another() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
+    e2e::story!(async |scene| {
             let page = scene.shopper().await?;
             page.wait_for(
                 "the stock",
@@ -202,84 +184,74 @@ async fn an_unconfirmed_reservation_is_tried_again_not_replaced_by_another() {
             let button = page.text("#reserve").await?;
             ensure!(button == "Reserve another poster", "the button reads {button:?}");
             Ok(())
-        }
-        .await;
-        scene.finish(result).await;
-    }
+        })
+    .await;
 }
 
 /// A keyboard user keeps the focus on + and − while changing a quantity,
 /// and lands on the receipt after paying.
 #[tokio::test]
 async fn keyboard_focus_stays_on_plus_and_minus_and_lands_on_the_receipt() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = scene.shopper().await?;
-            page.press_enter_on("button[data-add=\"sku-tee\"]").await?;
-            for (button, total) in [("1", "$50.00"), ("1", "$75.00"), ("-1", "$50.00")] {
-                let css =
-                    format!("#cart-lines li[data-sku=\"sku-tee\"] button[data-step=\"{button}\"]");
-                page.press_enter_on(&css).await?;
-                page.wait_for(
-                    &format!("the total {total}"),
-                    &format!("document.querySelector('#total').textContent === '{total}'"),
-                )
-                .await?;
-                ensure!(
-                    page.focused(&css).await?,
-                    "after {css} the focus is on {}",
-                    page.focus_description().await?
-                );
-            }
-            page.press_enter_on("#pay").await?;
-            page.wait_for_receipt().await?;
-            // Focus is moved right after the receipt is drawn.
-            page.wait_for_within(
-                "the focus on the receipt",
-                "document.activeElement === document.querySelector('#receipt')",
-                Duration::from_secs(2),
+    e2e::story!(async |scene| {
+        let page = scene.shopper().await?;
+        page.press_enter_on("button[data-add=\"sku-tee\"]").await?;
+        for (button, total) in [("1", "$50.00"), ("1", "$75.00"), ("-1", "$50.00")] {
+            let css =
+                format!("#cart-lines li[data-sku=\"sku-tee\"] button[data-step=\"{button}\"]");
+            page.press_enter_on(&css).await?;
+            page.wait_for(
+                &format!("the total {total}"),
+                &format!("document.querySelector('#total').textContent === '{total}'"),
             )
-            .await
-            .map_err(|e| e.context("after paying by keyboard the focus is not on the receipt"))
+            .await?;
+            ensure!(
+                page.focused(&css).await?,
+                "after {css} the focus is on {}",
+                page.focus_description().await?
+            );
         }
-        .await;
-        scene.finish(result).await;
-    }
+        page.press_enter_on("#pay").await?;
+        page.wait_for_receipt().await?;
+        // Focus is moved right after the receipt is drawn.
+        page.wait_for_within(
+            "the focus on the receipt",
+            "document.activeElement === document.querySelector('#receipt')",
+            Duration::from_secs(2),
+        )
+        .await
+        .map_err(|e| e.context("after paying by keyboard the focus is not on the receipt"))
+    })
+    .await;
 }
 
 /// "N charges in total" counts every charge of the shopper, not only the
 /// page of them the list shows.
 #[tokio::test]
 async fn the_charges_summary_counts_every_charge_not_only_the_listed_page() {
-    for engine in e2e::engines() {
-        let mut scene = e2e::scene!(engine).await;
-        let result = async {
-            let page = scene.shopper().await?;
-            fill_cart(&page).await?;
-            page.pay().await?;
-            page.wait_for_receipt().await?;
-            // Sixty earlier orders of the same shopper, from elsewhere.
-            let shopper = scene.server.session(&page.sid().await?);
-            for n in 0..60 {
-                let answer = shopper
-                    .post_keyed(
-                        "/charges",
-                        &format!("elsewhere-{n}"),
-                        &json!({"amount": 100, "currency": "usd", "description": format!("order {n}")}),
-                    )
-                    .await?;
-                ensure!(answer.status() == 201, "charge {n}: {}", answer.status());
-            }
-            page.listed_charges().await?;
-            let summary = page.text("#charges-summary").await?;
-            ensure!(
-                summary.contains("61 charges in total; 1 for this cart"),
-                "the summary says {summary:?}"
-            );
-            Ok(())
+    e2e::story!(async |scene| {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.pay().await?;
+        page.wait_for_receipt().await?;
+        // Sixty earlier orders of the same shopper, from elsewhere.
+        let shopper = scene.server.session(&page.sid().await?);
+        for n in 0..60 {
+            let answer = shopper
+                .post_keyed(
+                    "/charges",
+                    &format!("elsewhere-{n}"),
+                    &json!({"amount": 100, "currency": "usd", "description": format!("order {n}")}),
+                )
+                .await?;
+            ensure!(answer.status() == 201, "charge {n}: {}", answer.status());
         }
-        .await;
-        scene.finish(result).await;
-    }
+        page.listed_charges().await?;
+        let summary = page.text("#charges-summary").await?;
+        ensure!(
+            summary.contains("61 charges in total; 1 for this cart"),
+            "the summary says {summary:?}"
+        );
+        Ok(())
+    })
+    .await;
 }
