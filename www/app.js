@@ -109,10 +109,13 @@ async function start() {
   changed();
   await Promise.all([refreshStock(), refreshCharges()]);
 
+  const { client } = state;
+  const pending = client.pendingOperations();
+  reservations.forgetLost(pending);
+
   // Resume on load (docs/CLIENT.md, "The key lifecycle"): what a previous
   // visit left in flight is sent again, same key, same body; each outcome
   // goes to its own operation.
-  const { client } = state;
   for (const operation of client.pendingOperations()) {
     showResuming(operation);
     client.resume(operation).then(
@@ -123,7 +126,7 @@ async function start() {
   // A sealed cart with no receipt and nothing left to resume: its key ran
   // out on this device. Look for its charge before anything is sent again.
   const { cart } = state;
-  if (cart.sealed && !cart.receipt && !cart.failure && !client.pendingOperations().includes(checkoutOp())) {
+  if (cart.sealed && !cart.receipt && !cart.failure && !pending.includes(checkoutOp())) {
     checkout.lookForCharge();
   }
   watchReceipt();

@@ -37,7 +37,7 @@ pub struct Receipt {
 /// One reservation as the page shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Reservation {
-    /// `sending`, `reserved`, `sold-out`, `unconfirmed` or `refused`.
+    /// `sending`, `reserved`, `sold-out`, `unconfirmed`, `refused` or `lost`.
     pub result: String,
     /// What the shopper reads.
     pub text: String,

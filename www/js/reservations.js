@@ -84,3 +84,25 @@ export function notResumed(op, error) {
   }
   refreshStock();
 }
+
+/**
+ * Lines a previous visit left without an answer whose request the client
+ * no longer keeps (it expired, or storage was cleared): they can neither
+ * resume nor be sent again, and must not hold the button.
+ */
+export function forgetLost(pending) {
+  let lost = false;
+  for (const line of state.reservations) {
+    if ((line.result === "sending" || line.result === "unconfirmed") && !pending.includes(line.op)) {
+      Object.assign(line, {
+        result: "lost",
+        text: "Not confirmed, and no longer kept on this device: the stock shows whether it was reserved.",
+      });
+      lost = true;
+    }
+  }
+  if (lost) {
+    saveReservations();
+    changed();
+  }
+}

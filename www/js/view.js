@@ -8,8 +8,8 @@ import {
 } from "./state.js";
 
 export const $ = (selector) => document.querySelector(selector);
-export const money = (minor) =>
-  new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(minor / 100);
+const dollars = new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" });
+export const money = (minor) => dollars.format(minor / 100);
 const clock = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
 // ---------------------------------------------------------------- messages
