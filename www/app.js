@@ -123,10 +123,10 @@ async function start() {
       (error) => showRetryLater(operation, error),
     );
   }
-  // A sealed cart with no receipt and nothing left to resume: its key ran
-  // out on this device. Look for its charge before anything is sent again.
+  // A sealed cart with no receipt whose key ran out on this device: look
+  // for its charge before anything is sent again.
   const { cart } = state;
-  if (cart.sealed && !cart.receipt && !cart.failure && !pending.includes(checkoutOp())) {
+  if (cart.sealed && !cart.receipt && !cart.failure && !pending.includes(checkoutOp()) && checkout.keyLost()) {
     checkout.lookForCharge();
   }
   watchReceipt();

@@ -98,10 +98,10 @@ export async function pay() {
   // Disabled first, synchronously: a second click finds the button off.
   if (!client || state.paying || state.checking === true || cart.receipt || cartTotal() === 0) return;
   const op = checkoutOp();
+  // Sealed, yet its key is gone from this device (it expired): it may have
+  // been charged. Look before paying with a new key.
+  if (cart.sealed && keyLost()) return lookForCharge();
   const pending = client.pendingOperations().includes(op);
-  // Sealed, yet its request is no longer kept (the key expired on this
-  // device): it may have been charged. Look before paying with a new key.
-  if (cart.sealed && !pending) return lookForCharge();
   const email = $("#receipt-email");
   if (!cart.sealed && state.config.receipts && !email.checkValidity()) {
     announce("The receipt e-mail address is not valid.");
@@ -111,7 +111,12 @@ export async function pay() {
   state.paying = true;
   state.stuck = null;
   cart.failure = null;
-  cart.sealed = true;
+  if (!cart.sealed) {
+    // The key goes with the seal, in one write: another tab then finds a
+    // sealed cart's key live even before this call has stored its request.
+    cart.key = keyOf(op);
+    cart.sealed = true;
+  }
   saveCart();
   changed();
   const chaos = pending ? "" : takeChaos();
@@ -145,6 +150,30 @@ async function sendPayment(op, chaos) {
     announce("No answer; sending the stored request again with the same key…");
     return attempts.logged(op, () => client.resume(op, { maxAttempts: MAX_ATTEMPTS - 1 }));
   }
+}
+
+/** The operation's key (made now if it has none); null if the client refuses. */
+function keyOf(op) {
+  try {
+    return state.client.keyFor(op);
+  } catch {
+    return null; // a record of another client version: the call will say so
+  }
+}
+
+/**
+ * Whether the sealed cart's key is gone from this device: the client now
+ * holds another one for the cart (it made it because the one sealed with
+ * the cart expired), or none was recorded. Not whether its request is
+ * pending: a tab that has just sealed the cart stores its request only
+ * after the client's settle and lock, and another tab must not take that
+ * moment for an expired key.
+ */
+export function keyLost() {
+  const { cart } = state;
+  if (!cart.key) return true;
+  const now = keyOf(checkoutOp());
+  return now !== null && now !== cart.key;
 }
 
 /** Shows the outcome of `op`'s payment; `focus` moves the keyboard to it. */
@@ -250,9 +279,9 @@ export function notResumed(op, error) {
 }
 
 /**
- * A sealed cart with no receipt whose request the client no longer keeps:
- * looks for its charge in `GET /charges` (by the cart's description), and
- * shows it, or, when there is none, lets Pay send it with a new key.
+ * A sealed cart with no receipt whose key is gone from this device: looks
+ * for its charge in `GET /charges` (by the cart's description), and shows
+ * it, or, when there is none, lets Pay send it with the new key.
  */
 export async function lookForCharge() {
   const { id } = state.cart;
@@ -283,7 +312,7 @@ export async function lookForCharge() {
   if (!found) {
     cart.sealed = false;
     cart.key = null;
-    showNotice("No charge was found for this cart: nothing was charged. Pay sends it as a new payment, with a new key.");
+    showNotice("No charge was found for this cart: nothing was charged. Pay sends it again, with a new key.");
   } else if (found.status === "succeeded") {
     const sent = cart.key ? attempts.sentWith(cart.key) : 0;
     cart.receipt = { charge: found, replayed: false, recovered: true, attempts: sent, key: cart.key };

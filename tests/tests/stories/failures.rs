@@ -312,6 +312,46 @@ async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
     .await;
 }
 
+/// 6b. The second tab's Pay lands the moment the first tab seals the cart,
+/// before the first tab's client has stored its request (it settles a new
+/// key for 100 ms and takes the operation's lock first): the second tab
+/// joins that payment with the same key instead of taking the sealed cart
+/// for one whose key expired; one charge.
+#[tokio::test]
+async fn a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_payment() {
+    e2e::story!(async |scene| {
+        let first = scene.shopper().await?;
+        fill_cart(&first).await?;
+        let second = first.new_window().await?;
+        second.open().await?;
+        // The second tab clicks Pay as soon as it hears that the cart was
+        // sealed (after the page's own storage listener has read it).
+        let armed: bool = second
+            .eval(
+                "window.addEventListener('storage', e => { \
+                   if (e.key === 'shop:cart' && JSON.parse(e.newValue || '{}').sealed) \
+                     document.querySelector('#pay').click(); \
+                 }); return true;",
+            )
+            .await?;
+        ensure!(armed, "could not arm the second tab");
+        first.pay().await?;
+
+        let receipt = first.wait_for_receipt().await?;
+        let other = second.wait_for_receipt().await?;
+        ensure!(
+            receipt.charge_id == other.charge_id && receipt.key == other.key,
+            "two receipts: {receipt:?} and {other:?}"
+        );
+        let sent = second.charge_attempts().await?;
+        ensure!(!sent.is_empty(), "the second tab's Pay sent nothing");
+        ensure_one_key(&sent, &receipt.key)?;
+        ensure_charged_once(&first, &scene.server, &receipt).await?;
+        ensure_charged_once(&second, &scene.server, &receipt).await
+    })
+    .await;
+}
+
 /// 7. A double click on Pay sends one request, not two: the button is off
 /// while the payment is in flight; one charge.
 #[tokio::test]
