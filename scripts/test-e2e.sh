@@ -1,28 +1,58 @@
 #!/usr/bin/env bash
-# The end-to-end stories (tests/, package e2e): the real server process and
-# the checkout page in a real headless Chromium, one story per test.
+# The end-to-end stories (tests/, package e2e): the real server process
+# (with the payment provider simulator and MailDev for the provider
+# stories) and the checkout page in real headless browsers, one story per
+# test, every story in each engine.
 #
 # Installs what is missing (wasm target and tools, chromium and
-# chromium-driver from apt), builds the browser client into www/pkg/ and the
-# debug server, then runs the stories one at a time: they time the page's
-# 3 s client timeout and restart servers, which a loaded 2-core machine must
-# not skew. Screenshots and server logs land in target/e2e/.
+# chromium-driver, firefox-esr and geckodriver, MailDev), builds the
+# browser client into www/pkg/, the debug server and the psp simulator,
+# then runs the stories one at a time, all of them in Chromium, then all of
+# them in Firefox: they time the page's 3 s client timeout and restart
+# servers, which a loaded 2-core machine must not skew. Prints each
+# engine's wall time. Screenshots (STORY-ENGINE.png) and the logs of the
+# server, the drivers, psp and MailDev land in target/e2e/.
 #
-#   scripts/test-e2e.sh                   every story
-#   scripts/test-e2e.sh two_tabs          the stories whose name contains it
+#   scripts/test-e2e.sh                          every story, both engines
+#   scripts/test-e2e.sh two_tabs                 the stories whose name contains it
+#   E2E_BROWSERS=firefox scripts/test-e2e.sh     one engine
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 say() { printf 'test-e2e: %s\n' "$*" >&2; }
 
-# wasm target, wasm-pack, wasm-bindgen-cli, binaryen, chromium, chromedriver.
+# wasm target, wasm-pack, wasm-bindgen-cli, binaryen, chromium,
+# chromedriver, firefox-esr, geckodriver.
 . scripts/wasm-tools.sh
+scripts/maildev.sh
 
 say "building the browser client into www/pkg/"
 scripts/build-wasm.sh >/dev/null
-say "building the server"
-cargo build -p server
+say "building the server and the payment provider simulator"
+cargo build -p server -p psp
 
-say "running the stories (screenshots in ${CARGO_TARGET_DIR:-target}/e2e/)"
-cargo test -p e2e -- --test-threads=1 "$@"
+# `== STEP` headers: scripts/test-total.sh counts each engine's stories
+# under its own name in scripts/test.sh's closing total.
+printf '\n== %s\n' "end to end: the harness's own tests"
+cargo test -p e2e --lib --test scripts -- "$@"
+
+engines="${E2E_BROWSERS:-chromium,firefox}"
+failed=()
+timings=()
+for engine in ${engines//,/ }; do
+    printf '\n== %s\n' "end to end: the stories in $engine"
+    say "screenshots and logs in ${CARGO_TARGET_DIR:-target}/e2e/"
+    started=$SECONDS
+    if E2E_BROWSERS="$engine" cargo test -p e2e --test stories -- --test-threads=1 "$@"; then
+        timings+=("$engine: passed in $((SECONDS - started)) s")
+    else
+        timings+=("$engine: FAILED after $((SECONDS - started)) s")
+        failed+=("$engine")
+    fi
+done
+for line in "${timings[@]}"; do say "$line"; done
+if ((${#failed[@]})); then
+    say "stories failed in: ${failed[*]}"
+    exit 1
+fi

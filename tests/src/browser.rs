@@ -1,11 +1,16 @@
-//! `chromedriver` and headless Chromium sessions. Each [`Browser`] has its
-//! own fresh profile folder, so its cookies and storage are its own.
+//! The two browser engines the stories run in, and one WebDriver session
+//! of either: headless Chromium through `chromedriver`, or headless
+//! Firefox ESR through `geckodriver`. Each [`Browser`] has its own driver
+//! process (geckodriver serves one session per process; chromedriver
+//! could serve more, but one each keeps the two engines alike) and its
+//! own fresh profile, so its cookies and storage are its own.
 
 use anyhow::{anyhow, bail, Context, Result};
 use fantoccini::wd::Capabilities;
 use fantoccini::{Client, ClientBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
+use std::fmt;
 use std::fs::File;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -13,6 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+
+/// The variable that picks the engines: a comma list of `chromium` and
+/// `firefox`; both when unset.
+pub const ENGINES_ENV: &str = "E2E_BROWSERS";
 
 /// Chromium flags that work as root in a container without network
 /// (see TOOLCHAIN.md): no sandbox, no /dev/shm, no background traffic.
@@ -28,47 +37,182 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--window-size=1280,1100",
 ];
 
-/// A `chromedriver` process on a free port, in its own process group so
-/// that dropping it ends the browsers it started too.
-pub struct Driver {
+/// The window every story starts with, in both engines.
+const WINDOW: (u32, u32) = (1280, 1100);
+
+/// A browser engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Debian's `chromium` driven by `chromedriver`.
+    Chromium,
+    /// Debian's `firefox-esr` driven by `geckodriver`.
+    Firefox,
+}
+
+impl Engine {
+    /// Every engine, in the order the stories run them.
+    pub const ALL: [Engine; 2] = [Engine::Chromium, Engine::Firefox];
+
+    /// `chromium` or `firefox`: how [`ENGINES_ENV`] and file names spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Chromium => "chromium",
+            Engine::Firefox => "firefox",
+        }
+    }
+
+    /// Parses one name of [`ENGINES_ENV`].
+    pub fn parse(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|engine| engine.name() == name.trim())
+            .ok_or_else(|| {
+                anyhow!("unknown browser {name:?} in {ENGINES_ENV}: use chromium and/or firefox")
+            })
+    }
+
+    /// The engines [`ENGINES_ENV`] names, in its order; both when it is
+    /// unset or empty.
+    pub fn from_env() -> Result<Vec<Self>> {
+        match std::env::var(ENGINES_ENV) {
+            Ok(list) if !list.trim().is_empty() => list
+                .split(',')
+                .filter(|name| !name.trim().is_empty())
+                .map(Self::parse)
+                .collect(),
+            _ => Ok(Self::ALL.to_vec()),
+        }
+    }
+
+    fn driver(self) -> DriverProgram {
+        match self {
+            Engine::Chromium => DriverProgram {
+                env: "CHROMEDRIVER",
+                default: "chromedriver",
+                port_args: |port| vec![format!("--port={port}")],
+                install: "install chromium and chromium-driver (scripts/test-e2e.sh does), or set CHROMEDRIVER",
+            },
+            Engine::Firefox => DriverProgram {
+                env: "GECKODRIVER",
+                default: "geckodriver",
+                port_args: |port| vec!["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()],
+                install: "install firefox-esr and geckodriver (scripts/test-e2e.sh does), or set GECKODRIVER",
+            },
+        }
+    }
+
+    /// The session's capabilities: the browser binary, headless, the
+    /// profile's settings.
+    fn capabilities(self, profile: Profile, folder: &Path) -> Result<Capabilities> {
+        let mut capabilities = Capabilities::new();
+        match self {
+            Engine::Chromium => {
+                let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+                args.push(format!("--user-data-dir={}", folder.display()));
+                let mut options = json!({ "binary": binary("CHROME_BIN", "/usr/bin/chromium", "chromium")?, "args": args });
+                if profile == Profile::StorageBlocked {
+                    // Settings > Privacy > "Don't allow sites to save data":
+                    // cookies and site data (localStorage, sessionStorage)
+                    // are one switch in Chromium.
+                    options["prefs"] =
+                        json!({ "profile.default_content_setting_values.cookies": 2 });
+                }
+                capabilities.insert("browserName".into(), json!("chrome"));
+                capabilities.insert("goog:chromeOptions".into(), options);
+            }
+            Engine::Firefox => {
+                let mut prefs = json!({
+                    // No traffic to the closed network's void.
+                    "network.captive-portal-service.enabled": false,
+                    "network.connectivity-service.enabled": false,
+                    "app.update.disabledForTesting": true,
+                });
+                if profile == Profile::StorageBlocked {
+                    // about:config's switch for Web Storage: both
+                    // `localStorage` and `sessionStorage` read as null;
+                    // cookies stay on.
+                    prefs["dom.storage.enabled"] = json!(false);
+                }
+                capabilities.insert("browserName".into(), json!("firefox"));
+                capabilities.insert(
+                    "moz:firefoxOptions".into(),
+                    json!({
+                        "binary": binary("FIREFOX_BIN", "/usr/bin/firefox-esr", "firefox-esr")?,
+                        "args": ["-headless", "-profile", folder],
+                        "prefs": prefs,
+                    }),
+                );
+            }
+        }
+        Ok(capabilities)
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a browser's profile allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// A fresh profile with the engine's defaults.
+    #[default]
+    Standard,
+    /// The shopper switched site storage off, the way each engine offers
+    /// it (see [`Engine::capabilities`]): Chromium blocks cookies and site
+    /// data together, Firefox only Web Storage.
+    StorageBlocked,
+}
+
+/// How to start one engine's WebDriver server.
+struct DriverProgram {
+    env: &'static str,
+    default: &'static str,
+    port_args: fn(u16) -> Vec<String>,
+    install: &'static str,
+}
+
+/// A WebDriver server process on a free port, in its own process group so
+/// that dropping it ends the browser it started too.
+struct Driver {
     child: Child,
     url: String,
+    name: String,
 }
 
 impl Driver {
-    /// Starts `chromedriver` (`CHROMEDRIVER` overrides the one on PATH) and
-    /// waits until it answers; its log goes to `log`.
-    pub async fn start(log: &Path) -> Result<Self> {
-        let program = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+    /// Starts the engine's driver (its variable overrides the one on PATH)
+    /// and waits until it answers; its log is appended to `log`.
+    async fn start(engine: Engine, log: &Path) -> Result<Self> {
+        let program = engine.driver();
+        let name = std::env::var(program.env).unwrap_or_else(|_| program.default.into());
         let mut last = None;
-        // The free port can be taken between our probe and chromedriver's
+        // The free port can be taken between our probe and the driver's
         // bind: try again on another one.
         for _ in 0..3 {
             let port = free_port()?;
             let output = File::options().create(true).append(true).open(log)?;
-            let child = Command::new(&program)
-                .arg(format!("--port={port}"))
+            let child = Command::new(&name)
+                .args((program.port_args)(port))
                 .stdin(Stdio::null())
                 .stdout(output.try_clone()?)
                 .stderr(output)
                 .process_group(0)
                 .spawn()
-                .with_context(|| {
-                    format!(
-                        "starting {program}: install chromium and chromium-driver \
-                         (scripts/test-e2e.sh does), or set CHROMEDRIVER"
-                    )
-                })?;
+                .with_context(|| format!("starting {name}: {}", program.install))?;
             let mut driver = Self {
                 child,
                 url: format!("http://127.0.0.1:{port}"),
+                name: name.clone(),
             };
             match driver.wait_ready().await {
                 Ok(()) => return Ok(driver),
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| anyhow!("chromedriver did not start")))
+        Err(last.unwrap_or_else(|| anyhow!("{name} did not start")))
     }
 
     async fn wait_ready(&mut self) -> Result<()> {
@@ -77,7 +221,7 @@ impl Driver {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(exit) = self.child.try_wait()? {
-                bail!("chromedriver exited: {exit}");
+                bail!("{} exited: {exit}", self.name);
             }
             if let Ok(response) = http.get(&status).send().await {
                 if response.status().is_success() {
@@ -85,21 +229,16 @@ impl Driver {
                 }
             }
             if Instant::now() >= deadline {
-                bail!("chromedriver did not answer on {status} within 20 s");
+                bail!("{} did not answer on {status} within 20 s", self.name);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-
-    /// The WebDriver endpoint.
-    pub fn url(&self) -> &str {
-        &self.url
     }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        // The whole group: chromedriver and any Chromium it left behind.
+        // The whole group: the driver and any browser it left behind.
         let group = format!("-{}", self.child.id());
         let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
@@ -111,47 +250,50 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// The Chromium binary: `CHROME_BIN`, else Debian's `/usr/bin/chromium`.
-fn chromium_binary() -> Result<PathBuf> {
-    let path = std::env::var_os("CHROME_BIN")
+/// A browser binary: the path in `env`, else Debian's `default`.
+fn binary(env: &str, default: &str, package: &str) -> Result<PathBuf> {
+    let path = std::env::var_os(env)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+        .unwrap_or_else(|| PathBuf::from(default));
     if !path.is_file() {
         bail!(
-            "Chromium is missing at {}: install chromium (scripts/test-e2e.sh does), or set CHROME_BIN",
+            "the browser is missing at {}: install {package} (scripts/test-e2e.sh does), or set {env}",
             path.display()
         );
     }
     Ok(path)
 }
 
-/// One WebDriver session: a headless Chromium with its own profile.
+/// One WebDriver session: a headless browser with its own profile and
+/// its own driver process.
 pub struct Browser {
     client: Client,
-    _profile: TempDir,
+    engine: Engine,
+    // Dropped after the session is closed: the driver, then the profile.
+    driver: Driver,
+    profile: TempDir,
 }
 
 impl Browser {
-    /// Opens a new Chromium with a fresh profile.
-    pub async fn launch(driver: &Driver) -> Result<Self> {
-        let profile = tempfile::Builder::new().prefix("e2e-chromium-").tempdir()?;
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        let mut capabilities = Capabilities::new();
-        capabilities.insert("browserName".into(), json!("chrome"));
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({ "binary": chromium_binary()?, "args": args }),
-        );
+    /// Starts a driver and opens a new browser of `engine` with a fresh
+    /// profile; the driver's log is appended to `log`.
+    pub async fn launch(engine: Engine, profile: Profile, log: &Path) -> Result<Self> {
+        let folder = tempfile::Builder::new()
+            .prefix(&format!("e2e-{engine}-"))
+            .tempdir()?;
+        let driver = Driver::start(engine, log).await?;
         let client = ClientBuilder::new(HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(driver.url())
+            .capabilities(engine.capabilities(profile, folder.path())?)
+            .connect(&driver.url)
             .await
-            .context("opening a Chromium session through chromedriver")?;
+            .with_context(|| format!("opening a {engine} session through {}", driver.name))?;
+        client.set_window_size(WINDOW.0, WINDOW.1).await?;
         Ok(Self {
             client,
-            _profile: profile,
+            engine,
+            driver,
+            profile: folder,
         })
     }
 
@@ -160,9 +302,23 @@ impl Browser {
         &self.client
     }
 
-    /// Ends the session (closes Chromium).
+    /// Its engine.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Ends the session (closes the browser), then its driver.
     pub async fn close(self) -> Result<()> {
-        self.client.close().await?;
+        let Self {
+            client,
+            driver,
+            profile,
+            ..
+        } = self;
+        let closed = client.close().await;
+        drop(driver);
+        drop(profile);
+        closed?;
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! The harness of the end-to-end stories in `tests/stories.rs`: the real
-//! `server` binary and a real headless Chromium, driven over WebDriver.
+//! `server` binary and real headless browsers (Chromium and Firefox),
+//! driven over WebDriver.
 //!
 //! # Layout
 //!
@@ -8,26 +9,37 @@
 //!   process on port 0 with a fresh SQLite database and `--chaos`; it can
 //!   be waited on and restarted on the same port and database, and asked
 //!   over HTTP what it holds.
-//! - [`browser`]: a `chromedriver` process and Chromium sessions, each with
-//!   its own profile (its own cookies and storage).
+//! - [`browser`]: the engines ([`Engine`], picked by `E2E_BROWSERS`) and
+//!   one WebDriver session of either, with its own driver process and
+//!   profile (its own cookies and storage).
+//! - [`outside`]: the payment provider simulator and MailDev, for the
+//!   stories of payments through the provider.
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
-//! - [`scene`]: one story, set with [`scene!`] (named after its test): a
-//!   server, a driver and browsers; at the end it saves screenshots under
-//!   `target/e2e/` and fails with what the pages showed.
+//! - [`scene`]: one story in one engine: a server and browsers; at the end
+//!   it saves screenshots under `target/e2e/` and fails with what the pages
+//!   showed. [`story!`] runs a story in each engine, a scene each, named
+//!   after its test.
 
 pub mod browser;
+pub mod outside;
 pub mod page;
 pub mod paths;
 pub mod scene;
 
-pub use browser::{Browser, Driver};
+pub use browser::{Browser, Engine, Profile};
 pub use page::{Attempt, ListedCharge, Page, Receipt};
-pub use scene::Scene;
+pub use scene::{Scene, Setup};
 pub use testkit::Server;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+/// The engines the stories run in (`E2E_BROWSERS`, default both). Panics
+/// on a name it does not know: a typo must not pass as "no engine".
+pub fn engines() -> Vec<Engine> {
+    Engine::from_env().unwrap_or_else(|e| panic!("{e:#}"))
+}
 
 /// How long a page may take to show an outcome. Generous: the stories
 /// include a 3 s client timeout, backoff and a server restart, on 2 cores.

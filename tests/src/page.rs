@@ -25,6 +25,22 @@ pub struct Receipt {
     pub replayed: bool,
     /// How many requests were sent with its key (as the page counted them).
     pub attempts: u32,
+    /// The provider's charge (`pch_…`), when the shop charges through one.
+    #[serde(default)]
+    pub provider_charge: Option<String>,
+    /// Where the e-mailed receipt is: `queued` (the shop's outbox has it),
+    /// `delivered` (the page saw it in the inbox), or `none`.
+    #[serde(default)]
+    pub mail: String,
+}
+
+/// One reservation as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Reservation {
+    /// `sending`, `reserved`, `sold-out`, `unconfirmed`, `refused` or `lost`.
+    pub result: String,
+    /// What the shopper reads.
+    pub text: String,
 }
 
 /// One row of the attempt log.
@@ -59,26 +75,27 @@ pub struct ListedCharge {
 pub struct Page {
     client: Client,
     window: WindowHandle,
-    base: String,
+    /// The shop's address as this shopper opens it.
+    url: String,
 }
 
 impl Page {
-    /// The page in the session's current window.
-    pub async fn in_current_window(client: Client, base: &str) -> Result<Self> {
+    /// The page at `url` in the session's current window.
+    pub async fn in_current_window(client: Client, url: &str) -> Result<Self> {
         let window = client.window().await?;
         Ok(Self {
             client,
             window,
-            base: base.to_owned(),
+            url: url.to_owned(),
         })
     }
 
-    /// The page in `window` of a session.
-    pub fn with_window(client: Client, window: WindowHandle, base: &str) -> Self {
+    /// The page at `url` in `window` of a session.
+    pub fn with_window(client: Client, window: WindowHandle, url: &str) -> Self {
         Self {
             client,
             window,
-            base: base.to_owned(),
+            url: url.to_owned(),
         }
     }
 
@@ -105,7 +122,7 @@ impl Page {
         Ok(Page {
             client: self.client.clone(),
             window: created.handle,
-            base: self.base.clone(),
+            url: self.url.clone(),
         })
     }
 
@@ -122,7 +139,7 @@ impl Page {
     /// Loads the shop and waits until the page has started.
     pub async fn open(&self) -> Result<()> {
         self.focus().await?;
-        self.client.goto(&format!("{}/", self.base)).await?;
+        self.client.goto(&self.url).await?;
         self.wait_ready().await
     }
 
@@ -253,6 +270,18 @@ impl Page {
         .await
     }
 
+    /// Picks the card to pay with (a provider's test card, `pm_card_…`).
+    pub async fn choose_card(&self, card: &str) -> Result<()> {
+        let css = format!("#card-choice input[name=\"card\"][value=\"{card}\"]");
+        self.click(&css).await?;
+        let selector = serde_json::to_string(&css)?;
+        self.wait_for(
+            &format!("card {card} to be picked"),
+            &format!("document.querySelector({selector}).checked"),
+        )
+        .await
+    }
+
     /// Clicks Pay.
     pub async fn pay(&self) -> Result<()> {
         self.click("#pay").await
@@ -262,6 +291,15 @@ impl Page {
     pub async fn cart_state(&self) -> Result<String> {
         self.eval("return document.querySelector('#cart').dataset.state;")
             .await
+    }
+
+    /// Waits until the cart's state is `state` (see [`Page::cart_state`]).
+    pub async fn wait_for_cart(&self, state: &str) -> Result<()> {
+        self.wait_for(
+            &format!("the cart to be {state}"),
+            &format!("document.querySelector('#cart').dataset.state === '{state}'"),
+        )
+        .await
     }
 
     /// The id of the cart this page shows.
@@ -289,23 +327,75 @@ impl Page {
             "const r = document.querySelector('#receipt'); \
              return { charge_id: r.dataset.chargeId, key: r.dataset.key, \
                       replayed: r.dataset.replayed === 'true', \
-                      attempts: Number(document.querySelector('#receipt-attempts').textContent) };",
+                      attempts: Number(document.querySelector('#receipt-attempts').textContent), \
+                      provider_charge: r.dataset.providerCharge || null, mail: r.dataset.mail || 'none' };",
         )
         .await
     }
 
+    /// Whether the element that has the keyboard focus matches `css`.
+    pub async fn focused(&self, css: &str) -> Result<bool> {
+        let selector = serde_json::to_string(css)?;
+        self.eval(&format!(
+            "return !!document.activeElement && document.activeElement.matches({selector});"
+        ))
+        .await
+    }
+
+    /// What the page's element with the keyboard focus is, for reports.
+    pub async fn focus_description(&self) -> Result<String> {
+        self.eval(
+            "const e = document.activeElement; \
+             return e ? `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''} ${e.getAttribute('aria-label') || e.textContent.trim().slice(0, 40)}` : 'nothing';",
+        )
+        .await
+    }
+
+    /// Every reservation outcome the page shows, in its order.
+    pub async fn reservations(&self) -> Result<Vec<Reservation>> {
+        self.eval(
+            "return [...document.querySelectorAll('.reserve [data-result]')] \
+               .map(e => ({ result: e.dataset.result, text: e.textContent.trim() }));",
+        )
+        .await
+    }
+
+    /// Leaves the shop for another page of its origin, as a shopper who
+    /// closes the tab and comes back later would; the shop's storage is
+    /// still reachable from there. (`/style.css`: both engines show it as
+    /// a document that runs scripts; Firefox runs none in its JSON viewer
+    /// and downloads `/metrics`.)
+    pub async fn leave(&self) -> Result<()> {
+        self.focus().await?;
+        let origin: String = self.eval("return location.origin;").await?;
+        self.client.goto(&format!("{origin}/style.css")).await?;
+        Ok(())
+    }
+
+    /// Runs `body`, a JS async function body ending in `return …`, in the
+    /// page and waits for its result.
+    pub async fn eval_async<T: DeserializeOwned>(&self, body: &str) -> Result<T> {
+        self.focus().await?;
+        let script = format!(
+            "const done = arguments[arguments.length - 1]; \
+             (async () => {{ {body} }})().then(v => done({{ ok: v }}), e => done({{ error: String(e && e.stack || e) }}));"
+        );
+        let value = self.client.execute_async(&script, Vec::new()).await?;
+        if let Some(error) = value.get("error") {
+            bail!("`{body}` failed in the page: {error}");
+        }
+        serde_json::from_value(value["ok"].clone())
+            .with_context(|| format!("reading {value} from `{body}`"))
+    }
+
     /// Every row of the attempt log, oldest first, with the times the
-    /// page recorded beside each row (its log in sessionStorage, of which
-    /// the rows are a rendering).
+    /// page recorded for it.
     pub async fn attempts(&self) -> Result<Vec<Attempt>> {
         self.eval(
-            "const log = (JSON.parse(sessionStorage.getItem('shop:attempts') || '{}') || {}).entries || []; \
-             const rows = [...document.querySelectorAll('#attempts tbody tr')]; \
-             if (rows.length !== log.length) throw new Error(`${rows.length} rows for ${log.length} logged attempts`); \
-             return rows.map((r, i) => { \
-               if (log[i].key !== r.dataset.key) throw new Error(`row ${i} is not the logged attempt`); \
-               return { key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
-               replayed: r.dataset.replayed === 'true', start: log[i].start, end: log[i].end }; });",
+            "return [...document.querySelectorAll('#attempts tbody tr')].map(r => ({ \
+               key: r.dataset.key, path: r.dataset.path, status: r.dataset.status, \
+               replayed: r.dataset.replayed === 'true', start: Number(r.dataset.start), \
+               end: r.dataset.end === '' ? null : Number(r.dataset.end) }));",
         )
         .await
     }
@@ -358,7 +448,7 @@ impl Page {
                  return { url: location.href, ready: document.documentElement.dataset.ready || null, \
                    cart: document.querySelector('#cart')?.dataset.state, status: t('#status'), \
                    notice: t('#resume-notice'), failure: t('#failure'), boot_error: t('#boot-error'), \
-                   charges: t('#charges-summary'), reservation: t('#reserve-result'), \
+                   charges: t('#charges-summary'), reservations: t('#reservations'), \
                    attempts: [...document.querySelectorAll('#attempts tbody tr')] \
                      .map(r => [...r.cells].map(c => c.textContent.trim()).join(' | ')) };",
             )

@@ -1,24 +1,44 @@
-//! One story: a fresh server, a chromedriver, the browsers the story opens.
-//! A story sets its scene with [`scene!`](crate::scene!), which names it
-//! after the test function it is written in, so a renamed story cannot save
-//! its screenshots and logs under a stale name. [`Scene::finish`] saves a
-//! screenshot of every window under `target/e2e/` and, when the story
-//! failed, panics with what each page showed and where the logs are.
+//! One story in one browser engine: a fresh server (and, for the provider
+//! stories, the payment provider simulator and MailDev beside it) and the
+//! browsers the story opens. A story is run with [`story!`](crate::story!),
+//! once per engine, each time in its own scene named after the test
+//! function it is written in, so a renamed story cannot save its
+//! screenshots and logs under a stale name. [`Scene::finish`] saves a
+//! screenshot of every window under `target/e2e/` (`STORY-ENGINE.png`) and,
+//! when the story failed, panics with what each page showed and where the
+//! logs are.
 
-use crate::browser::{Browser, Driver};
+use crate::browser::{Browser, Engine, Profile};
+use crate::outside::{MailDev, Psp};
 use crate::page::Page;
 use crate::paths;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use std::path::PathBuf;
+use std::time::Duration;
 use testkit::{Database, Server};
 
-/// Sets the scene for the story it is written in: `scene!().await` is
-/// [`Scene::start`] with the enclosing test function's name.
+/// Runs the story it is written in: `story!(async |scene| { … }).await`
+/// is [`run`] with the enclosing test function's name;
+/// `story!(setup, async |scene| { … })` starts what `setup` asks for.
 #[macro_export]
-macro_rules! scene {
-    () => {
-        $crate::Scene::start($crate::test_name!())
+macro_rules! story {
+    ($story:expr) => {
+        $crate::scene::run($crate::test_name!(), $crate::Setup::default(), $story)
     };
+    ($setup:expr, $story:expr) => {
+        $crate::scene::run($crate::test_name!(), $setup, $story)
+    };
+}
+
+/// Runs `story` once in each engine of [`engines`](crate::engines), each
+/// time in a fresh scene; panics at the first engine it fails in.
+#[doc(hidden)]
+pub async fn run(name: &str, setup: Setup, mut story: impl AsyncFnMut(&mut Scene) -> Result<()>) {
+    for engine in crate::engines() {
+        let mut scene = Scene::start(name, engine, setup).await;
+        let result = story(&mut scene).await;
+        scene.finish(result).await;
+    }
 }
 
 /// The name of the function it is written in, closures and async blocks
@@ -43,61 +63,126 @@ pub fn function_name(here: &'static str) -> &'static str {
     path.rsplit("::").next().unwrap_or(path)
 }
 
+/// What a story needs besides the server with `--chaos`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Setup {
+    provider: bool,
+}
+
+impl Setup {
+    /// Charges through the payment provider simulator and receipts to
+    /// MailDev: the server runs with `--psp-url` and `--smtp-url`, a short
+    /// `--operation-lease` and `--complete-interval` (so an operation
+    /// abandoned by a killed server is taken over within a story's
+    /// patience), and the page is opened with `?inbox=` MailDev's web inbox.
+    pub fn provider() -> Self {
+        Self { provider: true }
+    }
+}
+
+/// How long the simulator takes over a charge in the stories: enough to
+/// be seen in flight, short enough not to slow them.
+const PSP_LATENCY: Duration = Duration::from_millis(100);
+
 /// A story's world.
 pub struct Scene {
     name: String,
+    engine: Engine,
     out: PathBuf,
     /// The server under test.
     pub server: Server,
-    driver: Driver,
+    psp: Option<Psp>,
+    maildev: Option<MailDev>,
     browsers: Vec<Browser>,
 }
 
 impl Scene {
-    /// Starts a server and a chromedriver for the story `name`. Panics
-    /// with the reason when it cannot: nothing to test then. Stories call
-    /// it through [`scene!`](crate::scene!), which passes their own name.
-    #[doc(hidden)]
-    pub async fn start(name: &str) -> Self {
-        match Self::try_start(name).await {
+    /// Starts a server (and what `setup` asks for) for the story `name` in
+    /// `engine`. Panics with the reason when it cannot: nothing to test
+    /// then.
+    async fn start(name: &str, engine: Engine, setup: Setup) -> Self {
+        match Self::try_start(name, engine, setup).await {
             Ok(scene) => scene,
-            Err(e) => panic!("cannot set the scene for {name}: {e:#}"),
+            Err(e) => panic!("cannot set the scene for {name} in {engine}: {e:#}"),
         }
     }
 
-    async fn try_start(name: &str) -> Result<Self> {
+    async fn try_start(name: &str, engine: Engine, setup: Setup) -> Result<Self> {
+        let name = format!("{name}-{engine}");
         let out = paths::output_dir()?;
-        let server_log = out.join(format!("{name}.server.log"));
-        let driver_log = out.join(format!("{name}.chromedriver.log"));
-        for log in [&server_log, &driver_log] {
-            let _ = std::fs::remove_file(log);
+        let log = |what: &str| out.join(format!("{name}.{what}.log"));
+        for what in ["server", "driver", "psp", "maildev"] {
+            let _ = std::fs::remove_file(log(what));
         }
-        let server = Server::builder()
+        let mut server = Server::builder()
             .chaos()
             .database(Database::sqlite()?)
             .www(paths::www_dir()?)
-            .log(&server_log)
-            .start()
-            .await?;
-        let driver = Driver::start(&driver_log).await?;
+            .log(log("server"));
+        let (mut psp, mut maildev) = (None, None);
+        if setup.provider {
+            let started = Psp::start(PSP_LATENCY, log("psp"))?;
+            let mail = MailDev::start(log("maildev")).await?;
+            server = server
+                .flags(["--psp-url", &started.base_url()])
+                .flags(["--smtp-url", &mail.smtp_url()])
+                .flags(["--operation-lease", "2s", "--complete-interval", "1s"]);
+            psp = Some(started);
+            maildev = Some(mail);
+        }
         Ok(Self {
-            name: name.to_owned(),
+            server: server.start().await?,
+            name,
+            engine,
             out,
-            server,
-            driver,
+            psp,
+            maildev,
             browsers: Vec::new(),
         })
+    }
+
+    /// The engine this scene's browsers are.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// The payment provider simulator ([`Setup::provider`] scenes only).
+    pub fn psp(&self) -> Result<&Psp> {
+        self.psp
+            .as_ref()
+            .ok_or_else(|| anyhow!("this scene has no payment provider: use Setup::provider()"))
+    }
+
+    /// MailDev ([`Setup::provider`] scenes only).
+    pub fn maildev(&self) -> Result<&MailDev> {
+        self.maildev
+            .as_ref()
+            .ok_or_else(|| anyhow!("this scene has no MailDev: use Setup::provider()"))
     }
 
     /// Opens a new browser (its own profile: its own cookies and storage)
     /// and loads the shop in it.
     pub async fn shopper(&mut self) -> Result<Page> {
-        let browser = Browser::launch(&self.driver).await?;
-        let page =
-            Page::in_current_window(browser.client().clone(), &self.server.base_url()).await?;
+        self.shopper_with(Profile::Standard).await
+    }
+
+    /// Opens a new browser with `profile` and loads the shop in it.
+    pub async fn shopper_with(&mut self, profile: Profile) -> Result<Page> {
+        let log = self.out.join(format!("{}.driver.log", self.name));
+        let browser = Browser::launch(self.engine, profile, &log).await?;
+        let page = Page::in_current_window(browser.client().clone(), &self.page_url()).await?;
         self.browsers.push(browser);
         page.open().await?;
         Ok(page)
+    }
+
+    /// The shop's address as a shopper opens it: with `?inbox=` when
+    /// receipts go to MailDev.
+    fn page_url(&self) -> String {
+        match &self.maildev {
+            Some(mail) => format!("{}/?inbox={}", self.server.base_url(), mail.web_url()),
+            None => format!("{}/", self.server.base_url()),
+        }
     }
 
     /// Saves the screenshots, closes the browsers, and panics with a report
@@ -114,7 +199,7 @@ impl Scene {
                     (b, 0) => format!("-browser{}", b + 1),
                     (b, w) => format!("-browser{}-window{}", b + 1, w + 1),
                 };
-                let page = Page::with_window(client.clone(), window, &self.server.base_url());
+                let page = Page::with_window(client.clone(), window, &self.page_url());
                 if outcome.is_err() {
                     report.push_str(&format!("\npage{suffix}: {}\n", page.describe().await));
                 }
@@ -136,7 +221,6 @@ impl Scene {
         for browser in self.browsers {
             let _ = browser.close().await;
         }
-        drop(self.driver);
         if let Err(e) = outcome {
             let shots: Vec<String> = shots.iter().map(|p| p.display().to_string()).collect();
             panic!(

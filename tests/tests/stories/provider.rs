@@ -1,0 +1,219 @@
+//! Payments through the payment provider simulator, with receipts e-mailed
+//! to MailDev: the server runs with `--psp-url` and `--smtp-url`. Each
+//! story checks the three places a charge leaves a trace: the shop (its
+//! charges, over HTTP and in the page), the provider's ledger, and the
+//! inbox (one receipt per charge, `Message-ID: <receipt.CHARGE@exactly-once>`).
+
+use crate::{ensure_charged_once, fill_cart, CART_TOTAL};
+use anyhow::{ensure, Result};
+use e2e::outside::Email;
+use e2e::{Page, Receipt, Scene, Setup};
+use std::time::Duration;
+
+/// Where a story's receipt goes: the e-mail field's prefilled address.
+const EMAIL: &str = "ada@example.com";
+
+/// How long after the first receipt a second one would have shown up: the
+/// server's relay sends within a second of the commit.
+const SECOND_RECEIPT_GRACE: Duration = Duration::from_secs(2);
+
+/// Checks that the provider charged the card once, for the receipt's
+/// charge, and that the inbox holds exactly one receipt for it, which the
+/// page shows as delivered.
+async fn ensure_one_provider_charge_and_one_receipt(
+    scene: &Scene,
+    page: &Page,
+    receipt: &Receipt,
+) -> Result<()> {
+    let provider_charge = receipt
+        .provider_charge
+        .clone()
+        .filter(|id| id.starts_with("pch_"))
+        .ok_or_else(|| anyhow::anyhow!("the receipt shows no provider charge: {receipt:?}"))?;
+    let ledger = scene.psp()?.ledger().await?;
+    ensure!(
+        ledger.len() == 1 && ledger[0].id == provider_charge && ledger[0].amount == CART_TOTAL,
+        "the provider's ledger holds {ledger:?}; the receipt shows {provider_charge}"
+    );
+
+    let wanted = Email {
+        message_id: format!("<receipt.{}@exactly-once>", receipt.charge_id),
+        to: vec![EMAIL.to_owned()],
+    };
+    let maildev = scene.maildev()?;
+    e2e::eventually(
+        "the receipt in MailDev",
+        Duration::from_secs(30),
+        || async { Ok((!maildev.emails().await?.is_empty()).then_some(())) },
+    )
+    .await?;
+    tokio::time::sleep(SECOND_RECEIPT_GRACE).await;
+    let emails = maildev.emails().await?;
+    ensure!(
+        emails == [wanted.clone()],
+        "MailDev received {emails:?}, expected only {wanted:?}"
+    );
+
+    page.wait_for(
+        "the page to see the receipt in the inbox",
+        "document.querySelector('#receipt').dataset.mail === 'delivered'",
+    )
+    .await?;
+    let shown = page.text("#receipt-mail").await?;
+    ensure!(
+        shown == format!("delivered to {EMAIL}"),
+        "the receipt's e-mail line reads {shown:?}"
+    );
+    let inbox: String = page
+        .eval("return document.querySelector('#inbox-link').href;")
+        .await?;
+    ensure!(inbox == maildev.web_url(), "the inbox link goes to {inbox}");
+    Ok(())
+}
+
+/// The happy path through the provider: the page offers the cards and a
+/// prefilled receipt address, pays, and shows the provider's charge id and
+/// the receipt delivered to the inbox; one charge everywhere.
+#[tokio::test]
+async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inbox() {
+    e2e::story!(Setup::provider(), async |scene| {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        let email: String = page
+            .eval("return document.querySelector('#receipt-email').value;")
+            .await?;
+        ensure!(
+            email == EMAIL,
+            "the receipt address is prefilled with {email:?}"
+        );
+        page.choose_card("pm_card_visa").await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            !receipt.replayed && receipt.attempts == 1,
+            "receipt: {receipt:?}"
+        );
+        ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+        ensure_charged_once(&page, &scene.server, &receipt).await
+    })
+    .await;
+}
+
+/// Pays with `chaos` killing the server (137) around the provider call,
+/// restarts it on the same database, and checks that the page ends on the
+/// receipt with one provider charge and one receipt.
+async fn pay_through_a_killed_server(scene: &mut Scene, chaos: &str) -> Result<()> {
+    let page = scene.shopper().await?;
+    fill_cart(&page).await?;
+    page.choose_chaos(chaos).await?;
+    page.pay().await?;
+    let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
+    ensure!(
+        exit.code() == Some(137),
+        "the server exited with {exit}, expected 137"
+    );
+    scene.server.restart()?;
+
+    let receipt = page.wait_for_receipt().await?;
+    let attempts = page.charge_attempts().await?;
+    e2e::page::ensure_one_key(&attempts, &receipt.key)?;
+    ensure!(
+        attempts.first().map(|a| a.status.as_str()) == Some("network error"),
+        "the first attempt should have lost its answer with the server: {attempts:?}"
+    );
+    let notice = page.text("#resume-notice").await?;
+    ensure!(
+        notice.contains("killed mid-payment"),
+        "the notice says {notice:?}"
+    );
+    ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
+}
+
+/// The server is killed after the provider charged the card and before it
+/// recorded that; restarted on the same database, it finishes the
+/// operation (a retry or its completer takes it over and asks the provider
+/// again with the same downstream key, which replays the charge): one
+/// provider charge, one receipt, and the page shows the receipt.
+#[tokio::test]
+async fn a_server_killed_after_the_provider_charged_ends_with_one_charge_and_one_receipt() {
+    e2e::story!(Setup::provider(), async |scene| {
+        pay_through_a_killed_server(scene, "exit-after-provider").await
+    })
+    .await;
+}
+
+/// The server is killed after the operation started and before it called
+/// the provider; restarted, it calls the provider for the first time: one
+/// provider charge, one receipt, the receipt shown.
+#[tokio::test]
+async fn a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_one_receipt() {
+    e2e::story!(Setup::provider(), async |scene| {
+        pay_through_a_killed_server(scene, "exit-before-provider").await
+    })
+    .await;
+}
+
+/// A declined card: the page shows the decline (nothing charged) and pays
+/// again with another card as a new operation, a new cart with a new key;
+/// the provider charges once, the inbox gets one receipt, and the shop
+/// lists the declined charge beside the paid one.
+#[tokio::test]
+async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation() {
+    e2e::story!(Setup::provider(), async |scene| {
+        let page = scene.shopper().await?;
+        fill_cart(&page).await?;
+        page.choose_card("pm_card_chargeDeclined").await?;
+        page.pay().await?;
+        page.wait_for_cart("failed").await?;
+        let failure = page.text("#failure").await?;
+        ensure!(
+            failure.contains("declined") && failure.contains("nothing was charged"),
+            "the page says {failure:?}"
+        );
+        let declined_cart = page.cart_id().await?;
+        let declined = page.charge_attempts().await?;
+        ensure!(
+            declined.len() == 1 && declined[0].status == "402",
+            "the declined payment's attempts: {declined:?}"
+        );
+
+        page.click("#pay-again").await?;
+        page.wait_for_cart("open").await?;
+        ensure!(
+            page.cart_id().await? != declined_cart,
+            "paying again kept the declined cart"
+        );
+        ensure!(
+            page.text("#total").await? == "$68.00",
+            "the new cart lost the items"
+        );
+        page.choose_card("pm_card_visa").await?;
+        page.pay().await?;
+        let receipt = page.wait_for_receipt().await?;
+        ensure!(
+            receipt.key != declined[0].key,
+            "the second payment reused the declined one's key {}",
+            receipt.key
+        );
+        ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+
+        let held = scene.server.session(&page.sid().await?).charges().await?;
+        let statuses: Vec<_> = held
+            .iter()
+            .map(|c| c["status"].as_str().unwrap_or("?"))
+            .collect();
+        ensure!(
+            statuses == ["succeeded", "failed"],
+            "the shop holds {held:?}"
+        );
+        page.listed_charges().await?;
+        let summary = page.text("#charges-summary").await?;
+        ensure!(
+            summary.contains("2 charges in total; 1 for this cart"),
+            "the summary says {summary:?}"
+        );
+        Ok(())
+    })
+    .await;
+}

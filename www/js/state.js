@@ -1,0 +1,160 @@
+// The page's state, in one place: what it sells, the cart (one operation,
+// "checkout:<cart id>", so one idempotency key for its whole life), the
+// reservations, what the server said about itself, the charges and the
+// attempt log; which parts are kept in storage; and one `changed()` that
+// redraws the page after any of it changes.
+
+import { randomId, readJson, writeJson } from "./storage.js";
+
+/** Each attempt is aborted after this long; small so the demo is quick. */
+export const TIMEOUT_MS = 3000;
+/** Requests per payment: enough to outlast a server restart (scripts/demo.sh). */
+export const MAX_ATTEMPTS = 8;
+/** Options of the page's client (onAttempt is added by app.js). */
+export const CLIENT_OPTIONS = {
+  timeoutMs: TIMEOUT_MS,
+  maxAttempts: MAX_ATTEMPTS,
+  backoffBaseMs: 300,
+  backoffMaxMs: 4000,
+};
+export const PRODUCTS = [
+  { sku: "sku-tee", name: "Exactly-Once Tee", price: 2500, blurb: "Soft cotton, printed once." },
+  { sku: "sku-mug", name: "Idempotent Mug", price: 1200, blurb: "Refill it, same mug." },
+  { sku: "sku-poster", name: "Retry Poster", price: 1800, blurb: "Limited run of three." },
+];
+/** The provider's test cards (docs/PSP.md): the first one is charged. */
+export const CARDS = [
+  { id: "pm_card_visa", label: "Visa ending 4242" },
+  { id: "pm_card_chargeDeclined", label: "Test card that is declined" },
+];
+export const DEFAULT_EMAIL = "ada@example.com";
+
+const CART_KEY = "shop:cart";
+const RESERVATIONS_KEY = "shop:reservations";
+const LOG_KEY = "shop:attempts";
+const MAX_RESERVATIONS = 8;
+const MAX_LOG = 60;
+
+export const state = {
+  /** The wasm client, once loaded. */
+  client: null,
+  /** `GET /config`: what this server does. */
+  config: { chaos: false, provider: false, receipts: false },
+  /** MailDev's web inbox (`?inbox=`), where receipts can be seen; or null. */
+  inbox: null,
+  cart: loadCart(),
+  /** A payment of this cart is being sent by this tab. */
+  paying: false,
+  /** The error of a payment the client gave up on (its request is kept). */
+  stuck: null,
+  /** Looking for a sealed cart's charge; `"failed"` when the shop was away. */
+  checking: false,
+  /** Reservations, oldest first: `{ op, n, result, text }`. */
+  reservations: readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [],
+  stock: {},
+  /** `{ newest, total, byDescription, loads }` once loaded: see shop.js. */
+  charges: null,
+  /** Why the last load of the charges failed, or null. */
+  chargesError: null,
+  /** Attempts sent with a key: see attempts.js. Kept for the tab's life. */
+  log: readJson("sessionStorage", LOG_KEY)?.entries?.filter((e) => e && typeof e.key === "string") || [],
+};
+
+// ---------------------------------------------------------------- changes
+
+const listeners = [];
+
+/** Calls `listener` after every change (app.js redraws the page). */
+export function onChange(listener) {
+  listeners.push(listener);
+}
+
+/** Tells the page its state changed. */
+export function changed() {
+  for (const listener of listeners) listener();
+}
+
+// ---------------------------------------------------------------- cart
+
+/** A new, empty, unsealed cart; `from` carries items and choices over. */
+export function newCart(from = {}) {
+  return {
+    id: randomId(),
+    items: { ...(from.items || {}) },
+    sealed: false,
+    key: null,
+    card: CARDS[0].id,
+    email: typeof from.email === "string" ? from.email : DEFAULT_EMAIL,
+    receipt: null,
+    failure: null,
+  };
+}
+
+/** The cart this browser kept, or a new one. */
+export function loadCart() {
+  const kept = readJson("localStorage", CART_KEY);
+  if (!kept || typeof kept.id !== "string" || !kept.items || typeof kept.items !== "object") {
+    return newCart();
+  }
+  return {
+    ...newCart(),
+    id: kept.id,
+    items: kept.items,
+    sealed: !!kept.sealed,
+    key: typeof kept.key === "string" ? kept.key : null,
+    card: CARDS.some((c) => c.id === kept.card) ? kept.card : CARDS[0].id,
+    email: typeof kept.email === "string" ? kept.email : DEFAULT_EMAIL,
+    receipt: kept.receipt || null,
+    failure: kept.failure || null,
+  };
+}
+
+export const saveCart = () => writeJson("localStorage", CART_KEY, state.cart);
+/** Whether a storage event was about the cart. */
+export const isCartKey = (key) => key === CART_KEY;
+
+/** The cart's operation: one key for its whole life. */
+export const checkoutOp = (cart = state.cart) => `checkout:${cart.id}`;
+/** The description its charge carries, by which the page finds it. */
+export const cartDescription = (cart = state.cart) => `cart ${cart.id}`;
+
+export const cartTotal = (cart = state.cart) =>
+  PRODUCTS.reduce((sum, p) => sum + p.price * (cart.items[p.sku] || 0), 0);
+
+/** A cart being paid keeps its contents and choices. */
+export const cartLocked = (cart = state.cart) => cart.sealed || !!cart.receipt;
+
+/** `open`, `paying`, `checking`, `pending`, `paid` or `failed`. */
+export function cartState() {
+  if (state.cart.receipt) return "paid";
+  if (state.paying) return "paying";
+  if (state.checking) return "checking";
+  if (state.stuck) return "pending";
+  if (state.cart.failure) return "failed";
+  return "open";
+}
+
+// ---------------------------------------------------------------- reservations
+
+function validReservation(r) {
+  return r && typeof r.op === "string" && typeof r.result === "string" && typeof r.text === "string";
+}
+
+export function saveReservations() {
+  state.reservations = state.reservations.slice(-MAX_RESERVATIONS);
+  writeJson("localStorage", RESERVATIONS_KEY, { list: state.reservations });
+}
+
+/** Reloads the reservations another tab stored. */
+export function loadReservations() {
+  state.reservations = readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [];
+}
+
+export const isReservationsKey = (key) => key === RESERVATIONS_KEY;
+
+// ---------------------------------------------------------------- attempt log
+
+export function saveLog() {
+  if (state.log.length > MAX_LOG) state.log.splice(0, state.log.length - MAX_LOG);
+  writeJson("sessionStorage", LOG_KEY, { entries: state.log });
+}
