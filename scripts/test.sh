@@ -40,7 +40,7 @@ cargo test -p psp
 # counted under its own name in the total. The outage harness (about 70 s)
 # kills and cuts off a cluster of its own, never the shared one; it only
 # needs PostgreSQL installed, which postgres.sh does.
-step "server: API, crash, instances suites again and outage, on PostgreSQL"
+step "server: the API, crash and instances suites again, and the outage harness, on PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
@@ -58,7 +58,7 @@ scripts/test-wasm.sh
 step "client package"
 scripts/test-package.sh
 
-step "end to end: the checkout page in headless Chromium"
+step "end to end: the checkout page in headless Chromium and Firefox"
 scripts/test-e2e.sh
 
 step "all tests passed"

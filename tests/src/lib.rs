@@ -12,8 +12,6 @@
 //! - [`browser`]: the engines ([`Engine`], picked by `E2E_BROWSERS`) and
 //!   one WebDriver session of either, with its own driver process and
 //!   profile (its own cookies and storage).
-//! - [`outside`]: the payment provider simulator and MailDev, for the
-//!   stories of payments through the provider.
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
 //! - [`scene`]: one story in one engine: a server and browsers; at the end
@@ -22,7 +20,6 @@
 //!   after its test.
 
 pub mod browser;
-pub mod outside;
 pub mod page;
 pub mod paths;
 pub mod scene;

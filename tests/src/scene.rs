@@ -9,13 +9,13 @@
 //! logs are.
 
 use crate::browser::{Browser, Engine, Profile};
-use crate::outside::{MailDev, Psp};
 use crate::page::Page;
 use crate::paths;
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 use testkit::{Database, Server};
+use testkit::{MailDev, Psp};
 
 /// Runs the story it is written in: `story!(async |scene| { … }).await`
 /// is [`run`] with the enclosing test function's name;
@@ -111,7 +111,7 @@ impl Scene {
         let name = format!("{name}-{engine}");
         let out = paths::output_dir()?;
         let log = |what: &str| out.join(format!("{name}.{what}.log"));
-        for what in ["server", "driver", "psp", "maildev"] {
+        for what in ["server", "driver"] {
             let _ = std::fs::remove_file(log(what));
         }
         let mut server = Server::builder()
@@ -121,8 +121,8 @@ impl Scene {
             .log(log("server"));
         let (mut psp, mut maildev) = (None, None);
         if setup.provider {
-            let started = Psp::start(PSP_LATENCY, log("psp"))?;
-            let mail = MailDev::start(log("maildev")).await?;
+            let started = Psp::with_latency(PSP_LATENCY)?;
+            let mail = MailDev::start().await?;
             server = server
                 .flags(["--psp-url", &started.base_url()])
                 .flags(["--smtp-url", &mail.smtp_url()])
