@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::{Caller, KillAt, KilledStart, Server};
 
@@ -181,14 +181,19 @@ impl Fleet {
     /// The killer (run it on a blocking thread): `plan.kills` SIGKILLs,
     /// each after a random gap and to a random instance, the recovery
     /// kills meanwhile, reviving the instances that exited; then clears
-    /// `killing` and keeps reviving until it is set again (the senders are
-    /// done).
-    pub(crate) fn kill_at_random(&self, plan: &Plan, tally: &Tally, killing: &AtomicBool) -> Kills {
+    /// `killing` and keeps reviving until `done` is set (see [`Done`]).
+    pub(crate) fn kill_at_random(
+        &self,
+        plan: &Plan,
+        tally: &Tally,
+        killing: &AtomicBool,
+        done: &AtomicBool,
+    ) -> Kills {
         let mut rng = StdRng::seed_from_u64(plan.seed);
         let mut kills = Kills::default();
         let gap = |rng: &mut StdRng| Duration::from_millis(rng.random_range(plan.gap.clone()));
         let mut next = Instant::now() + gap(&mut rng);
-        while kills.in_flight.len() < plan.kills {
+        while kills.in_flight.len() < plan.kills && !done.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(2));
             self.revive(&mut rng, &mut kills);
             if plan.recovery_kills > 0 {
@@ -204,11 +209,22 @@ impl Fleet {
         }
         killing.store(false, Ordering::Release);
         // Keep reviving until the senders are done with `exit-…` chaos.
-        while !killing.load(Ordering::Acquire) {
+        while !done.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(2));
             self.revive(&mut rng, &mut kills);
         }
         kills
+    }
+}
+
+/// Sets its flag when dropped: the senders are done, or the test failed
+/// first; either way the killer stops (else a failed test would hang, its
+/// runtime waiting for the killer's thread).
+pub(crate) struct Done(pub(crate) Arc<AtomicBool>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 

@@ -185,6 +185,8 @@ async fn run(mode: Mode, mix: Mix) {
         .collect();
     let tally = Arc::new(Tally::new(fleet.len()));
     let killing = Arc::new(AtomicBool::new(true));
+    let done = Arc::new(AtomicBool::new(false));
+    let stop_killer = fleet::Done(done.clone());
     let started = Instant::now();
 
     // Through the provider a kill costs more (the operation it hits waits
@@ -203,7 +205,7 @@ async fn run(mode: Mode, mix: Mix) {
     };
     let killer = {
         let (fleet, killing, tally) = (fleet.clone(), killing.clone(), tally.clone());
-        tokio::task::spawn_blocking(move || fleet.kill_at_random(&plan, &tally, &killing))
+        tokio::task::spawn_blocking(move || fleet.kill_at_random(&plan, &tally, &killing, &done))
     };
     let throwing = Arc::new(AtomicBool::new(true));
     let faults = outside.as_ref().map(|outside| {
@@ -276,7 +278,7 @@ async fn run(mode: Mode, mix: Mix) {
     for task in tasks {
         task.await.expect("a sender failed");
     }
-    killing.store(true, Ordering::Release); // tell the reviver to stop
+    drop(stop_killer); // tell the reviver to stop
     throwing.store(false, Ordering::Release);
     let kills_done = killer.await.unwrap();
     let thrown = match faults {

@@ -116,6 +116,10 @@ fn chaos(mode: Mode, rng: &mut StdRng) -> Option<&'static str> {
     }
 }
 
+/// How many answers the contract rules out a sender takes for one
+/// operation before it gives up (and fails the run).
+const GIVE_UP: usize = 20;
+
 /// One attempt's answer: status, whether it had `Retry-After`, its body.
 type Attempt = Option<(u16, bool, Vec<u8>)>;
 
@@ -181,6 +185,7 @@ pub(crate) async fn send_until_answered(
     rng: &mut StdRng,
 ) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(180);
+    let mut ruled_out_answers = 0;
     loop {
         assert!(
             Instant::now() < deadline,
@@ -202,7 +207,7 @@ pub(crate) async fn send_until_answered(
             status,
             body: body.clone(),
         };
-        match status {
+        let ruled_out = match status {
             201 | 402 if status != op.final_status() => {
                 cx.tally.forbid(
                     op.id,
@@ -218,20 +223,26 @@ pub(crate) async fn send_until_answered(
             402 if provider && kind == "card-declined" => return last(),
             // Not enough stock: recorded, replayed like any answer.
             409 if op.reserve.is_some() && kind == "insufficient-inventory" => return last(),
-            409 if !cx.postgres && !provider => {
-                cx.tally.forbid(op.id, format!("409 on SQLite: {}", text()))
+            409 if !cx.postgres && !provider => Some(format!("409 on SQLite: {}", text())),
+            409 if !(kind == "idempotency-key-in-use" && retry_after) => {
+                Some(format!("409 (Retry-After: {retry_after}): {}", text()))
             }
-            409 if !(kind == "idempotency-key-in-use" && retry_after) => cx.tally.forbid(
-                op.id,
-                format!("409 (Retry-After: {retry_after}): {}", text()),
-            ),
-            409 => {}
-            503 if !retry_after => cx
-                .tally
-                .forbid(op.id, format!("503 without Retry-After: {}", text())),
-            503 if kind == "unavailable" || (provider && kind == "provider-unavailable") => {}
-            500..=599 => cx.tally.forbid(op.id, format!("{status}: {}", text())),
+            409 => None,
+            503 if !retry_after => Some(format!("503 without Retry-After: {}", text())),
+            503 if kind == "unavailable" || (provider && kind == "provider-unavailable") => None,
+            500..=599 => Some(format!("{status}: {}", text())),
             other => panic!("op {}: unexpected {other}: {}", op.id, text()),
+        };
+        if let Some(why) = ruled_out {
+            cx.tally.forbid(op.id, why);
+            ruled_out_answers += 1;
+            // The run fails anyway: fail it now rather than at the deadline.
+            assert!(
+                ruled_out_answers < GIVE_UP,
+                "op {}: {ruled_out_answers} answers the contract rules out, the last {status}: {}",
+                op.id,
+                text()
+            );
         }
         // An operation someone else holds is worth a longer wait.
         let pause = if status == 409 { 50..250 } else { 2..25 };
