@@ -390,7 +390,7 @@ fn spawn_child(
 }
 
 /// The last lines of a log file.
-pub(crate) fn tail(log: &Path) -> String {
+fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(LOG_TAIL)..].join("\n")
