@@ -12,6 +12,9 @@
 //!   `listening on http://ADDR` line, its log file, signals, exit, restart
 //!   on the same address, SIGKILL on drop. Generic over the binary: a
 //!   wrapper for another one (the payment provider simulator) is a few lines.
+//! - [`killed_start`]: a start killed on purpose, a while after its spawn
+//!   or as its log shows some text, and what it had got to (starting,
+//!   listening, or exited on its own).
 //! - [`database`]: a fresh SQLite file, or a fresh PostgreSQL database when
 //!   `TEST_POSTGRES_URL` names a server; SQL behind the server's back.
 //! - [`server`]: the `server` process with its flags, database and page.
@@ -56,6 +59,7 @@ pub mod clock;
 pub mod cluster;
 pub mod concurrent;
 pub mod database;
+pub mod killed_start;
 pub mod maildev;
 pub mod metrics;
 pub mod process;
@@ -68,6 +72,7 @@ pub use caller::{Auth, Caller};
 pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
+pub use killed_start::{KillAt, KilledStart};
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
 pub use process::{Launch, Process};

@@ -3,13 +3,16 @@
 //! serves; a [`Process`] passes `--listen`, reads that line, keeps stdout
 //! drained, sends stderr to a log file (to the test's stderr with
 //! `TEST_LOG` set), and sends SIGKILL on drop. It can be signalled, waited
-//! for, and restarted on the same address with the same flags.
+//! for, and restarted on the same address with the same flags; a start can
+//! also be killed on purpose, before or while it prints that line (see
+//! [`crate::killed_start`]).
 //!
 //! Process management is synchronous (`std::process`): every call returns
 //! within a few seconds, so it is usable from `#[tokio::test]` and from the
 //! plain threads of the crash harness alike.
 
 use crate::binary::Binary;
+use crate::killed_start::{self, KillAt, KilledStart};
 use anyhow::{anyhow, bail, Context, Result};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -23,7 +26,7 @@ use tempfile::TempDir;
 
 /// How long a process may take to print its address (a debug build on a
 /// loaded 2-core machine).
-const STARTUP: Duration = Duration::from_secs(30);
+pub(crate) const STARTUP: Duration = Duration::from_secs(30);
 /// How long a restart keeps trying while the old address is not free yet.
 const REBIND: Duration = Duration::from_secs(10);
 /// Lines of the log shown when a test panics with the process alive.
@@ -90,6 +93,27 @@ impl Launch {
     /// Starts the process on a free port of 127.0.0.1.
     pub fn start(self) -> Result<Process> {
         Process::start(self, "127.0.0.1:0")
+    }
+
+    /// Starts the process on a free port of 127.0.0.1 and sends it SIGKILL
+    /// `at` the moment given, whether it printed its address or not: what
+    /// it had got to. Its log goes to the file [`Launch::log`] names (else
+    /// to a temporary one, gone on return).
+    pub fn start_and_kill(self, at: &KillAt) -> Result<KilledStart> {
+        let path = self.binary.path()?;
+        let scratch;
+        let log = match &self.log {
+            Some(log) => log.clone(),
+            None => {
+                scratch = tempfile::Builder::new()
+                    .prefix(&format!("{}-log-", self.binary.name()))
+                    .tempdir()?;
+                scratch.path().join(format!("{}.log", self.binary.name()))
+            }
+        };
+        let logged = killed_start::log_length(&log);
+        let (mut child, line) = spawn_child(&path, &self, "127.0.0.1:0", &log)?;
+        killed_start::kill(&mut child, &line, &log, logged, at)
     }
 }
 
@@ -234,6 +258,25 @@ impl Process {
         }
     }
 
+    /// Starts it again on the same address with the same flags, like
+    /// [`Process::restart`], but sends SIGKILL `at` the moment given
+    /// without waiting for its address: a crash during start-up. What it
+    /// had got to. The process stays dead: [`Process::restart`] starts the
+    /// next one.
+    pub fn restart_and_kill(&mut self, at: &KillAt) -> Result<KilledStart> {
+        if self.child.try_wait()?.is_none() {
+            bail!(
+                "restart: the old {} process is still running",
+                self.launch.binary.name()
+            );
+        }
+        let logged = killed_start::log_length(&self.log);
+        let (child, line) =
+            spawn_child(&self.path, &self.launch, &self.addr.to_string(), &self.log)?;
+        self.child = child;
+        killed_start::kill(&mut self.child, &line, &self.log, logged, at)
+    }
+
     /// The last lines of the log, for error messages.
     fn log_tail(&self) -> String {
         tail(&self.log)
@@ -257,8 +300,61 @@ impl Drop for Process {
     }
 }
 
+/// The first line a process printed on stdout: `None` at end of file.
+pub(crate) type FirstLine = mpsc::Receiver<Option<std::io::Result<String>>>;
+
 /// Starts the process and reads its `listening on http://ADDR` line.
 fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Child, SocketAddr)> {
+    let (mut child, line) = spawn_child(path, launch, listen, log)?;
+    let name = path
+        .file_name()
+        .unwrap_or(path.as_os_str())
+        .to_string_lossy();
+    let line = match line.recv_timeout(STARTUP) {
+        Ok(Some(Ok(line))) => line,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{name} printed nothing within {STARTUP:?}; its log ({}):\n{}",
+                log.display(),
+                tail(log)
+            );
+        }
+        Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+            let status = child.wait()?;
+            bail!(
+                "{name} --listen {listen} exited ({status}) before listening; its log ({}):\n{}",
+                log.display(),
+                tail(log)
+            );
+        }
+    };
+    let addr = line
+        .strip_prefix(LISTENING)
+        .and_then(|addr| addr.trim().parse().ok());
+    match addr {
+        Some(addr) => Ok((child, addr)),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{name} printed {line:?} instead of `listening on http://ADDR`")
+        }
+    }
+}
+
+/// What a process prints, followed by its address, once it serves.
+pub(crate) const LISTENING: &str = "listening on http://";
+
+/// Spawns the process with its stderr in `log` and a thread that hands
+/// over its first line of stdout, then keeps stdout drained so the process
+/// never blocks on a full pipe (the thread ends when the process does).
+fn spawn_child(
+    path: &Path,
+    launch: &Launch,
+    listen: &str,
+    log: &Path,
+) -> Result<(Child, FirstLine)> {
     let mut command = Command::new(path);
     command.arg("--listen").arg(listen).args(&launch.args);
     for (name, value) in &launch.env {
@@ -285,48 +381,12 @@ fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Chil
         .with_context(|| format!("starting {}", path.display()))?;
     let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
     let (first_line, line) = mpsc::channel();
-    // Reads the first line, then keeps stdout drained so the process never
-    // blocks on a full pipe; ends when the process does.
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         let _ = first_line.send(lines.next());
         for _ in lines {}
     });
-    let name = path
-        .file_name()
-        .unwrap_or(path.as_os_str())
-        .to_string_lossy();
-    let line = match line.recv_timeout(STARTUP) {
-        Ok(Some(Ok(line))) => line,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "{name} printed nothing within {STARTUP:?}; its log ({}):\n{}",
-                log.display(),
-                tail(log)
-            );
-        }
-        Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-            let status = child.wait()?;
-            bail!(
-                "{name} --listen {listen} exited ({status}) before listening; its log ({}):\n{}",
-                log.display(),
-                tail(log)
-            );
-        }
-    };
-    let addr = line
-        .strip_prefix("listening on http://")
-        .and_then(|addr| addr.trim().parse().ok());
-    match addr {
-        Some(addr) => Ok((child, addr)),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("{name} printed {line:?} instead of `listening on http://ADDR`")
-        }
-    }
+    Ok((child, line))
 }
 
 /// The last lines of a log file.

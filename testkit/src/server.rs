@@ -7,6 +7,7 @@
 use crate::binary::Binary;
 use crate::caller::{Auth, Caller};
 use crate::database::Database;
+use crate::killed_start::{KillAt, KilledStart};
 use crate::maildev::MailDev;
 use crate::metrics::Metrics;
 use crate::process::{Launch, Process};
@@ -45,8 +46,9 @@ const SERVER_ENV: &[&str] = &[
 /// test instead of hanging it.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What to start a server with.
-#[derive(Debug, Default)]
+/// What to start a server with. A clone starts another with the same
+/// settings (on the same database, once one was given).
+#[derive(Debug, Default, Clone)]
 pub struct ServerBuilder {
     flags: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
@@ -123,6 +125,29 @@ impl ServerBuilder {
     /// Makes the database if none was given, starts the server and waits
     /// for its address.
     pub async fn start(self) -> Result<Server> {
+        let (launch, database, scratch) = self.launch().await?;
+        let process = launch.start()?;
+        Ok(Server {
+            process,
+            database,
+            http: Client::builder().timeout(HTTP_TIMEOUT).build()?,
+            _scratch: scratch,
+        })
+    }
+
+    /// Starts a server and sends it SIGKILL `at` the moment given, whether
+    /// it is listening yet or not (it may be opening or migrating the
+    /// database): what it had got to. Give it the database a later start
+    /// is to find (a fresh one made here would be lost), and a
+    /// [`ServerBuilder::log`] to read what it logged.
+    pub async fn start_and_kill(self, at: &KillAt) -> Result<KilledStart> {
+        let (launch, _database, _scratch) = self.launch().await?;
+        launch.start_and_kill(at)
+    }
+
+    /// The process to start, its database (made if none was given) and
+    /// the scratch folder of its page.
+    async fn launch(self) -> Result<(Launch, Database, TempDir)> {
         let scratch = tempfile::Builder::new()
             .prefix("testkit-server-")
             .tempdir()?;
@@ -165,13 +190,7 @@ impl ServerBuilder {
         if let Some(log) = self.log {
             launch = launch.log(log);
         }
-        let process = launch.start()?;
-        Ok(Server {
-            process,
-            database,
-            http: Client::builder().timeout(HTTP_TIMEOUT).build()?,
-            _scratch: scratch,
-        })
+        Ok((launch, database, scratch))
     }
 }
 

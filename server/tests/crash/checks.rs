@@ -1,8 +1,8 @@
 //! The checks every mode makes once the senders are done: the charges,
-//! read once nothing is pending, and for each operation its charge, its
-//! answers and its replay.
+//! read once nothing is pending, and for each operation its charge (or
+//! reservation), its answers and its replay.
 
-use crate::sender::{Mode, Operation};
+use crate::sender::{Answer, Mode, Operation};
 use crate::SENDERS_PER_OPERATION;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -51,7 +51,7 @@ pub(crate) async fn operation(
     op: &Operation,
     mode: Mode,
     charge: &Value,
-    bodies: Option<&Vec<Vec<u8>>>,
+    answers: Option<&Vec<Answer>>,
 ) {
     assert_eq!(
         charge["status"],
@@ -67,28 +67,50 @@ pub(crate) async fn operation(
             op.id
         );
     }
-    let answered = match bodies {
-        Some(bodies) => {
-            assert_eq!(bodies.len(), SENDERS_PER_OPERATION);
-            assert!(
-                bodies.iter().all(|b| b == &bodies[0]),
-                "op {}: senders got different answers",
-                op.id
-            );
-            Some(&bodies[0])
-        }
-        None => None,
-    };
+    let answered = one_answer(op, answers);
     if let (Some(answered), false) = (answered, op.declined) {
-        let answered: Value = serde_json::from_slice(answered).unwrap();
+        let answered: Value = serde_json::from_slice(&answered.body).unwrap();
         assert_eq!(charge, &answered, "op {}: the charge is the answer", op.id);
     }
-    // The record is there, finished, and replays the same bytes.
+    let replayed = replay(op, mode, answered).await;
+    if answered.is_none() && !op.declined {
+        let replayed: Value = serde_json::from_slice(&replayed.body).unwrap();
+        assert_eq!(&replayed, charge, "op {}: the replay is the charge", op.id);
+    }
+}
+
+/// A reservation: every sender got the same answer, and its record
+/// replays it. That answer.
+pub(crate) async fn reservation(op: &Operation, answers: Option<&Vec<Answer>>) -> Answer {
+    let answered = one_answer(op, answers)
+        .unwrap_or_else(|| panic!("op {}: a reservation nobody got an answer to", op.id));
+    replay(op, Mode::Local, Some(answered)).await;
+    answered.clone()
+}
+
+/// Every sender of `op` got an answer, the same one: that answer (none
+/// for an abandoned operation).
+fn one_answer<'a>(op: &Operation, answers: Option<&'a Vec<Answer>>) -> Option<&'a Answer> {
+    let answers = answers?;
+    assert_eq!(answers.len(), SENDERS_PER_OPERATION);
+    assert!(
+        answers.iter().all(|a| a == &answers[0]),
+        "op {}: senders got different answers: {answers:?}",
+        op.id
+    );
+    Some(&answers[0])
+}
+
+/// The record of `op` is there, finished, and replays `answered` (or,
+/// when nobody was answered, the operation's final status): the replay.
+async fn replay(op: &Operation, mode: Mode, answered: Option<&Answer>) -> Answer {
     let replay = op.callers[0]
-        .post_keyed("/charges", &op.key, &op.body(mode))
+        .post_keyed(op.path(), &op.key, &op.body(mode))
         .await
         .unwrap();
-    assert_eq!(replay.status().as_u16(), op.final_status(), "op {}", op.id);
+    let status = replay.status().as_u16();
+    let expected = answered.map_or(op.final_status(), |a| a.status);
+    assert_eq!(status, expected, "op {}", op.id);
     assert_eq!(
         replay
             .headers()
@@ -98,13 +120,12 @@ pub(crate) async fn operation(
         "op {} is unfinished",
         op.id
     );
-    let replayed = replay.bytes().await.unwrap();
-    match answered {
-        Some(answered) => assert_eq!(&replayed, answered, "op {}: the replay differs", op.id),
-        None if !op.declined => {
-            let replayed: Value = serde_json::from_slice(&replayed).unwrap();
-            assert_eq!(&replayed, charge, "op {}: the replay is the charge", op.id);
-        }
-        None => {}
+    let replayed = Answer {
+        status,
+        body: replay.bytes().await.unwrap().to_vec(),
+    };
+    if let Some(answered) = answered {
+        assert_eq!(&replayed, answered, "op {}: the replay differs", op.id);
     }
+    replayed
 }

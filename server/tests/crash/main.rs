@@ -22,7 +22,24 @@
 //! operation with the provider's id, and MailDev at least one receipt per
 //! succeeded charge with a `receipt_email`, duplicates counted and printed.
 //! On SQLite with one server; on PostgreSQL with two servers on the one
-//! database, senders spread over both and kills of either.
+//! database, senders spread over both and kills of either. In this mode
+//! the killer also strikes as the completer starts resuming an abandoned
+//! operation (seen in the server's log), and at least one such kill must
+//! happen.
+//!
+//! **Stock mode** is local mode with reservations mixed in (a random item
+//! of the three, 1 to 3 of it), two servers on PostgreSQL: afterwards each
+//! item's stock is what a fresh database holds less the quantities of the
+//! reservations answered 201 (each operation once), never below zero; a
+//! reservation answered the recorded 409 `insufficient-inventory` took
+//! nothing, and asked for more than is left; the reservations table holds
+//! one row per 201. `sku-poster` (3) runs out early, `sku-tee` (100) late.
+//!
+//! In every mode a quarter of the restarts are killed first, a random
+//! moment after their spawn (before or while the server opens its
+//! database, or once it listens), and the next start must come up all the
+//! same. The `startup` module kills starts on fresh databases, while they
+//! migrate.
 //!
 //! Retrying is not hiding: every answer is counted by status (and problem
 //! type) and printed as a table, and the ones the contract rules out fail
@@ -31,6 +48,7 @@
 //! | answer | local mode | provider mode |
 //! |---|---|---|
 //! | 201 | final | final for a paying card; ruled out for a declining one |
+//! | 409 `insufficient-inventory` | final for a reservation; ruled out for a charge | (no reservations) |
 //! | 402 `card-declined` | never | final for a declining card; ruled out for a paying one |
 //! | 409 `idempotency-key-in-use` with `Retry-After` | PostgreSQL only (SQLite waits instead) | allowed: another request holds the operation's lease |
 //! | 409 otherwise | ruled out | ruled out |
@@ -42,17 +60,22 @@
 //! requests they have out to each instance, the killer records that count
 //! at each kill, and at least half the kills must find one or more.
 //!
-//! `CRASH_KILLS` (default 100, 50 in provider mode) sets how many kills;
+//! `CRASH_KILLS` (default 100, 50 in provider mode) sets how many kills at
+//! random moments;
 //! `CRASH_SEED` replays a schedule (the seed is printed, and repeated on
 //! failure).
 
 mod checks;
 mod fleet;
+mod knobs;
 mod provider;
 mod sender;
+mod startup;
+mod stock;
 mod tally;
 
-use fleet::Fleet;
+use fleet::{Fleet, Plan};
+use knobs::{knob, Seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sender::{Context, Mode, Operation};
@@ -61,6 +84,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use stock::Reserve;
 use tally::Tally;
 use testkit::{Database, MailDev, Psp, Server};
 
@@ -74,13 +98,27 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    run(Mode::Local).await;
+    run(Mode::Local, Mix::Charges).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reservations_take_stock_exactly_once_and_never_below_zero_through_kills_and_duplicates() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    run(Mode::Local, Mix::ChargesAndReservations).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn through_the_provider_every_operation_charges_the_card_once_and_owes_one_receipt() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    run(Mode::Provider).await;
+    run(Mode::Provider, Mix::Charges).await;
+}
+
+/// What the operations are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    Charges,
+    /// One in eight of them reservations.
+    ChargesAndReservations,
 }
 
 /// What lives beside the servers in provider mode.
@@ -90,10 +128,10 @@ struct Outside {
 }
 
 /// The servers of `mode` on `database`: one, or two on PostgreSQL in
-/// provider mode.
-async fn start(mode: Mode, database: &Database, outside: Option<&Outside>) -> Fleet {
-    let instances = match (mode, database.is_postgres()) {
-        (Mode::Provider, true) => 2,
+/// provider mode and with reservations.
+async fn start(mode: Mode, mix: Mix, database: &Database, outside: Option<&Outside>) -> Fleet {
+    let instances = match (mode, mix, database.is_postgres()) {
+        (Mode::Provider, _, true) | (_, Mix::ChargesAndReservations, true) => 2,
         _ => 1,
     };
     let mut servers = Vec::new();
@@ -112,17 +150,14 @@ async fn start(mode: Mode, database: &Database, outside: Option<&Outside>) -> Fl
     Fleet::new(servers)
 }
 
-async fn run(mode: Mode) {
-    let kills: usize = std::env::var("CRASH_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if mode == Mode::Provider { 50 } else { 100 });
-    let seed: u64 = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(rand::random);
-    println!("crash harness ({mode:?}): CRASH_SEED={seed} CRASH_KILLS={kills}");
-    let report_seed = SeedOnPanic(seed);
+async fn run(mode: Mode, mix: Mix) {
+    let kills: usize = knob("CRASH_KILLS", || match mode {
+        Mode::Local => 100,
+        Mode::Provider => 50,
+    });
+    let report_seed = Seed::from_env();
+    let seed = report_seed.0;
+    println!("crash harness ({mode:?}, {mix:?}): CRASH_SEED={seed} CRASH_KILLS={kills}");
 
     let database = Database::fresh().await.unwrap();
     let postgres = database.is_postgres();
@@ -133,7 +168,7 @@ async fn run(mode: Mode) {
             maildev: MailDev::start().await.unwrap(),
         }),
     };
-    let fleet = Arc::new(start(mode, &database, outside.as_ref()).await);
+    let fleet = Arc::new(start(mode, mix, &database, outside.as_ref()).await);
     // Through the provider a request may take a few seconds (its retries).
     let timeout = if mode == Mode::Provider { 5 } else { 2 };
     let http = reqwest::Client::builder()
@@ -150,19 +185,27 @@ async fn run(mode: Mode) {
         .collect();
     let tally = Arc::new(Tally::new(fleet.len()));
     let killing = Arc::new(AtomicBool::new(true));
+    let done = Arc::new(AtomicBool::new(false));
+    let stop_killer = fleet::Done(done.clone());
     let started = Instant::now();
 
     // Through the provider a kill costs more (the operation it hits waits
     // for its lease): kills come less often, so that work goes on between.
-    let gap = match mode {
-        Mode::Local => 5..60,
-        Mode::Provider => 100..600,
+    let plan = Plan {
+        kills,
+        gap: match mode {
+            Mode::Local => 5..60,
+            Mode::Provider => 100..600,
+        },
+        seed,
+        recovery_kills: match mode {
+            Mode::Local => 0,
+            Mode::Provider => kills / 5,
+        },
     };
     let killer = {
         let (fleet, killing, tally) = (fleet.clone(), killing.clone(), tally.clone());
-        tokio::task::spawn_blocking(move || {
-            fleet.kill_at_random(kills, gap, seed, &tally, &killing)
-        })
+        tokio::task::spawn_blocking(move || fleet.kill_at_random(&plan, &tally, &killing, &done))
     };
     let throwing = Arc::new(AtomicBool::new(true));
     let faults = outside.as_ref().map(|outside| {
@@ -174,7 +217,7 @@ async fn run(mode: Mode) {
     });
 
     // The senders: operations keep coming while the killer works.
-    let answers: Arc<Mutex<HashMap<usize, Vec<Vec<u8>>>>> = Arc::default();
+    let answers: Arc<Mutex<HashMap<usize, Vec<sender::Answer>>>> = Arc::default();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut operations = Vec::new();
     let mut tasks = Vec::new();
@@ -192,6 +235,8 @@ async fn run(mode: Mode) {
             receipt_email: (provider && rng.random_bool(0.4))
                 .then(|| format!("op-{id}@shop.example")),
             abandoned: provider && rng.random_bool(0.05),
+            reserve: (mix == Mix::ChargesAndReservations && rng.random_bool(1.0 / 8.0))
+                .then(|| Reserve::random(&mut rng)),
         };
         operations.push(op.clone());
         let senders = if op.abandoned {
@@ -213,8 +258,13 @@ async fn run(mode: Mode) {
                         sender::send_and_walk_away(&op, &cx, &mut rng).await;
                         return;
                     }
-                    let body = sender::send_until_answered(&op, &cx, &mut rng).await;
-                    answers.lock().unwrap().entry(op.id).or_default().push(body);
+                    let answer = sender::send_until_answered(&op, &cx, &mut rng).await;
+                    answers
+                        .lock()
+                        .unwrap()
+                        .entry(op.id)
+                        .or_default()
+                        .push(answer);
                 })
             })
             .collect();
@@ -228,9 +278,9 @@ async fn run(mode: Mode) {
     for task in tasks {
         task.await.expect("a sender failed");
     }
-    killing.store(true, Ordering::Release); // tell the reviver to stop
+    drop(stop_killer); // tell the reviver to stop
     throwing.store(false, Ordering::Release);
-    let in_flight_at_kills = killer.await.unwrap();
+    let kills_done = killer.await.unwrap();
     let thrown = match faults {
         Some(faults) => faults.await.unwrap(),
         None => Default::default(),
@@ -247,7 +297,12 @@ async fn run(mode: Mode) {
     let mut duplicates = 0;
     let mut lost = 0;
     let mut never_started = 0;
+    let mut reservations = Vec::new();
     for op in &operations {
+        if op.reserve.is_some() {
+            reservations.push((op, checks::reservation(op, answers.get(&op.id)).await));
+            continue;
+        }
         let charges = charges_by_op
             .get(&op.description())
             .map_or(&[][..], Vec::as_slice);
@@ -272,24 +327,37 @@ async fn run(mode: Mode) {
         ),
         None => (0, (0, 0, 0)),
     };
+    let stock = match mix {
+        Mix::Charges => "-".to_owned(),
+        Mix::ChargesAndReservations => stock::check(&reservations, observer[0], &database).await,
+    };
 
-    let kills_done = in_flight_at_kills.len();
+    let in_flight_at_kills = &kills_done.in_flight;
     let landed = in_flight_at_kills.iter().filter(|n| **n > 0).count();
+    let [starting, listening, exited] = kills_done.starts_killed;
     let count = |f: fn(&Operation) -> bool| operations.iter().filter(|op| f(op)).count();
     println!(
-        "crash harness ({mode:?}): seed={seed} backend={} instances={} kills={kills_done} \
-         (on requests in flight: {landed}) restarts={} operations={} (declined {}, with receipt {}, \
-         abandoned {}, of which never started {never_started}) attempts={} charges={} \
-         duplicates={duplicates} lost={lost} ledger={ledger} receipts owed={} received={} \
-         duplicate receipts={} faults thrown={thrown:?} senders done in {:.1}s, checked in {:.1}s\n\
+        "crash harness ({mode:?}, {mix:?}): seed={seed} backend={} instances={} kills={} \
+         (on requests in flight: {landed}) starts killed={} (starting {starting}, listening \
+         {listening}, exited first {exited}) kills in recovery={} (before the completer was \
+         done: {}) restarts={} operations={} (declined {}, with receipt {}, abandoned {}, of \
+         which never started {never_started}, reservations {}) attempts={} charges={} \
+         duplicates={duplicates} lost={lost} stock: {stock} ledger={ledger} receipts owed={} \
+         received={} duplicate receipts={} faults thrown={thrown:?} senders done in {:.1}s, \
+         checked in {:.1}s\n\
          answers by status:\n{}",
         if postgres { "postgres" } else { "sqlite" },
         fleet.len(),
+        in_flight_at_kills.len(),
+        starting + listening + exited,
+        kills_done.in_recovery,
+        kills_done.mid_resume,
         fleet.restarts(),
         operations.len(),
         count(|op| op.declined),
         count(|op| op.receipt_email.is_some()),
         count(|op| op.abandoned),
+        reservations.len(),
         tally.attempts(),
         all_charges.len(),
         receipts.0,
@@ -303,7 +371,7 @@ async fn run(mode: Mode) {
     assert_eq!(lost, 0, "lost operations");
     assert_eq!(
         all_charges.len(),
-        operations.len() - never_started,
+        operations.len() - never_started - reservations.len(),
         "charges that belong to no operation"
     );
     let forbidden = tally.forbidden();
@@ -313,21 +381,18 @@ async fn run(mode: Mode) {
         forbidden.len(),
         forbidden[..forbidden.len().min(10)].join("\n")
     );
-    assert!(kills_done >= kills);
+    assert!(in_flight_at_kills.len() >= kills);
     assert!(
-        landed * 2 >= kills_done,
-        "only {landed} of {kills_done} kills found a request in flight: {in_flight_at_kills:?}"
+        landed * 2 >= in_flight_at_kills.len(),
+        "only {landed} of {} kills found a request in flight: {in_flight_at_kills:?}",
+        in_flight_at_kills.len()
     );
-    std::mem::forget(report_seed);
-}
-
-/// Prints the seed again if the test panics, so the schedule can be replayed.
-struct SeedOnPanic(u64);
-
-impl Drop for SeedOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("crash harness FAILED; replay with CRASH_SEED={}", self.0);
-        }
+    // The completer is seen in the log, which `TEST_LOG` sends elsewhere.
+    if mode == Mode::Provider && std::env::var_os("TEST_LOG").is_none() {
+        assert!(
+            kills_done.in_recovery > 0,
+            "no kill found the completer resuming an operation"
+        );
     }
+    std::mem::forget(report_seed);
 }

@@ -3,6 +3,7 @@
 //! an `X-Chaos` value now and then, and judges every answer by the status
 //! table of the harness (see the crate's documentation).
 
+use crate::stock::Reserve;
 use crate::tally::Tally;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -20,7 +21,7 @@ pub(crate) enum Mode {
 /// The test card that always declines.
 pub(crate) const DECLINED: &str = "pm_card_chargeDeclined";
 
-/// One logical operation.
+/// One logical operation: a charge, or a reservation of stock.
 #[derive(Clone)]
 pub(crate) struct Operation {
     pub(crate) id: usize,
@@ -35,6 +36,9 @@ pub(crate) struct Operation {
     /// Sent once, with `exit-before-provider` or `exit-after-provider`, by a
     /// client that never comes back: only the completer can finish it.
     pub(crate) abandoned: bool,
+    /// A reservation (`POST /reservations`) instead of a charge: the
+    /// charge's fields do not apply.
+    pub(crate) reserve: Option<Reserve>,
 }
 
 impl Operation {
@@ -43,7 +47,18 @@ impl Operation {
         format!("op-{}", self.id)
     }
 
+    /// Where it is sent.
+    pub(crate) fn path(&self) -> &'static str {
+        match self.reserve {
+            Some(_) => "/reservations",
+            None => "/charges",
+        }
+    }
+
     pub(crate) fn body(&self, mode: Mode) -> Value {
+        if let Some(reserve) = &self.reserve {
+            return reserve.body();
+        }
         let mut body = json!({
             "amount": self.amount, "currency": "usd", "description": self.description()
         });
@@ -61,7 +76,8 @@ impl Operation {
         body
     }
 
-    /// The final status its answers must have.
+    /// The final status its answers must have (a reservation's may also
+    /// be a recorded 409 `insufficient-inventory`).
     pub(crate) fn final_status(&self) -> u16 {
         if self.declined {
             402
@@ -100,8 +116,26 @@ fn chaos(mode: Mode, rng: &mut StdRng) -> Option<&'static str> {
     }
 }
 
+/// How many answers the contract rules out a sender takes for one
+/// operation before it gives up (and fails the run).
+const GIVE_UP: usize = 20;
+
 /// One attempt's answer: status, whether it had `Retry-After`, its body.
 type Attempt = Option<(u16, bool, Vec<u8>)>;
+
+/// A final answer: its status and its body, byte for byte.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
+}
+
+/// `201 {"id": …}`: readable in a failed assertion.
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, String::from_utf8_lossy(&self.body))
+    }
+}
 
 /// Sends `op` once, to a random instance, with `chaos`.
 async fn attempt(
@@ -117,7 +151,7 @@ async fn attempt(
     let instance = rng.random_range(0..op.callers.len());
     cx.tally.sent(instance);
     let answer = match op.callers[instance]
-        .post_keyed_with("/charges", &op.key, &op.body(cx.mode), headers)
+        .post_keyed_with(op.path(), &op.key, &op.body(cx.mode), headers)
         .await
     {
         Ok(response) => {
@@ -144,13 +178,14 @@ fn problem_type(body: &[u8]) -> String {
 }
 
 /// Sends `op` until a final answer, as a retrying client would; counts
-/// and judges every answer. The final answer's body.
+/// and judges every answer. The final answer.
 pub(crate) async fn send_until_answered(
     op: &Operation,
     cx: &Context<'_>,
     rng: &mut StdRng,
-) -> Vec<u8> {
+) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(180);
+    let mut ruled_out_answers = 0;
     loop {
         assert!(
             Instant::now() < deadline,
@@ -168,7 +203,11 @@ pub(crate) async fn send_until_answered(
             .count(format!("{status} {kind}").trim_end().to_owned());
         let text = || String::from_utf8_lossy(&body).into_owned();
         let provider = cx.mode == Mode::Provider;
-        match status {
+        let last = || Answer {
+            status,
+            body: body.clone(),
+        };
+        let ruled_out = match status {
             201 | 402 if status != op.final_status() => {
                 cx.tally.forbid(
                     op.id,
@@ -178,24 +217,32 @@ pub(crate) async fn send_until_answered(
                         text()
                     ),
                 );
-                return body;
+                return last();
             }
-            201 => return body,
-            402 if provider && kind == "card-declined" => return body,
-            409 if !cx.postgres && !provider => {
-                cx.tally.forbid(op.id, format!("409 on SQLite: {}", text()))
+            201 => return last(),
+            402 if provider && kind == "card-declined" => return last(),
+            // Not enough stock: recorded, replayed like any answer.
+            409 if op.reserve.is_some() && kind == "insufficient-inventory" => return last(),
+            409 if !cx.postgres && !provider => Some(format!("409 on SQLite: {}", text())),
+            409 if !(kind == "idempotency-key-in-use" && retry_after) => {
+                Some(format!("409 (Retry-After: {retry_after}): {}", text()))
             }
-            409 if !(kind == "idempotency-key-in-use" && retry_after) => cx.tally.forbid(
-                op.id,
-                format!("409 (Retry-After: {retry_after}): {}", text()),
-            ),
-            409 => {}
-            503 if !retry_after => cx
-                .tally
-                .forbid(op.id, format!("503 without Retry-After: {}", text())),
-            503 if kind == "unavailable" || (provider && kind == "provider-unavailable") => {}
-            500..=599 => cx.tally.forbid(op.id, format!("{status}: {}", text())),
+            409 => None,
+            503 if !retry_after => Some(format!("503 without Retry-After: {}", text())),
+            503 if kind == "unavailable" || (provider && kind == "provider-unavailable") => None,
+            500..=599 => Some(format!("{status}: {}", text())),
             other => panic!("op {}: unexpected {other}: {}", op.id, text()),
+        };
+        if let Some(why) = ruled_out {
+            cx.tally.forbid(op.id, why);
+            ruled_out_answers += 1;
+            // The run fails anyway: fail it now rather than at the deadline.
+            assert!(
+                ruled_out_answers < GIVE_UP,
+                "op {}: {ruled_out_answers} answers the contract rules out, the last {status}: {}",
+                op.id,
+                text()
+            );
         }
         // An operation someone else holds is worth a longer wait.
         let pause = if status == 409 { 50..250 } else { 2..25 };
