@@ -208,21 +208,30 @@ async fn create(State(db): State<Db>, headers: HeaderMap, Json(body): Json<Value
             }
         }
         Db::Postgres(pool) => match pool.get().await {
-            Ok(client) => client
-                .execute(
+            // A statement prepared once per connection, as the product's are.
+            Ok(client) => match client
+                .prepare_cached(
                     "INSERT INTO charges (id, caller, amount, currency, description, created)
                      VALUES ($1, $2, $3, $4, $5, $6)",
-                    &[
-                        &row.id,
-                        &row.caller,
-                        &row.amount,
-                        &row.currency,
-                        &row.description,
-                        &row.created,
-                    ],
                 )
                 .await
-                .is_ok(),
+            {
+                Ok(insert) => client
+                    .execute(
+                        &insert,
+                        &[
+                            &row.id,
+                            &row.caller,
+                            &row.amount,
+                            &row.currency,
+                            &row.description,
+                            &row.created,
+                        ],
+                    )
+                    .await
+                    .is_ok(),
+                Err(_) => false,
+            },
             Err(_) => false,
         },
     };
@@ -254,15 +263,18 @@ async fn stock(State(db): State<Db>, Path(item): Path<String>) -> Response {
             available
         }
         Db::Postgres(pool) => match pool.get().await {
-            Ok(client) => client
-                .query_opt(
-                    "SELECT available FROM inventory WHERE item_id = $1",
-                    &[&item],
-                )
+            Ok(client) => match client
+                .prepare_cached("SELECT available FROM inventory WHERE item_id = $1")
                 .await
-                .ok()
-                .flatten()
-                .map(|r| r.get(0)),
+            {
+                Ok(read) => client
+                    .query_opt(&read, &[&item])
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|r| r.get(0)),
+                Err(_) => None,
+            },
             Err(_) => None,
         },
     };

@@ -33,6 +33,10 @@ CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at);
 CREATE INDEX idempotency_keys_unfinished ON idempotency_keys (leased_until)
     WHERE recovery_point <> 'finished';
 
+-- A charge is its caller's: the primary key (caller, id) is also the order
+-- GET /charges reads, so the second index goes.
+ALTER TABLE charges DROP CONSTRAINT charges_pkey, ADD PRIMARY KEY (caller, id);
+DROP INDEX charges_by_caller;
 ALTER TABLE charges
     ADD COLUMN status TEXT NOT NULL DEFAULT 'succeeded'
         CHECK (status IN ('pending', 'succeeded', 'failed')),

@@ -68,9 +68,14 @@ pub async fn run(
     keyed: Keyed,
     parse: impl FnOnce(&serde_json::Value) -> Result<Arc<dyn Operation>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let caller = keyed.request.caller;
-    let id = OperationId::new(&caller, &keyed.request.key);
-    let span = tracing::info_span!("operation", %caller, op = %id);
+    // The operation's hash is worked out only when its logs are wanted.
+    let span = if tracing::enabled!(tracing::Level::INFO) {
+        let caller = keyed.request.caller;
+        let id = OperationId::new(&caller, &keyed.request.key);
+        tracing::info_span!("operation", %caller, op = %id)
+    } else {
+        tracing::Span::none()
+    };
     run_in_span(state, keyed, parse).instrument(span).await
 }
 

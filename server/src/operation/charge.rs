@@ -17,13 +17,30 @@ use crate::idempotency::record::{RecoveryPoint, Step, StoredResponse};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-/// Without a provider: the charge, succeeded, in one phase.
+/// Without a provider: the charge, succeeded, in one phase. Its rows and
+/// its answer are made before the database is touched (the store only
+/// writes them), so no writer or transaction spends time rendering.
 #[derive(Debug)]
 pub struct RecordCharge {
-    /// What the caller asked for.
-    pub request: NewCharge,
-    /// Whether receipts are sent (`--smtp-url`).
-    pub receipts: bool,
+    /// The charge to write.
+    pub charge: Charge,
+    /// Its receipt, when receipts are sent (`--smtp-url`) and it has an
+    /// address.
+    pub receipt: Option<Receipt>,
+    /// The answer recorded with the key.
+    pub response: StoredResponse,
+}
+
+impl RecordCharge {
+    /// The charge `request` asks for, succeeded at `created` (Unix seconds).
+    pub fn new(request: NewCharge, receipts: bool, created: i64) -> Self {
+        let charge = Charge::new(request, ChargeStatus::Succeeded, created);
+        Self {
+            receipt: receipts.then(|| Receipt::for_charge(&charge)).flatten(),
+            response: created_response(&charge),
+            charge,
+        }
+    }
 }
 
 /// With a provider, the first phase: the charge recorded as `pending`.
@@ -140,7 +157,7 @@ pub fn finished(
     receipts: bool,
 ) -> (Step, Option<Receipt>) {
     let response = match verdict {
-        ProviderVerdict::Charged(_) => created(charge),
+        ProviderVerdict::Charged(_) => created_response(charge),
         ProviderVerdict::Declined { code } => Problem::new(
             StatusCode::PAYMENT_REQUIRED,
             "card-declined",
@@ -164,7 +181,7 @@ pub fn finished(
 }
 
 /// `201` with the charge.
-pub fn created(charge: &Charge) -> StoredResponse {
+pub fn created_response(charge: &Charge) -> StoredResponse {
     StoredResponse::new(
         StatusCode::CREATED,
         "application/json",

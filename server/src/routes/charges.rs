@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::idempotency::{self, Keyed};
 use crate::operation::charge::{RecordCharge, StartCharge};
 use crate::state::AppState;
-use crate::store::{ChargeQuery, Operation};
+use crate::store::{now_ms, ChargeQuery, Operation};
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -34,7 +34,7 @@ pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Respo
         Ok(if phased {
             Arc::new(StartCharge { request }) as Arc<dyn Operation>
         } else {
-            Arc::new(RecordCharge { request, receipts })
+            Arc::new(RecordCharge::new(request, receipts, now_ms() / 1000))
         })
     })
     .await

@@ -7,6 +7,7 @@ use super::cached;
 use super::protocol::{decide, in_use_or, Clock};
 use crate::idempotency::record::StoredResponse;
 use crate::store::{Execution, IdempotentRequest, StoreError};
+use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
 
 /// A new key's claim that also records its (already known) answer: the
@@ -31,12 +32,29 @@ const CLAIM_FINISHED: &str = "INSERT INTO idempotency_keys
 /// own. `ctes` are data-modifying CTEs that insert `FROM claim` (so only
 /// when the key was claimed), numbering their parameters from `$8`.
 pub struct OneStatement {
-    /// `name AS (INSERT … SELECT … FROM claim)`, comma-separated.
-    pub ctes: String,
+    /// `name AS (INSERT … SELECT … FROM claim)`, comma-separated: one of
+    /// a few fixed texts, so the whole statement is built once.
+    pub ctes: &'static str,
     /// `$8` onwards.
     pub params: Vec<Box<dyn ToSql + Sync + Send>>,
     /// The answer recorded with the key.
     pub response: StoredResponse,
+}
+
+/// The whole statement for `ctes`, made once per text and kept (its text
+/// is also the key of each connection's prepared-statement cache).
+fn statement_text(ctes: &'static str) -> &'static str {
+    static TEXTS: Mutex<Vec<(&str, &str)>> = Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, text)) = texts.iter().find(|(c, _)| std::ptr::eq(*c, ctes)) {
+        return text;
+    }
+    let text: &'static str = Box::leak(
+        format!("WITH claim AS ({CLAIM_FINISHED}), {ctes} SELECT count(*) FROM claim")
+            .into_boxed_str(),
+    );
+    texts.push((ctes, text));
+    text
 }
 
 /// The one-statement path of [`OneStatement`]: claimed, the answer is the
@@ -47,10 +65,7 @@ pub(super) async fn execute_one_statement(
     one: OneStatement,
     clock: Clock,
 ) -> Result<Execution, StoreError> {
-    let sql = format!(
-        "WITH claim AS ({CLAIM_FINISHED}), {} SELECT count(*) FROM claim",
-        one.ctes
-    );
+    let sql = statement_text(one.ctes);
     let response = &one.response;
     let status = response.status as i16;
     let headers = response.encoded_headers();
@@ -68,7 +83,7 @@ pub(super) async fn execute_one_statement(
         &clock.ttl_secs,
     ];
     params.extend(one.params.iter().map(|p| &**p as &(dyn ToSql + Sync)));
-    let statement = cached(client, &sql).await?;
+    let statement = cached(client, sql).await?;
     let claimed = match client.query_one(&statement, &params).await {
         // The statement commits on its own: a connection that breaks while
         // it runs leaves its outcome unknown, as during a COMMIT.

@@ -9,7 +9,6 @@ use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation
 use crate::idempotency::record::Step;
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
-use crate::operation::receipt::Receipt;
 use crate::store::{RunContext, StoreError};
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -37,18 +36,22 @@ pub(super) fn charge_row(row: &tokio_postgres::Row) -> ChargeRow {
 
 #[async_trait]
 impl Run for RecordCharge {
-    fn one_statement(&self, at: &RunContext<'_>) -> Option<OneStatement> {
-        let charge = Charge::new(
-            self.request.clone(),
-            ChargeStatus::Succeeded,
-            at.now_ms / 1000,
-        );
-        let mut ctes = String::from(
-            "charge AS (INSERT INTO charges (caller, id, amount, currency, description, status,
-                                        payment_method, receipt_email, created)
-                        SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
-                               $13::text, $14::text, $15::bigint FROM claim)",
-        );
+    fn one_statement(&self, _at: &RunContext<'_>) -> Option<OneStatement> {
+        let charge = &self.charge;
+        const CHARGE: &str = "charge AS (INSERT INTO charges (caller, id, amount, currency,
+                                      description, status, payment_method,
+                                      receipt_email, created)
+                      SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
+                             $13::text, $14::text, $15::bigint FROM claim)";
+        const CHARGE_AND_RECEIPT: &str = "charge AS (INSERT INTO charges (caller, id, amount,
+                                      currency, description, status, payment_method,
+                                      receipt_email, created)
+                      SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
+                             $13::text, $14::text, $15::bigint FROM claim),
+                  receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
+                                                  next_attempt_at)
+                      SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
+                      ON CONFLICT (message_id) DO NOTHING)";
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
             Box::new(charge.id.to_string()),
             Box::new(charge.amount.get()),
@@ -59,24 +62,22 @@ impl Run for RecordCharge {
             Box::new(charge.receipt_email.as_ref().map(ToString::to_string)),
             Box::new(charge.created),
         ];
-        if let Some(receipt) = Receipt::for_charge(&charge).filter(|_| self.receipts) {
-            ctes.push_str(
-                ", receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
-                                                  next_attempt_at)
-                               SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
-                               ON CONFLICT (message_id) DO NOTHING)",
-            );
-            params.extend([
-                Box::new(receipt.message_id) as Box<dyn ToSql + Sync + Send>,
-                Box::new(receipt.recipient),
-                Box::new(receipt.subject),
-                Box::new(receipt.body),
-            ]);
-        }
+        let ctes = match self.receipt.clone() {
+            None => CHARGE,
+            Some(receipt) => {
+                params.extend([
+                    Box::new(receipt.message_id) as Box<dyn ToSql + Sync + Send>,
+                    Box::new(receipt.recipient),
+                    Box::new(receipt.subject),
+                    Box::new(receipt.body),
+                ]);
+                CHARGE_AND_RECEIPT
+            }
+        };
         Some(OneStatement {
             ctes,
             params,
-            response: charge::created(&charge),
+            response: self.response.clone(),
         })
     }
 
@@ -85,18 +86,11 @@ impl Run for RecordCharge {
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
     ) -> Result<Step, StoreError> {
-        let charge = Charge::new(
-            self.request.clone(),
-            ChargeStatus::Succeeded,
-            at.now_ms / 1000,
-        );
-        insert_charge(tx, at, &charge).await?;
-        if self.receipts {
-            if let Some(receipt) = Receipt::for_charge(&charge) {
-                enqueue(tx, &receipt).await?;
-            }
+        insert_charge(tx, at, &self.charge).await?;
+        if let Some(receipt) = &self.receipt {
+            enqueue(tx, receipt).await?;
         }
-        Ok(Step::Finished(charge::created(&charge)))
+        Ok(Step::Finished(self.response.clone()))
     }
 }
 

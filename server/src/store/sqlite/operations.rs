@@ -8,24 +8,16 @@ use crate::domain::{Charge, ChargeStatus, NewReservation, Reservation};
 use crate::idempotency::record::Step;
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
-use crate::operation::receipt::Receipt;
 use crate::store::RunContext;
 use rusqlite::{params, Connection};
 
 impl Run for RecordCharge {
     fn run_sqlite(&self, conn: &Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
-        let charge = Charge::new(
-            self.request.clone(),
-            ChargeStatus::Succeeded,
-            at.now_ms / 1000,
-        );
-        insert_charge(conn, at, &charge)?;
-        if self.receipts {
-            if let Some(receipt) = Receipt::for_charge(&charge) {
-                enqueue(conn, &receipt, at.now_ms)?;
-            }
+        insert_charge(conn, at, &self.charge)?;
+        if let Some(receipt) = &self.receipt {
+            enqueue(conn, receipt, at.now_ms)?;
         }
-        Ok(Step::Finished(charge::created(&charge)))
+        Ok(Step::Finished(self.response.clone()))
     }
 }
 

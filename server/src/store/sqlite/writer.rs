@@ -164,6 +164,34 @@ impl Writer {
     }
 }
 
+/// Runs `job` inside a savepoint of its own (statements prepared once per
+/// connection, not parsed per job): released when the job keeps its work,
+/// rolled back when it does not or fails, so a failing job undoes only
+/// itself.
+fn in_savepoint(
+    conn: &Connection,
+    job: impl FnOnce(&Connection) -> Result<Keep, StoreError>,
+) -> Result<(), StoreError> {
+    let statement = |sql: &str| {
+        conn.prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(classify)
+    };
+    statement("SAVEPOINT job")?;
+    match job(conn) {
+        Ok(Keep::Yes) => statement("RELEASE job").map(drop),
+        outcome => {
+            // After an error that rolled the whole transaction back there is
+            // no savepoint left to undo: the caller sees that by itself.
+            let undone = statement("ROLLBACK TO job").and_then(|_| statement("RELEASE job"));
+            match outcome {
+                Err(e) => Err(e),
+                Ok(_) => undone.map(drop),
+            }
+        }
+    }
+}
+
 /// How a batch ended.
 enum End {
     /// Committed; some jobs may have failed on their own (each rolled back
@@ -276,8 +304,7 @@ impl WriterThread {
             .filter(|(at, _)| at.elapsed() < FAILURE_MEMORY)
             .map(|(_, e)| e.clone());
         let conn = self.conn.as_mut().expect("ensure_open leaves a connection");
-        let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        {
+        let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
                 return End::RolledBack {
@@ -288,17 +315,11 @@ impl WriterThread {
         };
         let mut failures = Vec::new();
         for (i, job) in batch.iter_mut().enumerate() {
-            // A savepoint dropped unreleased rolls back: a failing job
-            // undoes only itself.
-            let result = tx.savepoint().map_err(classify).and_then(|mut savepoint| {
-                let keep = job.run(&Batch {
-                    conn: &savepoint,
+            let result = in_savepoint(&tx, |conn| {
+                job.run(&Batch {
+                    conn,
                     recent_failure: recent_failure.as_ref(),
-                })?;
-                match keep {
-                    Keep::Yes => savepoint.commit().map_err(classify),
-                    Keep::No => savepoint.rollback().map_err(classify),
-                }
+                })
             });
             if let Err(e) = &result {
                 job.fail(e.clone());
