@@ -14,6 +14,9 @@
 //!   profile (its own cookies and storage).
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
+//! - [`steps`]: the steps the stories repeat (a shopper with the stories'
+//!   cart, paying it, a killed server) and the checks that end them
+//!   (charged exactly once).
 //! - [`scene`]: one story in one engine: a server and browsers; at the end
 //!   it saves screenshots under `target/e2e/` and fails with what the pages
 //!   showed. [`story!`] runs a story in each engine, a scene each, named
@@ -23,6 +26,7 @@ pub mod browser;
 pub mod page;
 pub mod paths;
 pub mod scene;
+pub mod steps;
 
 pub use browser::{Browser, Engine, Profile};
 pub use page::{Attempt, ListedCharge, Page, Receipt};

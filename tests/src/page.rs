@@ -1,6 +1,7 @@
 //! The checkout page in one browser window, seen the way a shopper (and a
 //! developer with devtools) sees it: one method per action or reading.
-//! Everything is read from the DOM the page renders.
+//! Everything is read from the DOM the page renders. One file because it
+//! is one type: the page and what can be done and seen on it.
 
 use crate::{eventually, PATIENCE};
 use anyhow::{anyhow, bail, Context, Result};
@@ -253,6 +254,17 @@ impl Page {
         .await
     }
 
+    /// Waits until the element at `css` reads `text`.
+    pub async fn wait_for_text(&self, css: &str, text: &str) -> Result<()> {
+        let selector = serde_json::to_string(css)?;
+        let expected = serde_json::to_string(text)?;
+        self.wait_for(
+            &format!("{css} to read {text:?}"),
+            &format!("document.querySelector({selector})?.textContent.trim() === {expected}"),
+        )
+        .await
+    }
+
     /// Adds one of `sku` to the cart.
     pub async fn add_to_cart(&self, sku: &str) -> Result<()> {
         self.click(&format!("button[data-add=\"{sku}\"]")).await
@@ -260,23 +272,22 @@ impl Page {
 
     /// Picks what goes wrong on the next payment in the chaos panel.
     pub async fn choose_chaos(&self, value: &str) -> Result<()> {
-        let css = format!("#chaos input[name=\"chaos\"][value=\"{value}\"]");
-        self.click(&css).await?;
-        let selector = serde_json::to_string(&css)?;
-        self.wait_for(
-            &format!("chaos {value} to be picked"),
-            &format!("document.querySelector({selector}).checked"),
-        )
-        .await
+        self.pick("#chaos", "chaos", value).await
     }
 
     /// Picks the card to pay with (a provider's test card, `pm_card_…`).
     pub async fn choose_card(&self, card: &str) -> Result<()> {
-        let css = format!("#card-choice input[name=\"card\"][value=\"{card}\"]");
+        self.pick("#card-choice", "card", card).await
+    }
+
+    /// Clicks the radio button `name` = `value` inside `within` and waits
+    /// until it is checked.
+    async fn pick(&self, within: &str, name: &str, value: &str) -> Result<()> {
+        let css = format!("{within} input[name=\"{name}\"][value=\"{value}\"]");
         self.click(&css).await?;
         let selector = serde_json::to_string(&css)?;
         self.wait_for(
-            &format!("card {card} to be picked"),
+            &format!("{name} {value} to be picked"),
             &format!("document.querySelector({selector}).checked"),
         )
         .await
@@ -319,6 +330,13 @@ impl Page {
         )
         .await?;
         self.receipt().await
+    }
+
+    /// Waits until the page shows a receipt, and reads it and the attempt
+    /// log's rows for `POST /charges` that led to it.
+    pub async fn wait_for_receipt_and_attempts(&self) -> Result<(Receipt, Vec<Attempt>)> {
+        let receipt = self.wait_for_receipt().await?;
+        Ok((receipt, self.charge_attempts().await?))
     }
 
     /// The receipt the page shows now.

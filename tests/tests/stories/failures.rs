@@ -3,12 +3,13 @@
 //! two tabs, a double click, a crash) and checks that the cart was
 //! charged exactly once.
 
-use crate::{
-    ensure_charged_once, fill_cart, pay_with_chaos, wait_until_committed_in_flight,
-    PAGE_MAX_ATTEMPTS,
-};
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use e2e::page::ensure_one_key;
+use e2e::steps::{
+    ensure_charged_once, ensure_paid_in_one_attempt, ensure_summary, fill_cart, held_charges,
+    pay_and_wait_until_committed_in_flight, pay_to_receipt, pay_with_chaos, shopper_with_cart,
+    two_tabs_with_cart, wait_for_kill, PAGE_MAX_ATTEMPTS,
+};
 use e2e::{Receipt, Server};
 use serde_json::json;
 use std::time::Duration;
@@ -17,29 +18,14 @@ use std::time::Duration;
 #[tokio::test]
 async fn paying_once_shows_a_receipt_and_lists_exactly_one_charge() {
     e2e::story!(async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
+        let page = shopper_with_cart(scene).await?;
         page.press_enter_on("#pay").await?;
         let receipt = page.wait_for_receipt().await?;
         ensure!(
             receipt.charge_id.starts_with("ch_"),
             "receipt without a charge id: {receipt:?}"
         );
-        ensure!(
-            !receipt.replayed,
-            "a first payment was replayed: {receipt:?}"
-        );
-        ensure!(
-            receipt.attempts == 1,
-            "a clean payment took {} attempts",
-            receipt.attempts
-        );
-        let attempts = page.charge_attempts().await?;
-        ensure!(
-            attempts.len() == 1 && attempts[0].status == "201",
-            "attempt log: {attempts:?}"
-        );
-        ensure_one_key(&attempts, &receipt.key)?;
+        ensure_paid_in_one_attempt(&page, &receipt).await?;
         ensure!(
             page.text("#receipt-amount").await? == "$68.00",
             "receipt amount"
@@ -127,8 +113,7 @@ async fn keyed_requests(server: &Server, outcome: &str) -> Result<f64> {
 async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
     e2e::story!(async |scene| {
         let page = pay_with_chaos(scene, "drop-after-commit").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
+        let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
         // Chromium itself resends a request once when a reused keep-alive
         // connection drops without an answer, so the page may see the
         // replay on its first attempt; on a fresh connection the client's
@@ -166,8 +151,7 @@ async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
 async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once() {
     e2e::story!(async |scene| {
         let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
+        let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
         ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
         ensure_charged_once(&page, &scene.server, &receipt).await
     })
@@ -180,8 +164,7 @@ async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_cha
 #[tokio::test]
 async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt() {
     e2e::story!(async |scene| {
-            let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-            wait_until_committed_in_flight(&page, &scene.server).await?;
+            let page = pay_and_wait_until_committed_in_flight(scene).await?;
             let before = page.charge_attempts().await?;
             ensure!(
                 before.len() == 1 && before[0].status == "pending",
@@ -215,11 +198,7 @@ async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_sho
 async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge() {
     e2e::story!(async |scene| {
         let page = pay_with_chaos(scene, "exit-after-commit").await?;
-        let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
-        ensure!(
-            exit.code() == Some(137),
-            "the server exited with {exit}, expected code 137"
-        );
+        wait_for_kill(&mut scene.server)?;
         let before = scene.server.base_url();
         scene.server.restart()?;
         ensure!(
@@ -228,8 +207,7 @@ async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one
             scene.server.base_url()
         );
 
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
+        let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
         ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::UntilBack)?;
         ensure_charged_once(&page, &scene.server, &receipt).await
     })
@@ -242,10 +220,7 @@ async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one
 #[tokio::test]
 async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
     e2e::story!(async |scene| {
-            let first = scene.shopper().await?;
-            fill_cart(&first).await?;
-            let second = first.new_window().await?;
-            second.open().await?;
+            let (first, second) = two_tabs_with_cart(scene).await?;
             let cart = first.cart_id().await?;
             ensure!(second.cart_id().await? == cart, "the second tab shows another cart");
 
@@ -320,10 +295,7 @@ async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
 #[tokio::test]
 async fn a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_payment() {
     e2e::story!(async |scene| {
-        let first = scene.shopper().await?;
-        fill_cart(&first).await?;
-        let second = first.new_window().await?;
-        second.open().await?;
+        let (first, second) = two_tabs_with_cart(scene).await?;
         // The second tab clicks Pay as soon as it hears that the cart was
         // sealed (after the page's own storage listener has read it).
         let armed: bool = second
@@ -357,22 +329,12 @@ async fn a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_paymen
 #[tokio::test]
 async fn a_double_click_on_pay_sends_one_request_and_makes_one_charge() {
     e2e::story!(async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
+        let page = shopper_with_cart(scene).await?;
         page.double_click("#pay").await?;
         let receipt = page.wait_for_receipt().await?;
         // Let a second click's request, if one was queued, show up.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let attempts = page.charge_attempts().await?;
-        ensure!(
-            attempts.len() == 1,
-            "a double click sent {} requests: {attempts:?}",
-            attempts.len()
-        );
-        ensure!(
-            !receipt.replayed && receipt.attempts == 1,
-            "receipt: {receipt:?}"
-        );
+        ensure_paid_in_one_attempt(&page, &receipt).await?;
         ensure_charged_once(&page, &scene.server, &receipt).await
     })
     .await;
@@ -396,8 +358,7 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
             let mut buyers = Vec::new();
             for _ in 0..3 {
                 let page = scene.shopper().await?;
-                page.wait_for("one poster left", "document.querySelector('#poster-stock').textContent === '1'")
-                    .await?;
+                page.wait_for_text("#poster-stock", "1").await?;
                 buyers.push(page);
             }
             for page in &buyers {
@@ -427,8 +388,7 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
             }
             ensure!(scene.server.available("sku-poster").await? == 0, "stock did not end at zero");
             for page in &buyers {
-                page.wait_for("the stock to show zero", "document.querySelector('#poster-stock').textContent === '0'")
-                    .await?;
+                page.wait_for_text("#poster-stock", "0").await?;
             }
             Ok(())
         })
@@ -441,8 +401,7 @@ async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_m
 async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once() {
     e2e::story!(async |scene| {
         let page = pay_with_chaos(scene, "crash-before-commit").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
+        let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
         ensure_one_key(&attempts, &receipt.key)?;
         ensure!(
             attempts.len() == 2
@@ -469,10 +428,7 @@ async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_on
 #[tokio::test]
 async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
     e2e::story!(async |scene| {
-            let page = scene.shopper().await?;
-            fill_cart(&page).await?;
-            page.pay().await?;
-            let first = page.wait_for_receipt().await?;
+            let (page, first) = pay_to_receipt(scene).await?;
             let first_cart = page.cart_id().await?;
             page.click("#new-order").await?;
             page.wait_for("an empty open cart", "document.querySelector('#cart').dataset.state === 'open' && !document.querySelector('#cart-empty').hidden")
@@ -484,13 +440,9 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
             let second = page.wait_for_receipt().await?;
             ensure!(second.key != first.key, "the new order reused key {}", first.key);
             ensure!(second.charge_id != first.charge_id && !second.replayed, "second receipt: {second:?}");
-            let held = scene.server.session(&page.sid().await?).charges().await?;
+            let held = held_charges(&scene.server, &page).await?;
             ensure!(held.len() == 2, "expected two charges for two orders: {held:?}");
-            let summary = page.text("#charges-summary").await?;
-            if !summary.contains("2 charges in total; 1 for this cart") {
-                bail!("charges summary says {summary:?}");
-            }
-            Ok(())
+            ensure_summary(&page, "2 charges in total; 1 for this cart").await
         })
     .await;
 }
@@ -502,7 +454,7 @@ async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
 async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key() {
     e2e::story!(async |scene| {
         let page = pay_with_chaos(scene, "exit-after-commit").await?;
-        scene.server.wait_for_exit(Duration::from_secs(30))?;
+        wait_for_kill(&mut scene.server)?;
         page.wait_for_cart("pending").await?;
         let label = page.text("#pay").await?;
         ensure!(

@@ -4,8 +4,12 @@
 //! charges, over HTTP and in the page), the provider's ledger, and the
 //! inbox (one receipt per charge, `Message-ID: <receipt.CHARGE@exactly-once>`).
 
-use crate::{ensure_charged_once, fill_cart, CART_TOTAL};
 use anyhow::{ensure, Result};
+use e2e::page::ensure_one_key;
+use e2e::steps::{
+    ensure_charged_once, ensure_paid_in_one_attempt, ensure_summary, held_charges, pay_with_chaos,
+    shopper_with_cart, wait_for_kill, CART_TOTAL,
+};
 use e2e::{Page, Receipt, Scene, Setup};
 use std::time::Duration;
 
@@ -81,8 +85,7 @@ async fn ensure_one_provider_charge_and_one_receipt(
 #[tokio::test]
 async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inbox() {
     e2e::story!(Setup::provider(), async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
+        let page = shopper_with_cart(scene).await?;
         let email: String = page
             .eval("return document.querySelector('#receipt-email').value;")
             .await?;
@@ -93,10 +96,7 @@ async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inb
         page.choose_card("pm_card_visa").await?;
         page.pay().await?;
         let receipt = page.wait_for_receipt().await?;
-        ensure!(
-            !receipt.replayed && receipt.attempts == 1,
-            "receipt: {receipt:?}"
-        );
+        ensure_paid_in_one_attempt(&page, &receipt).await?;
         ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
         ensure_charged_once(&page, &scene.server, &receipt).await
     })
@@ -107,20 +107,12 @@ async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inb
 /// restarts it on the same database, and checks that the page ends on the
 /// receipt with one provider charge and one receipt.
 async fn pay_through_a_killed_server(scene: &mut Scene, chaos: &str) -> Result<()> {
-    let page = scene.shopper().await?;
-    fill_cart(&page).await?;
-    page.choose_chaos(chaos).await?;
-    page.pay().await?;
-    let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
-    ensure!(
-        exit.code() == Some(137),
-        "the server exited with {exit}, expected 137"
-    );
+    let page = pay_with_chaos(scene, chaos).await?;
+    wait_for_kill(&mut scene.server)?;
     scene.server.restart()?;
 
-    let receipt = page.wait_for_receipt().await?;
-    let attempts = page.charge_attempts().await?;
-    e2e::page::ensure_one_key(&attempts, &receipt.key)?;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    ensure_one_key(&attempts, &receipt.key)?;
     ensure!(
         attempts.first().map(|a| a.status.as_str()) == Some("network error"),
         "the first attempt should have lost its answer with the server: {attempts:?}"
@@ -165,8 +157,7 @@ async fn a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_
 #[tokio::test]
 async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation() {
     e2e::story!(Setup::provider(), async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
+        let page = shopper_with_cart(scene).await?;
         page.choose_card("pm_card_chargeDeclined").await?;
         page.pay().await?;
         page.wait_for_cart("failed").await?;
@@ -202,7 +193,7 @@ async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_oper
         );
         ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
 
-        let held = scene.server.session(&page.sid().await?).charges().await?;
+        let held = held_charges(&scene.server, &page).await?;
         let statuses: Vec<_> = held
             .iter()
             .map(|c| c["status"].as_str().unwrap_or("?"))
@@ -212,12 +203,7 @@ async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_oper
             "the shop holds {held:?}"
         );
         page.listed_charges().await?;
-        let summary = page.text("#charges-summary").await?;
-        ensure!(
-            summary.contains("2 charges in total; 1 for this cart"),
-            "the summary says {summary:?}"
-        );
-        Ok(())
+        ensure_summary(&page, "2 charges in total; 1 for this cart").await
     })
     .await;
 }

@@ -3,8 +3,11 @@
 //! the cart waited, reservations the shop never answered, the keyboard,
 //! and a long history of charges.
 
-use crate::{ensure_charged_once, fill_cart, pay_with_chaos, wait_until_committed_in_flight};
 use anyhow::ensure;
+use e2e::steps::{
+    ensure_charged_once, ensure_summary, fill_cart, held_charges,
+    pay_and_wait_until_committed_in_flight, pay_to_receipt,
+};
 use e2e::{Engine, Profile};
 use serde_json::json;
 use std::time::Duration;
@@ -48,8 +51,7 @@ async fn a_browser_that_blocks_site_storage_still_gets_a_working_shop() {
 #[tokio::test]
 async fn a_sealed_cart_whose_key_expired_on_the_device_is_found_in_the_charges_not_paid_again() {
     e2e::story!(async |scene| {
-            let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-            wait_until_committed_in_flight(&page, &scene.server).await?;
+            let page = pay_and_wait_until_committed_in_flight(scene).await?;
             let cart = page.cart_id().await?;
             page.leave().await?;
             // A day later: the client's record of the cart's key has expired
@@ -68,7 +70,7 @@ async fn a_sealed_cart_whose_key_expired_on_the_device_is_found_in_the_charges_n
 
             page.open().await?;
             let receipt = page.wait_for_receipt().await?;
-            let held = scene.server.session(&page.sid().await?).charges().await?;
+            let held = held_charges(&scene.server, &page).await?;
             ensure!(
                 held.len() == 1 && held[0]["id"] == receipt.charge_id.as_str(),
                 "the page shows {receipt:?}; the server holds {held:?}"
@@ -140,11 +142,7 @@ async fn several_reservations_left_in_flight_resume_each_into_its_own_outcome() 
 async fn an_unconfirmed_reservation_is_tried_again_not_replaced_by_another() {
     e2e::story!(async |scene| {
             let page = scene.shopper().await?;
-            page.wait_for(
-                "the stock",
-                "document.querySelector('#poster-stock').textContent === '3'",
-            )
-            .await?;
+            page.wait_for_text("#poster-stock", "3").await?;
             scene.server.kill()?;
             page.click("#reserve").await?;
             page.wait_for(
@@ -199,11 +197,7 @@ async fn keyboard_focus_stays_on_plus_and_minus_and_lands_on_the_receipt() {
             let css =
                 format!("#cart-lines li[data-sku=\"sku-tee\"] button[data-step=\"{button}\"]");
             page.press_enter_on(&css).await?;
-            page.wait_for(
-                &format!("the total {total}"),
-                &format!("document.querySelector('#total').textContent === '{total}'"),
-            )
-            .await?;
+            page.wait_for_text("#total", total).await?;
             ensure!(
                 page.focused(&css).await?,
                 "after {css} the focus is on {}",
@@ -229,10 +223,7 @@ async fn keyboard_focus_stays_on_plus_and_minus_and_lands_on_the_receipt() {
 #[tokio::test]
 async fn the_charges_summary_counts_every_charge_not_only_the_listed_page() {
     e2e::story!(async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.pay().await?;
-        page.wait_for_receipt().await?;
+        let (page, _) = pay_to_receipt(scene).await?;
         // Sixty earlier orders of the same shopper, from elsewhere.
         let shopper = scene.server.session(&page.sid().await?);
         for n in 0..60 {
@@ -246,12 +237,7 @@ async fn the_charges_summary_counts_every_charge_not_only_the_listed_page() {
             ensure!(answer.status() == 201, "charge {n}: {}", answer.status());
         }
         page.listed_charges().await?;
-        let summary = page.text("#charges-summary").await?;
-        ensure!(
-            summary.contains("61 charges in total; 1 for this cart"),
-            "the summary says {summary:?}"
-        );
-        Ok(())
+        ensure_summary(&page, "61 charges in total; 1 for this cart").await
     })
     .await;
 }
