@@ -19,8 +19,8 @@
 //!   (charged exactly once).
 //! - [`scene`]: one story in one engine: a server and browsers; at the end
 //!   it saves screenshots under `target/e2e/` and fails with what the pages
-//!   showed. [`story!`] runs a story in each engine, a scene each, named
-//!   after its test.
+//!   showed. [`stories!`] declares a test per story that runs it in each
+//!   engine, a scene each, named after the story.
 
 pub mod browser;
 pub mod page;

@@ -35,6 +35,10 @@ pub struct Receipt {
     pub mail: String,
 }
 
+/// Every result a reservation can end on: all but `sending`.
+pub const SETTLED_RESERVATION: &[&str] =
+    &["reserved", "sold-out", "unconfirmed", "refused", "lost"];
+
 /// One reservation as the page shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Reservation {
@@ -189,15 +193,25 @@ impl Page {
         .await
     }
 
-    /// The element at `css`, once it is shown and enabled.
-    async fn usable(&self, css: &str) -> Result<Element> {
+    /// Waits until there is an element at `css` and `test`, a JS
+    /// expression of it (`e`), is true.
+    async fn wait_for_element(&self, css: &str, what: &str, test: &str) -> Result<()> {
         let selector = serde_json::to_string(css)?;
         self.wait_for(
-            &format!("{css} to be shown and enabled"),
+            what,
             &format!(
-                "(() => {{ const e = document.querySelector({selector}); \
-                 return e && !e.disabled && e.offsetParent !== null; }})()"
+                "(() => {{ const e = document.querySelector({selector}); return !!e && ({test}); }})()"
             ),
+        )
+        .await
+    }
+
+    /// The element at `css`, once it is shown and enabled.
+    async fn usable(&self, css: &str) -> Result<Element> {
+        self.wait_for_element(
+            css,
+            &format!("{css} to be shown and enabled"),
+            "!e.disabled && e.offsetParent !== null",
         )
         .await?;
         Ok(self.client.find(Locator::Css(css)).await?)
@@ -256,13 +270,19 @@ impl Page {
 
     /// Waits until the element at `css` reads `text`.
     pub async fn wait_for_text(&self, css: &str, text: &str) -> Result<()> {
-        let selector = serde_json::to_string(css)?;
         let expected = serde_json::to_string(text)?;
-        self.wait_for(
-            &format!("{css} to read {text:?}"),
-            &format!("document.querySelector({selector})?.textContent.trim() === {expected}"),
-        )
-        .await
+        let test = format!("e.textContent.trim() === {expected}");
+        self.wait_for_element(css, &format!("{css} to read {text:?}"), &test)
+            .await
+    }
+
+    /// Waits until the element at `css` is shown and its text contains
+    /// `words`.
+    pub async fn wait_for_words(&self, css: &str, words: &str) -> Result<()> {
+        let wanted = serde_json::to_string(words)?;
+        let test = format!("!e.hidden && e.textContent.includes({wanted})");
+        self.wait_for_element(css, &format!("{css} to say {words:?}"), &test)
+            .await
     }
 
     /// Adds one of `sku` to the cart.
@@ -285,12 +305,8 @@ impl Page {
     async fn pick(&self, within: &str, name: &str, value: &str) -> Result<()> {
         let css = format!("{within} input[name=\"{name}\"][value=\"{value}\"]");
         self.click(&css).await?;
-        let selector = serde_json::to_string(&css)?;
-        self.wait_for(
-            &format!("{name} {value} to be picked"),
-            &format!("document.querySelector({selector}).checked"),
-        )
-        .await
+        self.wait_for_element(&css, &format!("{name} {value} to be picked"), "e.checked")
+            .await
     }
 
     /// Clicks Pay.
@@ -309,6 +325,17 @@ impl Page {
         self.wait_for(
             &format!("the cart to be {state}"),
             &format!("document.querySelector('#cart').dataset.state === '{state}'"),
+        )
+        .await
+    }
+
+    /// Waits until a `POST /charges` of this page is in flight (the
+    /// attempt log shows it pending).
+    pub async fn wait_for_payment_in_flight(&self) -> Result<()> {
+        self.wait_for(
+            "a payment attempt to be in flight",
+            "[...document.querySelectorAll('#attempts tbody tr')] \
+               .some(r => r.dataset.path === '/charges' && r.dataset.status === 'pending')",
         )
         .await
     }
@@ -376,6 +403,25 @@ impl Page {
                .map(e => ({ result: e.dataset.result, text: e.textContent.trim() }));",
         )
         .await
+    }
+
+    /// Waits until at least `count` reservations show one of `results`,
+    /// and reads every reservation the page shows.
+    pub async fn wait_for_reservations(
+        &self,
+        results: &[&str],
+        count: usize,
+    ) -> Result<Vec<Reservation>> {
+        let wanted = serde_json::to_string(results)?;
+        self.wait_for(
+            &format!("{count} reservation(s) to show {results:?}"),
+            &format!(
+                "[...document.querySelectorAll('.reserve [data-result]')] \
+                   .filter(e => {wanted}.includes(e.dataset.result)).length >= {count}"
+            ),
+        )
+        .await?;
+        self.reservations().await
     }
 
     /// Leaves the shop for another page of its origin, as a shopper who

@@ -64,11 +64,7 @@ pub async fn pay_with_chaos(scene: &mut Scene, chaos: &str) -> Result<Page> {
 /// attempt still waits for its answer.
 pub async fn pay_and_wait_until_committed_in_flight(scene: &mut Scene) -> Result<Page> {
     let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-    page.wait_for(
-        "the first payment attempt to be in flight",
-        "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.path === '/charges' && r.dataset.status === 'pending')",
-    )
-    .await?;
+    page.wait_for_payment_in_flight().await?;
     crate::eventually(
         "the server to commit the charge",
         Duration::from_secs(10),
@@ -84,6 +80,16 @@ pub fn wait_for_kill(server: &mut Server) -> Result<()> {
     ensure!(
         exit.code() == Some(137),
         "the server exited with {exit}, expected code 137"
+    );
+    Ok(())
+}
+
+/// Fails unless the shop has `left` posters in stock.
+pub async fn ensure_posters_left(server: &Server, left: i64) -> Result<()> {
+    let available = server.available("sku-poster").await?;
+    ensure!(
+        available == left,
+        "the shop has {available} posters left, expected {left}"
     );
     Ok(())
 }

@@ -15,9 +15,9 @@
 //! - [`provider`]: payments through the payment provider simulator, with
 //!   receipts to MailDev.
 //!
-//! Each story runs once per engine (`e2e::story!`), each time in a fresh
-//! scene: a new server, new browsers. The steps they share are
-//! `e2e::steps`.
+//! Each story is an `async fn` listed in its module's `e2e::stories!`,
+//! which runs it once per engine, each time in a fresh scene: a new
+//! server, new browsers. The steps they share are `e2e::steps`.
 
 mod failures;
 mod provider;
