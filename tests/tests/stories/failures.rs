@@ -1,7 +1,8 @@
 //! The README's story, failure by failure: each story makes one thing go
 //! wrong on the way (a lost answer, a timeout, a reload, a killed server,
 //! two tabs, a double click, a crash) and checks that the cart was
-//! charged exactly once.
+//! charged exactly once. One file because it is one story told in order,
+//! its failures numbered 1 to 11.
 
 use anyhow::{ensure, Result};
 use e2e::page::ensure_one_key;
