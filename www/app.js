@@ -22,7 +22,7 @@ import * as reservations from "./js/reservations.js";
 import { loadConfig, refreshCharges, refreshStock } from "./js/shop.js";
 import {
   CLIENT_OPTIONS, changed, checkoutOp, isCartKey, isReservationsKey, loadCart, loadReservations,
-  onChange, state,
+  onChange, setCart, state,
 } from "./js/state.js";
 import { $, render } from "./js/view.js";
 
@@ -68,12 +68,7 @@ function wire() {
   // the reservations.
   window.addEventListener("storage", (event) => {
     if (isCartKey(event.key)) {
-      const next = loadCart();
-      if (next.id !== state.cart.id) {
-        state.stuck = null;
-        state.checking = false;
-      }
-      state.cart = next;
+      setCart(loadCart());
       changed();
       refreshCharges();
       watchReceipt();

@@ -14,15 +14,19 @@
 //!   profile (its own cookies and storage).
 //! - [`page`]: the checkout page in one browser window: one method per thing
 //!   a shopper does or sees.
+//! - [`steps`]: the steps the stories repeat (a shopper with the stories'
+//!   cart, paying it, a killed server) and the checks that end them
+//!   (charged exactly once).
 //! - [`scene`]: one story in one engine: a server and browsers; at the end
 //!   it saves screenshots under `target/e2e/` and fails with what the pages
-//!   showed. [`story!`] runs a story in each engine, a scene each, named
-//!   after its test.
+//!   showed. [`stories!`] declares a test per story that runs it in each
+//!   engine, a scene each, named after the story.
 
 pub mod browser;
 pub mod page;
 pub mod paths;
 pub mod scene;
+pub mod steps;
 
 pub use browser::{Browser, Engine, Profile};
 pub use page::{Attempt, ListedCharge, Page, Receipt};

@@ -1,6 +1,7 @@
 //! The checkout page in one browser window, seen the way a shopper (and a
 //! developer with devtools) sees it: one method per action or reading.
-//! Everything is read from the DOM the page renders.
+//! Everything is read from the DOM the page renders. One file because it
+//! is one type: the page and what can be done and seen on it.
 
 use crate::{eventually, PATIENCE};
 use anyhow::{anyhow, bail, Context, Result};
@@ -33,6 +34,10 @@ pub struct Receipt {
     #[serde(default)]
     pub mail: String,
 }
+
+/// Every result a reservation can end on: all but `sending`.
+pub const SETTLED_RESERVATION: &[&str] =
+    &["reserved", "sold-out", "unconfirmed", "refused", "lost"];
 
 /// One reservation as the page shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -188,15 +193,25 @@ impl Page {
         .await
     }
 
-    /// The element at `css`, once it is shown and enabled.
-    async fn usable(&self, css: &str) -> Result<Element> {
+    /// Waits until there is an element at `css` and `test`, a JS
+    /// expression of it (`e`), is true.
+    async fn wait_for_element(&self, css: &str, what: &str, test: &str) -> Result<()> {
         let selector = serde_json::to_string(css)?;
         self.wait_for(
-            &format!("{css} to be shown and enabled"),
+            what,
             &format!(
-                "(() => {{ const e = document.querySelector({selector}); \
-                 return e && !e.disabled && e.offsetParent !== null; }})()"
+                "(() => {{ const e = document.querySelector({selector}); return !!e && ({test}); }})()"
             ),
+        )
+        .await
+    }
+
+    /// The element at `css`, once it is shown and enabled.
+    async fn usable(&self, css: &str) -> Result<Element> {
+        self.wait_for_element(
+            css,
+            &format!("{css} to be shown and enabled"),
+            "!e.disabled && e.offsetParent !== null",
         )
         .await?;
         Ok(self.client.find(Locator::Css(css)).await?)
@@ -253,6 +268,23 @@ impl Page {
         .await
     }
 
+    /// Waits until the element at `css` reads `text`.
+    pub async fn wait_for_text(&self, css: &str, text: &str) -> Result<()> {
+        let expected = serde_json::to_string(text)?;
+        let test = format!("e.textContent.trim() === {expected}");
+        self.wait_for_element(css, &format!("{css} to read {text:?}"), &test)
+            .await
+    }
+
+    /// Waits until the element at `css` is shown and its text contains
+    /// `words`.
+    pub async fn wait_for_words(&self, css: &str, words: &str) -> Result<()> {
+        let wanted = serde_json::to_string(words)?;
+        let test = format!("!e.hidden && e.textContent.includes({wanted})");
+        self.wait_for_element(css, &format!("{css} to say {words:?}"), &test)
+            .await
+    }
+
     /// Adds one of `sku` to the cart.
     pub async fn add_to_cart(&self, sku: &str) -> Result<()> {
         self.click(&format!("button[data-add=\"{sku}\"]")).await
@@ -260,26 +292,21 @@ impl Page {
 
     /// Picks what goes wrong on the next payment in the chaos panel.
     pub async fn choose_chaos(&self, value: &str) -> Result<()> {
-        let css = format!("#chaos input[name=\"chaos\"][value=\"{value}\"]");
-        self.click(&css).await?;
-        let selector = serde_json::to_string(&css)?;
-        self.wait_for(
-            &format!("chaos {value} to be picked"),
-            &format!("document.querySelector({selector}).checked"),
-        )
-        .await
+        self.pick("#chaos", "chaos", value).await
     }
 
     /// Picks the card to pay with (a provider's test card, `pm_card_…`).
     pub async fn choose_card(&self, card: &str) -> Result<()> {
-        let css = format!("#card-choice input[name=\"card\"][value=\"{card}\"]");
+        self.pick("#card-choice", "card", card).await
+    }
+
+    /// Clicks the radio button `name` = `value` inside `within` and waits
+    /// until it is checked.
+    async fn pick(&self, within: &str, name: &str, value: &str) -> Result<()> {
+        let css = format!("{within} input[name=\"{name}\"][value=\"{value}\"]");
         self.click(&css).await?;
-        let selector = serde_json::to_string(&css)?;
-        self.wait_for(
-            &format!("card {card} to be picked"),
-            &format!("document.querySelector({selector}).checked"),
-        )
-        .await
+        self.wait_for_element(&css, &format!("{name} {value} to be picked"), "e.checked")
+            .await
     }
 
     /// Clicks Pay.
@@ -302,6 +329,17 @@ impl Page {
         .await
     }
 
+    /// Waits until a `POST /charges` of this page is in flight (the
+    /// attempt log shows it pending).
+    pub async fn wait_for_payment_in_flight(&self) -> Result<()> {
+        self.wait_for(
+            "a payment attempt to be in flight",
+            "[...document.querySelectorAll('#attempts tbody tr')] \
+               .some(r => r.dataset.path === '/charges' && r.dataset.status === 'pending')",
+        )
+        .await
+    }
+
     /// The id of the cart this page shows.
     pub async fn cart_id(&self) -> Result<String> {
         let shown = self.text("#cart-id").await?;
@@ -319,6 +357,13 @@ impl Page {
         )
         .await?;
         self.receipt().await
+    }
+
+    /// Waits until the page shows a receipt, and reads it and the attempt
+    /// log's rows for `POST /charges` that led to it.
+    pub async fn wait_for_receipt_and_attempts(&self) -> Result<(Receipt, Vec<Attempt>)> {
+        let receipt = self.wait_for_receipt().await?;
+        Ok((receipt, self.charge_attempts().await?))
     }
 
     /// The receipt the page shows now.
@@ -358,6 +403,25 @@ impl Page {
                .map(e => ({ result: e.dataset.result, text: e.textContent.trim() }));",
         )
         .await
+    }
+
+    /// Waits until at least `count` reservations show one of `results`,
+    /// and reads every reservation the page shows.
+    pub async fn wait_for_reservations(
+        &self,
+        results: &[&str],
+        count: usize,
+    ) -> Result<Vec<Reservation>> {
+        let wanted = serde_json::to_string(results)?;
+        self.wait_for(
+            &format!("{count} reservation(s) to show {results:?}"),
+            &format!(
+                "[...document.querySelectorAll('.reserve [data-result]')] \
+                   .filter(e => {wanted}.includes(e.dataset.result)).length >= {count}"
+            ),
+        )
+        .await?;
+        self.reservations().await
     }
 
     /// Leaves the shop for another page of its origin, as a shopper who

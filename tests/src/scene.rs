@@ -1,9 +1,9 @@
 //! One story in one browser engine: a fresh server (and, for the provider
 //! stories, the payment provider simulator and MailDev beside it) and the
-//! browsers the story opens. A story is run with [`story!`](crate::story!),
-//! once per engine, each time in its own scene named after the test
-//! function it is written in, so a renamed story cannot save its
-//! screenshots and logs under a stale name. [`Scene::finish`] saves a
+//! browsers the story opens. A story is run by the test that
+//! [`stories!`](crate::stories!) declares for it, once per engine, each
+//! time in its own scene named after that test function, so a renamed
+//! story cannot save its screenshots and logs under a stale name. [`Scene::finish`] saves a
 //! screenshot of every window under `target/e2e/` (`STORY-ENGINE.png`) and,
 //! when the story failed, panics with what each page showed and where the
 //! logs are.
@@ -17,16 +17,28 @@ use std::time::Duration;
 use testkit::{Database, Server};
 use testkit::{MailDev, Psp};
 
-/// Runs the story it is written in: `story!(async |scene| { … }).await`
-/// is [`run`] with the enclosing test function's name;
-/// `story!(setup, async |scene| { … })` starts what `setup` asks for.
+/// Declares a module's stories: `stories![a, b]` makes, for each story
+/// `async fn a(scene: &mut Scene) -> anyhow::Result<()>` of the module, a
+/// `#[tokio::test]` of the same name (in the module's `tests`) that [`run`]s
+/// it once per engine, in scenes named after it. `stories![setup => a, b]`
+/// starts what `setup` asks for. A story left out of the list is dead code,
+/// which the lints refuse.
 #[macro_export]
-macro_rules! story {
-    ($story:expr) => {
-        $crate::scene::run($crate::test_name!(), $crate::Setup::default(), $story)
+macro_rules! stories {
+    ($setup:expr => $($story:ident),+ $(,)?) => {
+        mod tests {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $story() {
+                    $crate::scene::run($crate::test_name!(), $setup, super::$story).await;
+                }
+            )+
+        }
     };
-    ($setup:expr, $story:expr) => {
-        $crate::scene::run($crate::test_name!(), $setup, $story)
+    ($($story:ident),+ $(,)?) => {
+        $crate::stories!($crate::Setup::default() => $($story),+);
     };
 }
 

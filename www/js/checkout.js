@@ -10,7 +10,7 @@ import { watchReceipt } from "./receipts.js";
 import { findCharge, problemText, problemType, refreshCharges } from "./shop.js";
 import {
   CARDS, MAX_ATTEMPTS, TIMEOUT_MS, cartDescription, cartLocked, cartTotal, changed, checkoutOp,
-  newCart, saveCart, state,
+  newCart, saveCart, setCart, state,
 } from "./state.js";
 import { $, announce, hideNotice, money, showNotice } from "./view.js";
 
@@ -335,9 +335,7 @@ function startCart(cart) {
   } catch (error) {
     console.warn(error);
   }
-  state.cart = cart;
-  state.stuck = null;
-  state.checking = false;
+  setCart(cart);
   hideNotice();
   saveCart();
   changed();

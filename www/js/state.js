@@ -109,6 +109,18 @@ export function loadCart() {
   };
 }
 
+/**
+ * Shows `cart` from now on. Another cart than the one shown starts with
+ * nothing stuck and nothing being looked up: those were the old cart's.
+ */
+export function setCart(cart) {
+  if (cart.id !== state.cart.id) {
+    state.stuck = null;
+    state.checking = false;
+  }
+  state.cart = cart;
+}
+
 export const saveCart = () => writeJson("localStorage", CART_KEY, state.cart);
 /** Whether a storage event was about the cart. */
 export const isCartKey = (key) => key === CART_KEY;

@@ -1,69 +1,67 @@
 //! The README's story, failure by failure: each story makes one thing go
 //! wrong on the way (a lost answer, a timeout, a reload, a killed server,
 //! two tabs, a double click, a crash) and checks that the cart was
-//! charged exactly once.
+//! charged exactly once. One file because it is one story told in order,
+//! its failures numbered 1 to 11.
 
-use crate::{
-    ensure_charged_once, fill_cart, pay_with_chaos, wait_until_committed_in_flight,
-    PAGE_MAX_ATTEMPTS,
-};
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use e2e::page::ensure_one_key;
-use e2e::{Receipt, Server};
+use e2e::steps::{
+    ensure_charged_once, ensure_paid_in_one_attempt, ensure_posters_left, ensure_summary,
+    fill_cart, held_charges, pay_and_wait_until_committed_in_flight, pay_to_receipt,
+    pay_with_chaos, shopper_with_cart, two_tabs_with_cart, wait_for_kill, PAGE_MAX_ATTEMPTS,
+};
+use e2e::{Receipt, Scene, Server};
 use serde_json::json;
 use std::time::Duration;
 
+e2e::stories![
+    paying_once_shows_a_receipt_and_lists_exactly_one_charge,
+    an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge,
+    an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once,
+    reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt,
+    a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge,
+    two_tabs_paying_the_same_cart_at_once_make_one_charge,
+    a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_payment,
+    a_double_click_on_pay_sends_one_request_and_makes_one_charge,
+    three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages,
+    a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once,
+    a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key,
+    a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key,
+];
+
 /// 1. The happy path: pay once, by keyboard; one charge listed, a receipt.
-#[tokio::test]
-async fn paying_once_shows_a_receipt_and_lists_exactly_one_charge() {
-    e2e::story!(async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.press_enter_on("#pay").await?;
-        let receipt = page.wait_for_receipt().await?;
-        ensure!(
-            receipt.charge_id.starts_with("ch_"),
-            "receipt without a charge id: {receipt:?}"
-        );
-        ensure!(
-            !receipt.replayed,
-            "a first payment was replayed: {receipt:?}"
-        );
-        ensure!(
-            receipt.attempts == 1,
-            "a clean payment took {} attempts",
-            receipt.attempts
-        );
-        let attempts = page.charge_attempts().await?;
-        ensure!(
-            attempts.len() == 1 && attempts[0].status == "201",
-            "attempt log: {attempts:?}"
-        );
-        ensure_one_key(&attempts, &receipt.key)?;
-        ensure!(
-            page.text("#receipt-amount").await? == "$68.00",
-            "receipt amount"
-        );
-        ensure_charged_once(&page, &scene.server, &receipt).await?;
-        // The finished payment survives a reload as a receipt, not a new Pay button.
-        page.reload().await?;
-        let again = page.wait_for_receipt().await?;
-        ensure!(
-            again.charge_id == receipt.charge_id,
-            "after a reload the receipt shows {again:?}"
-        );
-        ensure!(
-            page.eval::<bool>("return document.querySelector('#pay').hidden;")
-                .await?,
-            "a paid cart offers Pay again after a reload"
-        );
-        ensure!(
-            page.charge_attempts().await?.len() == 1,
-            "the reload sent the payment again"
-        );
-        Ok(())
-    })
-    .await;
+async fn paying_once_shows_a_receipt_and_lists_exactly_one_charge(scene: &mut Scene) -> Result<()> {
+    let page = shopper_with_cart(scene).await?;
+    page.press_enter_on("#pay").await?;
+    let receipt = page.wait_for_receipt().await?;
+    ensure!(
+        receipt.charge_id.starts_with("ch_"),
+        "receipt without a charge id: {receipt:?}"
+    );
+    ensure_paid_in_one_attempt(&page, &receipt).await?;
+    ensure!(
+        page.text("#receipt-amount").await? == "$68.00",
+        "receipt amount"
+    );
+    ensure_charged_once(&page, &scene.server, &receipt).await?;
+    // The finished payment survives a reload as a receipt, not a new Pay button.
+    page.reload().await?;
+    let again = page.wait_for_receipt().await?;
+    ensure!(
+        again.charge_id == receipt.charge_id,
+        "after a reload the receipt shows {again:?}"
+    );
+    ensure!(
+        page.eval::<bool>("return document.querySelector('#pay').hidden;")
+            .await?,
+        "a paid cart offers Pay again after a reload"
+    );
+    ensure!(
+        page.charge_attempts().await?.len() == 1,
+        "the reload sent the payment again"
+    );
+    Ok(())
 }
 
 /// How many attempts a retry takes.
@@ -122,194 +120,191 @@ async fn keyed_requests(server: &Server, outcome: &str) -> Result<f64> {
 }
 
 /// 2. The answer is lost after the commit: the page retries with the same
-/// key, gets the stored answer and says "replayed"; one charge.
-#[tokio::test]
-async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge() {
-    e2e::story!(async |scene| {
-        let page = pay_with_chaos(scene, "drop-after-commit").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
-        // Chromium itself resends a request once when a reused keep-alive
-        // connection drops without an answer, so the page may see the
-        // replay on its first attempt; on a fresh connection the client's
-        // own retry does it. Either way the second request is a replay.
-        if attempts.len() == 1 {
-            ensure_one_key(&attempts, &receipt.key)?;
-            ensure!(
-                attempts[0].status == "201" && attempts[0].replayed && receipt.replayed,
-                "one attempt, yet not a replay: {attempts:?}"
-            );
-        } else {
-            ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::Once)?;
-        }
+///    key, gets the stored answer and says "replayed"; one charge.
+async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_with_chaos(scene, "drop-after-commit").await?;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    // Chromium itself resends a request once when a reused keep-alive
+    // connection drops without an answer, so the page may see the
+    // replay on its first attempt; on a fresh connection the client's
+    // own retry does it. Either way the second request is a replay.
+    if attempts.len() == 1 {
+        ensure_one_key(&attempts, &receipt.key)?;
         ensure!(
-            keyed_requests(&scene.server, "executed").await? == 1.0,
-            "the charge did not run exactly once"
+            attempts[0].status == "201" && attempts[0].replayed && receipt.replayed,
+            "one attempt, yet not a replay: {attempts:?}"
         );
-        ensure!(
-            keyed_requests(&scene.server, "replayed").await? == 1.0,
-            "the server did not replay the lost answer exactly once"
-        );
-        ensure!(
-            page.eval::<bool>("return !document.querySelector('#receipt-replayed').hidden;")
-                .await?,
-            "the receipt does not show the replayed note"
-        );
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+    } else {
+        ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::Once)?;
+    }
+    ensure!(
+        keyed_requests(&scene.server, "executed").await? == 1.0,
+        "the charge did not run exactly once"
+    );
+    ensure!(
+        keyed_requests(&scene.server, "replayed").await? == 1.0,
+        "the server did not replay the lost answer exactly once"
+    );
+    ensure!(
+        page.eval::<bool>("return !document.querySelector('#receipt-replayed').hidden;")
+            .await?,
+        "the receipt does not show the replayed note"
+    );
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 3. The answer is delayed past the client's 3 s timeout: the page gives
-/// up on that attempt and retries with the same key; one charge.
-#[tokio::test]
-async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once() {
-    e2e::story!(async |scene| {
-        let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
-        ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+///    up on that attempt and retries with the same key; one charge.
+async fn an_answer_delayed_past_the_timeout_is_retried_with_the_same_key_and_charged_once(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    ensure_retried_then_replayed(&attempts, &receipt, "timeout", Retries::Once)?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 4. The shopper reloads while a payment's answer is delayed: the reloaded
-/// page says "Resuming your payment", resends with the same key and shows
-/// the receipt; one charge.
-#[tokio::test]
-async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt() {
-    e2e::story!(async |scene| {
-            let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
-            wait_until_committed_in_flight(&page, &scene.server).await?;
-            let before = page.charge_attempts().await?;
-            ensure!(
-                before.len() == 1 && before[0].status == "pending",
-                "expected one attempt in flight before the reload: {before:?}"
-            );
-            let key = before[0].key.clone();
+///    page says "Resuming your payment", resends with the same key and shows
+///    the receipt; one charge.
+async fn reloading_during_a_delayed_payment_resumes_it_with_the_same_key_and_shows_the_receipt(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_and_wait_until_committed_in_flight(scene).await?;
+    let before = page.charge_attempts().await?;
+    ensure!(
+        before.len() == 1 && before[0].status == "pending",
+        "expected one attempt in flight before the reload: {before:?}"
+    );
+    let key = before[0].key.clone();
 
-            page.reload().await?;
-            page.wait_for(
-                "the resume notice",
-                "!document.querySelector('#resume-notice').hidden && document.querySelector('#resume-notice').textContent.includes('Resum')",
-            )
-            .await?;
-            let receipt = page.wait_for_receipt().await?;
-            ensure!(receipt.key == key, "resumed with key {}, the payment was sent with {key}", receipt.key);
-            ensure!(receipt.replayed, "the resumed payment was not a replay: {receipt:?}");
-            let notice = page.text("#resume-notice").await?;
-            ensure!(notice.contains("Resumed your payment"), "resume notice says {notice:?}");
+    page.reload().await?;
+    page.wait_for_words("#resume-notice", "Resum").await?;
+    let receipt = page.wait_for_receipt().await?;
+    ensure!(
+        receipt.key == key,
+        "resumed with key {}, the payment was sent with {key}",
+        receipt.key
+    );
+    ensure!(
+        receipt.replayed,
+        "the resumed payment was not a replay: {receipt:?}"
+    );
+    let notice = page.text("#resume-notice").await?;
+    ensure!(
+        notice.contains("Resumed your payment"),
+        "resume notice says {notice:?}"
+    );
 
-            let attempts = page.charge_attempts().await?;
-            ensure_retried_then_replayed(&attempts, &receipt, "cut by reload", Retries::Once)?;
-            ensure_charged_once(&page, &scene.server, &receipt).await
-        })
-    .await;
+    let attempts = page.charge_attempts().await?;
+    ensure_retried_then_replayed(&attempts, &receipt, "cut by reload", Retries::Once)?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 5. The server process is killed right after the commit; the test
-/// restarts it on the same port and database, as an orchestrator would:
-/// the page's retries reach the new process and get the replay; one charge.
-#[tokio::test]
-async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge() {
-    e2e::story!(async |scene| {
-        let page = pay_with_chaos(scene, "exit-after-commit").await?;
-        let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
-        ensure!(
-            exit.code() == Some(137),
-            "the server exited with {exit}, expected code 137"
-        );
-        let before = scene.server.base_url();
-        scene.server.restart()?;
-        ensure!(
-            scene.server.base_url() == before,
-            "restarted on {} instead of {before}",
-            scene.server.base_url()
-        );
+///    restarts it on the same port and database, as an orchestrator would:
+///    the page's retries reach the new process and get the replay; one charge.
+async fn a_server_killed_after_commit_and_restarted_replays_the_payment_with_one_charge(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_with_chaos(scene, "exit-after-commit").await?;
+    wait_for_kill(&mut scene.server)?;
+    let before = scene.server.base_url();
+    scene.server.restart()?;
+    ensure!(
+        scene.server.base_url() == before,
+        "restarted on {} instead of {before}",
+        scene.server.base_url()
+    );
 
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
-        ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::UntilBack)?;
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    ensure_retried_then_replayed(&attempts, &receipt, "network error", Retries::UntilBack)?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 6. Two tabs of one browser pay the same cart at once (the second click
-/// lands while the first payment is still in flight): one key, one charge,
-/// the same receipt in both.
-#[tokio::test]
-async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
-    e2e::story!(async |scene| {
-            let first = scene.shopper().await?;
-            fill_cart(&first).await?;
-            let second = first.new_window().await?;
-            second.open().await?;
-            let cart = first.cart_id().await?;
-            ensure!(second.cart_id().await? == cart, "the second tab shows another cart");
+///    lands while the first payment is still in flight): one key, one charge,
+///    the same receipt in both.
+async fn two_tabs_paying_the_same_cart_at_once_make_one_charge(scene: &mut Scene) -> Result<()> {
+    let (first, second) = two_tabs_with_cart(scene).await?;
+    let cart = first.cart_id().await?;
+    ensure!(
+        second.cart_id().await? == cart,
+        "the second tab shows another cart"
+    );
 
-            // The first tab's answer is slow, so the second click overlaps it.
-            first.choose_chaos("delay-after-commit=5000").await?;
-            first.pay().await?;
-            first
-                .wait_for(
-                    "the first tab's payment to be in flight",
-                    "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.status === 'pending')",
-                )
-                .await?;
-            second.pay().await?;
-            ensure!(second.cart_state().await? == "paying", "the second tab is not paying");
-            ensure!(
-                first.cart_state().await? == "paying",
-                "the first tab finished before the second clicked: not at once"
-            );
+    // The first tab's answer is slow, so the second click overlaps it.
+    first.choose_chaos("delay-after-commit=5000").await?;
+    first.pay().await?;
+    first.wait_for_payment_in_flight().await?;
+    second.pay().await?;
+    ensure!(
+        second.cart_state().await? == "paying",
+        "the second tab is not paying"
+    );
+    ensure!(
+        first.cart_state().await? == "paying",
+        "the first tab finished before the second clicked: not at once"
+    );
 
-            // Each tab's own final attempt: a replayed 201 with the cart's key.
-            let own_answer = "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.status === '201') \
+    // Each tab's own final attempt: a replayed 201 with the cart's key.
+    let own_answer = "[...document.querySelectorAll('#attempts tbody tr')].some(r => r.dataset.status === '201') \
                               && document.querySelector('#cart').dataset.state === 'paid'";
-            second.wait_for("the second tab's own answer", own_answer).await?;
-            first.wait_for("the first tab's own answer", own_answer).await?;
-            let receipt = first.receipt().await?;
-            let other = second.receipt().await?;
-            ensure!(receipt.charge_id == other.charge_id, "two receipts: {receipt:?} and {other:?}");
-            ensure!(receipt.key == other.key, "two keys: {receipt:?} and {other:?}");
+    second
+        .wait_for("the second tab's own answer", own_answer)
+        .await?;
+    first
+        .wait_for("the first tab's own answer", own_answer)
+        .await?;
+    let receipt = first.receipt().await?;
+    let other = second.receipt().await?;
+    ensure!(
+        receipt.charge_id == other.charge_id,
+        "two receipts: {receipt:?} and {other:?}"
+    );
+    ensure!(
+        receipt.key == other.key,
+        "two keys: {receipt:?} and {other:?}"
+    );
 
-            // The key each tab sent, as each tab's own fetch log recorded it:
-            // one key, the cart's, in both.
-            let first_log = first.charge_attempts().await?;
-            let second_log = second.charge_attempts().await?;
-            ensure_one_key(&first_log, &receipt.key)?;
-            ensure_one_key(&second_log, &receipt.key)?;
-            ensure!(
-                second_log.iter().all(|a| a.status != "201" || a.replayed),
-                "the second tab's payment ran instead of replaying: {second_log:?}"
-            );
-            // The Web Lock: the server's deduplication alone would also make one
-            // charge, but with the lock the second tab sends nothing while the
-            // first tab's payment is in flight; it waits, then gets the replay.
-            let first_done = first_log
-                .iter()
-                .map(|a| a.end)
-                .collect::<Option<Vec<f64>>>()
-                .and_then(|ends| ends.into_iter().reduce(f64::max))
-                .ok_or_else(|| anyhow::anyhow!("the first tab has an attempt in flight: {first_log:?}"))?;
-            let second_sent = second_log.iter().map(|a| a.start).fold(f64::INFINITY, f64::min);
-            ensure!(
+    // The key each tab sent, as each tab's own fetch log recorded it:
+    // one key, the cart's, in both.
+    let first_log = first.charge_attempts().await?;
+    let second_log = second.charge_attempts().await?;
+    ensure_one_key(&first_log, &receipt.key)?;
+    ensure_one_key(&second_log, &receipt.key)?;
+    ensure!(
+        second_log.iter().all(|a| a.status != "201" || a.replayed),
+        "the second tab's payment ran instead of replaying: {second_log:?}"
+    );
+    // The Web Lock: the server's deduplication alone would also make one
+    // charge, but with the lock the second tab sends nothing while the
+    // first tab's payment is in flight; it waits, then gets the replay.
+    let first_done = first_log
+        .iter()
+        .map(|a| a.end)
+        .collect::<Option<Vec<f64>>>()
+        .and_then(|ends| ends.into_iter().reduce(f64::max))
+        .ok_or_else(|| anyhow::anyhow!("the first tab has an attempt in flight: {first_log:?}"))?;
+    let second_sent = second_log
+        .iter()
+        .map(|a| a.start)
+        .fold(f64::INFINITY, f64::min);
+    ensure!(
                 second_sent >= first_done,
                 "the second tab sent its payment {} ms before the first tab's ended: \
                  both tabs had the key in flight at once (no lock)\nfirst: {first_log:?}\nsecond: {second_log:?}",
                 first_done - second_sent
             );
-            ensure!(
-                second_log.len() == 1,
-                "the second tab needed {} attempts for a replay: {second_log:?}",
-                second_log.len()
-            );
-            ensure_charged_once(&first, &scene.server, &receipt).await?;
-            ensure_charged_once(&second, &scene.server, &receipt).await
-        })
-    .await;
+    ensure!(
+        second_log.len() == 1,
+        "the second tab needed {} attempts for a replay: {second_log:?}",
+        second_log.len()
+    );
+    ensure_charged_once(&first, &scene.server, &receipt).await?;
+    ensure_charged_once(&second, &scene.server, &receipt).await
 }
 
 /// 6b. The second tab's Pay lands the moment the first tab seals the cart,
@@ -317,219 +312,210 @@ async fn two_tabs_paying_the_same_cart_at_once_make_one_charge() {
 /// key for 100 ms and takes the operation's lock first): the second tab
 /// joins that payment with the same key instead of taking the sealed cart
 /// for one whose key expired; one charge.
-#[tokio::test]
-async fn a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_payment() {
-    e2e::story!(async |scene| {
-        let first = scene.shopper().await?;
-        fill_cart(&first).await?;
-        let second = first.new_window().await?;
-        second.open().await?;
-        // The second tab clicks Pay as soon as it hears that the cart was
-        // sealed (after the page's own storage listener has read it).
-        let armed: bool = second
-            .eval(
-                "window.addEventListener('storage', e => { \
+async fn a_second_tab_paying_the_moment_the_cart_is_sealed_joins_the_same_payment(
+    scene: &mut Scene,
+) -> Result<()> {
+    let (first, second) = two_tabs_with_cart(scene).await?;
+    // The second tab clicks Pay as soon as it hears that the cart was
+    // sealed (after the page's own storage listener has read it).
+    let armed: bool = second
+        .eval(
+            "window.addEventListener('storage', e => { \
                    if (e.key === 'shop:cart' && JSON.parse(e.newValue || '{}').sealed) \
                      document.querySelector('#pay').click(); \
                  }); return true;",
-            )
-            .await?;
-        ensure!(armed, "could not arm the second tab");
-        first.pay().await?;
+        )
+        .await?;
+    ensure!(armed, "could not arm the second tab");
+    first.pay().await?;
 
-        let receipt = first.wait_for_receipt().await?;
-        let other = second.wait_for_receipt().await?;
-        ensure!(
-            receipt.charge_id == other.charge_id && receipt.key == other.key,
-            "two receipts: {receipt:?} and {other:?}"
-        );
-        let sent = second.charge_attempts().await?;
-        ensure!(!sent.is_empty(), "the second tab's Pay sent nothing");
-        ensure_one_key(&sent, &receipt.key)?;
-        ensure_charged_once(&first, &scene.server, &receipt).await?;
-        ensure_charged_once(&second, &scene.server, &receipt).await
-    })
-    .await;
+    let receipt = first.wait_for_receipt().await?;
+    let other = second.wait_for_receipt().await?;
+    ensure!(
+        receipt.charge_id == other.charge_id && receipt.key == other.key,
+        "two receipts: {receipt:?} and {other:?}"
+    );
+    let sent = second.charge_attempts().await?;
+    ensure!(!sent.is_empty(), "the second tab's Pay sent nothing");
+    ensure_one_key(&sent, &receipt.key)?;
+    ensure_charged_once(&first, &scene.server, &receipt).await?;
+    ensure_charged_once(&second, &scene.server, &receipt).await
 }
 
 /// 7. A double click on Pay sends one request, not two: the button is off
-/// while the payment is in flight; one charge.
-#[tokio::test]
-async fn a_double_click_on_pay_sends_one_request_and_makes_one_charge() {
-    e2e::story!(async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.double_click("#pay").await?;
-        let receipt = page.wait_for_receipt().await?;
-        // Let a second click's request, if one was queued, show up.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let attempts = page.charge_attempts().await?;
-        ensure!(
-            attempts.len() == 1,
-            "a double click sent {} requests: {attempts:?}",
-            attempts.len()
-        );
-        ensure!(
-            !receipt.replayed && receipt.attempts == 1,
-            "receipt: {receipt:?}"
-        );
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+///    while the payment is in flight; one charge.
+async fn a_double_click_on_pay_sends_one_request_and_makes_one_charge(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = shopper_with_cart(scene).await?;
+    page.double_click("#pay").await?;
+    let receipt = page.wait_for_receipt().await?;
+    // Let a second click's request, if one was queued, show up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ensure_paid_in_one_attempt(&page, &receipt).await?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 8. Three buyers in three browsers (three sessions) want the last poster:
-/// one gets it, two see a clear "sold out", and the stock ends at zero.
-#[tokio::test]
-async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages() {
-    e2e::story!(async |scene| {
-            // Another customer takes two of the three posters first.
-            let early = scene
-                .server
-                .bearer("e2e-early-bird-session-token")
-                .post_keyed("/reservations", "early-bird-1", &json!({"item_id": "sku-poster", "quantity": 2}))
-                .await?;
-            let status = early.status();
-            ensure!(status == 201, "the early reservation answered {status}: {}", early.text().await?);
-            ensure!(scene.server.available("sku-poster").await? == 1, "expected one poster left");
+///    one gets it, two see a clear "sold out", and the stock ends at zero.
+async fn three_buyers_for_the_last_poster_get_one_reservation_and_two_sold_out_messages(
+    scene: &mut Scene,
+) -> Result<()> {
+    // Another customer takes two of the three posters first.
+    let early = scene
+        .server
+        .bearer("e2e-early-bird-session-token")
+        .post_keyed(
+            "/reservations",
+            "early-bird-1",
+            &json!({"item_id": "sku-poster", "quantity": 2}),
+        )
+        .await?;
+    let status = early.status();
+    ensure!(
+        status == 201,
+        "the early reservation answered {status}: {}",
+        early.text().await?
+    );
+    ensure_posters_left(&scene.server, 1).await?;
 
-            let mut buyers = Vec::new();
-            for _ in 0..3 {
-                let page = scene.shopper().await?;
-                page.wait_for("one poster left", "document.querySelector('#poster-stock').textContent === '1'")
-                    .await?;
-                buyers.push(page);
-            }
-            for page in &buyers {
-                page.click("#reserve").await?;
-            }
-            let mut results = Vec::new();
-            for page in &buyers {
-                page.wait_for(
-                    "the reservation's outcome",
-                    "[...document.querySelectorAll('.reserve [data-result]')].some(e => ['reserved', 'sold-out'].includes(e.dataset.result))",
-                )
-                .await?;
-                let shown = page.reservations().await?;
-                ensure!(shown.len() == 1, "a buyer sees {shown:?}");
-                let sent = page.attempts().await?;
-                ensure!(
-                    sent.len() == 1 && sent[0].path == "/reservations",
-                    "a buyer sent {sent:?}"
-                );
-                results.push((shown[0].result.clone(), shown[0].text.clone()));
-            }
-            let reserved = results.iter().filter(|(kind, _)| kind == "reserved").count();
-            let sold_out: Vec<_> = results.iter().filter(|(kind, _)| kind == "sold-out").collect();
-            ensure!(reserved == 1 && sold_out.len() == 2, "outcomes: {results:?}");
-            for (_, text) in sold_out {
-                ensure!(text.starts_with("Sold out"), "a sold-out buyer reads {text:?}");
-            }
-            ensure!(scene.server.available("sku-poster").await? == 0, "stock did not end at zero");
-            for page in &buyers {
-                page.wait_for("the stock to show zero", "document.querySelector('#poster-stock').textContent === '0'")
-                    .await?;
-            }
-            Ok(())
-        })
-    .await;
+    let mut buyers = Vec::new();
+    for _ in 0..3 {
+        let page = scene.shopper().await?;
+        page.wait_for_text("#poster-stock", "1").await?;
+        buyers.push(page);
+    }
+    for page in &buyers {
+        page.click("#reserve").await?;
+    }
+    let mut results = Vec::new();
+    for page in &buyers {
+        let shown = page
+            .wait_for_reservations(&["reserved", "sold-out"], 1)
+            .await?;
+        ensure!(shown.len() == 1, "a buyer sees {shown:?}");
+        let sent = page.attempts().await?;
+        ensure!(
+            sent.len() == 1 && sent[0].path == "/reservations",
+            "a buyer sent {sent:?}"
+        );
+        results.push((shown[0].result.clone(), shown[0].text.clone()));
+    }
+    let reserved = results
+        .iter()
+        .filter(|(kind, _)| kind == "reserved")
+        .count();
+    let sold_out: Vec<_> = results
+        .iter()
+        .filter(|(kind, _)| kind == "sold-out")
+        .collect();
+    ensure!(
+        reserved == 1 && sold_out.len() == 2,
+        "outcomes: {results:?}"
+    );
+    for (_, text) in sold_out {
+        ensure!(
+            text.starts_with("Sold out"),
+            "a sold-out buyer reads {text:?}"
+        );
+    }
+    ensure_posters_left(&scene.server, 0).await?;
+    for page in &buyers {
+        page.wait_for_text("#poster-stock", "0").await?;
+    }
+    Ok(())
 }
 
 /// 9. The server crashes before the commit: nothing is charged; the page
-/// resends the stored request with the same key, which runs once.
-#[tokio::test]
-async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once() {
-    e2e::story!(async |scene| {
-        let page = pay_with_chaos(scene, "crash-before-commit").await?;
-        let receipt = page.wait_for_receipt().await?;
-        let attempts = page.charge_attempts().await?;
-        ensure_one_key(&attempts, &receipt.key)?;
-        ensure!(
-            attempts.len() == 2
-                && attempts[0].status == "network error"
-                && attempts[1].status == "201",
-            "expected a crash then a 201: {attempts:?}"
-        );
-        ensure!(
-            !receipt.replayed,
-            "nothing was committed, yet the answer was a replay: {receipt:?}"
-        );
-        let notice = page.text("#resume-notice").await?;
-        ensure!(
-            notice.contains("crashed before committing"),
-            "notice says {notice:?}"
-        );
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+///    resends the stored request with the same key, which runs once.
+async fn a_crash_before_commit_charges_nothing_and_the_resent_request_charges_once(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_with_chaos(scene, "crash-before-commit").await?;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    ensure_one_key(&attempts, &receipt.key)?;
+    ensure!(
+        attempts.len() == 2 && attempts[0].status == "network error" && attempts[1].status == "201",
+        "expected a crash then a 201: {attempts:?}"
+    );
+    ensure!(
+        !receipt.replayed,
+        "nothing was committed, yet the answer was a replay: {receipt:?}"
+    );
+    let notice = page.text("#resume-notice").await?;
+    ensure!(
+        notice.contains("crashed before committing"),
+        "notice says {notice:?}"
+    );
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// 10. "New order" releases the paid cart's key: the next cart is a new
-/// operation with a new key and its own charge.
-#[tokio::test]
-async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key() {
-    e2e::story!(async |scene| {
-            let page = scene.shopper().await?;
-            fill_cart(&page).await?;
-            page.pay().await?;
-            let first = page.wait_for_receipt().await?;
-            let first_cart = page.cart_id().await?;
-            page.click("#new-order").await?;
-            page.wait_for("an empty open cart", "document.querySelector('#cart').dataset.state === 'open' && !document.querySelector('#cart-empty').hidden")
-                .await?;
-            let second_cart = page.cart_id().await?;
-            ensure!(second_cart != first_cart, "New order kept cart {first_cart}");
-            fill_cart(&page).await?;
-            page.pay().await?;
-            let second = page.wait_for_receipt().await?;
-            ensure!(second.key != first.key, "the new order reused key {}", first.key);
-            ensure!(second.charge_id != first.charge_id && !second.replayed, "second receipt: {second:?}");
-            let held = scene.server.session(&page.sid().await?).charges().await?;
-            ensure!(held.len() == 2, "expected two charges for two orders: {held:?}");
-            let summary = page.text("#charges-summary").await?;
-            if !summary.contains("2 charges in total; 1 for this cart") {
-                bail!("charges summary says {summary:?}");
-            }
-            Ok(())
-        })
-    .await;
+///     operation with a new key and its own charge.
+async fn a_new_order_after_a_receipt_is_a_new_operation_with_a_new_key(
+    scene: &mut Scene,
+) -> Result<()> {
+    let (page, first) = pay_to_receipt(scene).await?;
+    let first_cart = page.cart_id().await?;
+    page.click("#new-order").await?;
+    page.wait_for(
+        "an empty open cart",
+        "document.querySelector('#cart').dataset.state === 'open' && !document.querySelector('#cart-empty').hidden",
+    )
+    .await?;
+    let second_cart = page.cart_id().await?;
+    ensure!(
+        second_cart != first_cart,
+        "New order kept cart {first_cart}"
+    );
+    fill_cart(&page).await?;
+    page.pay().await?;
+    let second = page.wait_for_receipt().await?;
+    ensure!(
+        second.key != first.key,
+        "the new order reused key {}",
+        first.key
+    );
+    ensure!(
+        second.charge_id != first.charge_id && !second.replayed,
+        "second receipt: {second:?}"
+    );
+    let held = held_charges(&scene.server, &page).await?;
+    ensure!(
+        held.len() == 2,
+        "expected two charges for two orders: {held:?}"
+    );
+    ensure_summary(&page, "2 charges in total; 1 for this cart").await
 }
 
 /// 11. The server stays down longer than the page's retries last: the page
-/// says it could not confirm the payment and offers "Try again"; once the
-/// server is back, that resends the same key and shows the receipt.
-#[tokio::test]
-async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key() {
-    e2e::story!(async |scene| {
-        let page = pay_with_chaos(scene, "exit-after-commit").await?;
-        scene.server.wait_for_exit(Duration::from_secs(30))?;
-        page.wait_for_cart("pending").await?;
-        let label = page.text("#pay").await?;
-        ensure!(
-            label.starts_with("Try again"),
-            "the Pay button reads {label:?}"
-        );
-        page.wait_for(
-            "the status to say the payment is not confirmed",
-            "document.querySelector('#status').textContent.includes('could not confirm')",
-        )
-        .await?;
-        let given_up = page.charge_attempts().await?;
-        ensure!(
-            given_up.len() == PAGE_MAX_ATTEMPTS
-                && given_up.iter().all(|a| a.status == "network error"),
-            "the page gave up after other than {PAGE_MAX_ATTEMPTS} failed attempts: {given_up:?}"
-        );
+///     says it could not confirm the payment and offers "Try again"; once the
+///     server is back, that resends the same key and shows the receipt.
+async fn a_payment_the_page_gave_up_on_is_finished_by_try_again_with_the_same_key(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = pay_with_chaos(scene, "exit-after-commit").await?;
+    wait_for_kill(&mut scene.server)?;
+    page.wait_for_cart("pending").await?;
+    let label = page.text("#pay").await?;
+    ensure!(
+        label.starts_with("Try again"),
+        "the Pay button reads {label:?}"
+    );
+    page.wait_for_words("#status", "could not confirm").await?;
+    let given_up = page.charge_attempts().await?;
+    ensure!(
+        given_up.len() == PAGE_MAX_ATTEMPTS && given_up.iter().all(|a| a.status == "network error"),
+        "the page gave up after other than {PAGE_MAX_ATTEMPTS} failed attempts: {given_up:?}"
+    );
 
-        scene.server.restart()?;
-        page.pay().await?;
-        let receipt = page.wait_for_receipt().await?;
-        ensure!(
-            receipt.replayed,
-            "the charge committed before the kill was not replayed: {receipt:?}"
-        );
-        ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+    scene.server.restart()?;
+    page.pay().await?;
+    let receipt = page.wait_for_receipt().await?;
+    ensure!(
+        receipt.replayed,
+        "the charge committed before the kill was not replayed: {receipt:?}"
+    );
+    ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }

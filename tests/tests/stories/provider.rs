@@ -4,10 +4,22 @@
 //! charges, over HTTP and in the page), the provider's ledger, and the
 //! inbox (one receipt per charge, `Message-ID: <receipt.CHARGE@exactly-once>`).
 
-use crate::{ensure_charged_once, fill_cart, CART_TOTAL};
 use anyhow::{ensure, Result};
+use e2e::page::ensure_one_key;
+use e2e::steps::{
+    ensure_charged_once, ensure_paid_in_one_attempt, ensure_summary, held_charges, pay_with_chaos,
+    shopper_with_cart, wait_for_kill, CART_TOTAL,
+};
 use e2e::{Page, Receipt, Scene, Setup};
 use std::time::Duration;
+
+e2e::stories![
+    Setup::provider() =>
+    paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inbox,
+    a_server_killed_after_the_provider_charged_ends_with_one_charge_and_one_receipt,
+    a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_one_receipt,
+    a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation,
+];
 
 /// Where a story's receipt goes: the e-mail field's prefilled address.
 const EMAIL: &str = "ada@example.com";
@@ -78,49 +90,35 @@ async fn ensure_one_provider_charge_and_one_receipt(
 /// The happy path through the provider: the page offers the cards and a
 /// prefilled receipt address, pays, and shows the provider's charge id and
 /// the receipt delivered to the inbox; one charge everywhere.
-#[tokio::test]
-async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inbox() {
-    e2e::story!(Setup::provider(), async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        let email: String = page
-            .eval("return document.querySelector('#receipt-email').value;")
-            .await?;
-        ensure!(
-            email == EMAIL,
-            "the receipt address is prefilled with {email:?}"
-        );
-        page.choose_card("pm_card_visa").await?;
-        page.pay().await?;
-        let receipt = page.wait_for_receipt().await?;
-        ensure!(
-            !receipt.replayed && receipt.attempts == 1,
-            "receipt: {receipt:?}"
-        );
-        ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
-        ensure_charged_once(&page, &scene.server, &receipt).await
-    })
-    .await;
+async fn paying_through_the_provider_shows_its_charge_and_the_receipt_in_the_inbox(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = shopper_with_cart(scene).await?;
+    let email: String = page
+        .eval("return document.querySelector('#receipt-email').value;")
+        .await?;
+    ensure!(
+        email == EMAIL,
+        "the receipt address is prefilled with {email:?}"
+    );
+    page.choose_card("pm_card_visa").await?;
+    page.pay().await?;
+    let receipt = page.wait_for_receipt().await?;
+    ensure_paid_in_one_attempt(&page, &receipt).await?;
+    ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
 
 /// Pays with `chaos` killing the server (137) around the provider call,
 /// restarts it on the same database, and checks that the page ends on the
 /// receipt with one provider charge and one receipt.
 async fn pay_through_a_killed_server(scene: &mut Scene, chaos: &str) -> Result<()> {
-    let page = scene.shopper().await?;
-    fill_cart(&page).await?;
-    page.choose_chaos(chaos).await?;
-    page.pay().await?;
-    let exit = scene.server.wait_for_exit(Duration::from_secs(30))?;
-    ensure!(
-        exit.code() == Some(137),
-        "the server exited with {exit}, expected 137"
-    );
+    let page = pay_with_chaos(scene, chaos).await?;
+    wait_for_kill(&mut scene.server)?;
     scene.server.restart()?;
 
-    let receipt = page.wait_for_receipt().await?;
-    let attempts = page.charge_attempts().await?;
-    e2e::page::ensure_one_key(&attempts, &receipt.key)?;
+    let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
+    ensure_one_key(&attempts, &receipt.key)?;
     ensure!(
         attempts.first().map(|a| a.status.as_str()) == Some("network error"),
         "the first attempt should have lost its answer with the server: {attempts:?}"
@@ -139,85 +137,73 @@ async fn pay_through_a_killed_server(scene: &mut Scene, chaos: &str) -> Result<(
 /// operation (a retry or its completer takes it over and asks the provider
 /// again with the same downstream key, which replays the charge): one
 /// provider charge, one receipt, and the page shows the receipt.
-#[tokio::test]
-async fn a_server_killed_after_the_provider_charged_ends_with_one_charge_and_one_receipt() {
-    e2e::story!(Setup::provider(), async |scene| {
-        pay_through_a_killed_server(scene, "exit-after-provider").await
-    })
-    .await;
+async fn a_server_killed_after_the_provider_charged_ends_with_one_charge_and_one_receipt(
+    scene: &mut Scene,
+) -> Result<()> {
+    pay_through_a_killed_server(scene, "exit-after-provider").await
 }
 
 /// The server is killed after the operation started and before it called
 /// the provider; restarted, it calls the provider for the first time: one
 /// provider charge, one receipt, the receipt shown.
-#[tokio::test]
-async fn a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_one_receipt() {
-    e2e::story!(Setup::provider(), async |scene| {
-        pay_through_a_killed_server(scene, "exit-before-provider").await
-    })
-    .await;
+async fn a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_one_receipt(
+    scene: &mut Scene,
+) -> Result<()> {
+    pay_through_a_killed_server(scene, "exit-before-provider").await
 }
 
 /// A declined card: the page shows the decline (nothing charged) and pays
 /// again with another card as a new operation, a new cart with a new key;
 /// the provider charges once, the inbox gets one receipt, and the shop
 /// lists the declined charge beside the paid one.
-#[tokio::test]
-async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation() {
-    e2e::story!(Setup::provider(), async |scene| {
-        let page = scene.shopper().await?;
-        fill_cart(&page).await?;
-        page.choose_card("pm_card_chargeDeclined").await?;
-        page.pay().await?;
-        page.wait_for_cart("failed").await?;
-        let failure = page.text("#failure").await?;
-        ensure!(
-            failure.contains("declined") && failure.contains("nothing was charged"),
-            "the page says {failure:?}"
-        );
-        let declined_cart = page.cart_id().await?;
-        let declined = page.charge_attempts().await?;
-        ensure!(
-            declined.len() == 1 && declined[0].status == "402",
-            "the declined payment's attempts: {declined:?}"
-        );
+async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation(
+    scene: &mut Scene,
+) -> Result<()> {
+    let page = shopper_with_cart(scene).await?;
+    page.choose_card("pm_card_chargeDeclined").await?;
+    page.pay().await?;
+    page.wait_for_cart("failed").await?;
+    let failure = page.text("#failure").await?;
+    ensure!(
+        failure.contains("declined") && failure.contains("nothing was charged"),
+        "the page says {failure:?}"
+    );
+    let declined_cart = page.cart_id().await?;
+    let declined = page.charge_attempts().await?;
+    ensure!(
+        declined.len() == 1 && declined[0].status == "402",
+        "the declined payment's attempts: {declined:?}"
+    );
 
-        page.click("#pay-again").await?;
-        page.wait_for_cart("open").await?;
-        ensure!(
-            page.cart_id().await? != declined_cart,
-            "paying again kept the declined cart"
-        );
-        ensure!(
-            page.text("#total").await? == "$68.00",
-            "the new cart lost the items"
-        );
-        page.choose_card("pm_card_visa").await?;
-        page.pay().await?;
-        let receipt = page.wait_for_receipt().await?;
-        ensure!(
-            receipt.key != declined[0].key,
-            "the second payment reused the declined one's key {}",
-            receipt.key
-        );
-        ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+    page.click("#pay-again").await?;
+    page.wait_for_cart("open").await?;
+    ensure!(
+        page.cart_id().await? != declined_cart,
+        "paying again kept the declined cart"
+    );
+    ensure!(
+        page.text("#total").await? == "$68.00",
+        "the new cart lost the items"
+    );
+    page.choose_card("pm_card_visa").await?;
+    page.pay().await?;
+    let receipt = page.wait_for_receipt().await?;
+    ensure!(
+        receipt.key != declined[0].key,
+        "the second payment reused the declined one's key {}",
+        receipt.key
+    );
+    ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
 
-        let held = scene.server.session(&page.sid().await?).charges().await?;
-        let statuses: Vec<_> = held
-            .iter()
-            .map(|c| c["status"].as_str().unwrap_or("?"))
-            .collect();
-        ensure!(
-            statuses == ["succeeded", "failed"],
-            "the shop holds {held:?}"
-        );
-        page.listed_charges().await?;
-        let summary = page.text("#charges-summary").await?;
-        ensure!(
-            summary.contains("2 charges in total; 1 for this cart"),
-            "the summary says {summary:?}"
-        );
-        Ok(())
-    })
-    .await;
+    let held = held_charges(&scene.server, &page).await?;
+    let statuses: Vec<_> = held
+        .iter()
+        .map(|c| c["status"].as_str().unwrap_or("?"))
+        .collect();
+    ensure!(
+        statuses == ["succeeded", "failed"],
+        "the shop holds {held:?}"
+    );
+    page.listed_charges().await?;
+    ensure_summary(&page, "2 charges in total; 1 for this cart").await
 }
