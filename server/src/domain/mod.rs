@@ -19,6 +19,25 @@ macro_rules! text_newtype {
     )+};
 }
 
+/// `Display` and `Debug` for newtypes over a SHA-256 hash: the first 12
+/// hex digits, enough to find a value's log lines and too few to reuse
+/// (`Debug` wraps them in the type's name).
+macro_rules! short_hash_display {
+    ($($name:ident),+ $(,)?) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&hex::encode(&self.0[..6]))
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!(stringify!($name), "({})"), self)
+            }
+        }
+    )+};
+}
+
 /// Reads a JSON number whose value is an integer as an `i64`, however it
 /// is written: `1999`, `1999.0` and `1.999e3` are the same number in JSON
 /// (RFC 8259), and JSON Schema's `integer` takes all three. A fraction, or
