@@ -120,7 +120,7 @@ impl ProviderChargeId {
     }
 }
 
-text_newtype!(PaymentMethod, ProviderChargeId);
+serve::text_newtype!(PaymentMethod, ProviderChargeId);
 
 #[cfg(test)]
 mod tests {
