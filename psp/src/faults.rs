@@ -100,13 +100,18 @@ impl FaultRequest {
 
     /// The request that would set `pending` (what `GET /admin/faults` shows).
     pub fn describe(pending: Option<Pending>) -> Self {
-        let Some(Pending { fault, remaining }) = pending else {
-            return Self {
+        match pending {
+            Some(Pending { fault, remaining }) => Self::set(fault, remaining.get()),
+            None => Self {
                 mode: Mode::None,
                 count: None,
                 delay_ms: None,
-            };
-        };
+            },
+        }
+    }
+
+    /// The request that sets `fault` for the next `count` charge requests.
+    pub fn set(fault: Fault, count: u32) -> Self {
         let (mode, delay_ms) = match fault {
             Fault::Fail => (Mode::Fail, None),
             Fault::DropAfterCharge => (Mode::DropAfterCharge, None),
@@ -118,7 +123,7 @@ impl FaultRequest {
         };
         Self {
             mode,
-            count: Some(remaining.get()),
+            count: Some(count),
             delay_ms,
         }
     }

@@ -82,22 +82,7 @@ impl Application {
     }
 }
 
-impl serve::App for Application {
-    type Config = Config;
-    type Error = StartupError;
-
-    async fn build(config: Config) -> Result<Self, StartupError> {
-        Application::build(config).await
-    }
-
-    fn local_addr(&self) -> SocketAddr {
-        Application::local_addr(self)
-    }
-
-    async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
-        Application::run_until_stopped(self, shutdown).await
-    }
-}
+serve::app!(Application, Config, StartupError);
 
 /// The endpoints of CONTRACT section 6. Faults apply to `POST /v1/charges`
 /// only.

@@ -8,10 +8,13 @@
 //! - [`main`](fn@main): a binary's `main`: flags (a bad one is one line on
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
-//! - [`bind`]: binding the listen address, with the error both report.
+//! - [`bind`]: binding the listen address, with the error both report;
+//! - [`macros`]: [`app!`] (a type's [`App`] impl from its own methods) and
+//!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
 pub mod logs;
+pub mod macros;
 
 pub use accept::{serve, shutdown_signal, ConnectionControl};
 

@@ -167,30 +167,19 @@ mod tests {
 
     #[test]
     fn chaos_values_parse_as_the_contract_names_them() {
-        assert_eq!(
-            Fault::parse("crash-before-commit"),
-            Ok(Fault::CrashBeforeCommit)
-        );
-        assert_eq!(
-            Fault::parse("drop-after-commit"),
-            Ok(Fault::DropAfterCommit)
-        );
-        assert_eq!(
-            Fault::parse("exit-after-commit"),
-            Ok(Fault::ExitAfterCommit)
-        );
-        assert_eq!(
-            Fault::parse("delay-after-commit=1500"),
-            Ok(Fault::DelayAfterCommit(Duration::from_millis(1500)))
-        );
-        assert_eq!(
-            Fault::parse("exit-before-provider"),
-            Ok(Fault::ExitBeforeProvider)
-        );
-        assert_eq!(
-            Fault::parse("exit-after-provider"),
-            Ok(Fault::ExitAfterProvider)
-        );
+        for (text, fault) in [
+            ("crash-before-commit", Fault::CrashBeforeCommit),
+            ("drop-after-commit", Fault::DropAfterCommit),
+            ("exit-after-commit", Fault::ExitAfterCommit),
+            (
+                "delay-after-commit=1500",
+                Fault::DelayAfterCommit(Duration::from_millis(1500)),
+            ),
+            ("exit-before-provider", Fault::ExitBeforeProvider),
+            ("exit-after-provider", Fault::ExitAfterProvider),
+        ] {
+            assert_eq!(Fault::parse(text), Ok(fault), "{text}");
+        }
         for bad in [
             "",
             "explode",

@@ -9,7 +9,7 @@ use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue
 use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
 };
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -88,51 +88,51 @@ impl Metrics {
     /// A registry with every metric at zero.
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let decisions = Family::<DecisionLabels, Counter>::default();
-        registry.register(
+        let decisions = registered(
+            &mut registry,
             "idempotency_requests",
             "Keyed requests by what the idempotency layer did: executed, replayed, conflict (409), mismatch (422)",
-            decisions.clone(),
+            Family::<DecisionLabels, Counter>::default(),
         );
-        let expired = Counter::default();
-        registry.register(
+        let expired = registered(
+            &mut registry,
             "idempotency_records_expired",
             "Idempotency records deleted by the sweeper after their TTL",
-            expired.clone(),
+            Counter::default(),
         );
-        let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-            ])
-        });
-        registry.register(
+        let latency = registered(
+            &mut registry,
             "http_request_duration_seconds",
             "Time from request to response head, by route and status",
-            latency.clone(),
+            Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new([
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+                ])
+            }),
         );
-        let provider_calls = Family::<ProviderLabels, Counter>::default();
-        registry.register(
+        let provider_calls = registered(
+            &mut registry,
             "provider_calls",
             "Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)",
-            provider_calls.clone(),
+            Family::<ProviderLabels, Counter>::default(),
         );
-        let resumed = Family::<ResumedLabels, Counter>::default();
-        registry.register(
+        let resumed = registered(
+            &mut registry,
             "operations_resumed",
             "Operations stopped at a recovery point and resumed, by a retry or by the completer",
-            resumed.clone(),
+            Family::<ResumedLabels, Counter>::default(),
         );
-        let receipts_sent = Counter::default();
-        registry.register(
+        let receipts_sent = registered(
+            &mut registry,
             "receipts_sent",
             "Receipts the SMTP server accepted",
-            receipts_sent.clone(),
+            Counter::default(),
         );
-        let outbox_waiting = Gauge::default();
-        registry.register(
+        let outbox_waiting = registered(
+            &mut registry,
             "outbox_waiting",
             "Receipts in the outbox not yet accepted by the SMTP server",
-            outbox_waiting.clone(),
+            Gauge::default(),
         );
         for outcome in [
             Decision::executed,
@@ -216,6 +216,12 @@ impl Metrics {
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
+}
+
+/// Registers `metric` as `name`, described by `help`; the handle to count with.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// `GET /metrics`

@@ -153,22 +153,7 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi::serve))
 }
 
-impl serve::App for Application {
-    type Config = Config;
-    type Error = StartupError;
-
-    async fn build(config: Config) -> Result<Self, StartupError> {
-        Application::build(config).await
-    }
-
-    fn local_addr(&self) -> SocketAddr {
-        Application::local_addr(self)
-    }
-
-    async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
-        Application::run_until_stopped(self, shutdown).await
-    }
-}
+serve::app!(Application, Config, StartupError);
 
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
 pub fn router(state: AppState, config: &Config) -> Router {

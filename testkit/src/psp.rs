@@ -16,32 +16,10 @@ use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 use tempfile::TempDir;
 
-/// What the next charge requests do (`POST /admin/faults`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// 500 at once; nothing charged.
-    Fail,
-    /// Charge, then close the connection unanswered.
-    DropAfterCharge,
-    /// Wait this long, then run as usual.
-    Delay(Duration),
-    /// 503 at once; nothing charged.
-    Down,
-}
-
-impl Fault {
-    /// The body that sets it for the next `count` charge requests.
-    fn body(self, count: u32) -> Value {
-        match self {
-            Self::Fail => json!({"mode": "fail", "count": count}),
-            Self::DropAfterCharge => json!({"mode": "drop-after-charge", "count": count}),
-            Self::Down => json!({"mode": "down", "count": count}),
-            Self::Delay(delay) => {
-                json!({"mode": "delay", "count": count, "delay_ms": delay.as_millis() as u64})
-            }
-        }
-    }
-}
+/// What the next charge requests do (`POST /admin/faults`): the
+/// provider's own type, so the test kit sends exactly what it parses.
+pub use simulator::faults::Fault;
+use simulator::faults::FaultRequest;
 
 /// One row of the provider's ledger: a charge it made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +113,8 @@ impl Psp {
     /// Sets `fault` for the next `count` charge requests (replacing any
     /// pending one).
     pub async fn fault(&self, fault: Fault, count: u32) -> Result<()> {
-        self.admin(fault.body(count)).await
+        self.admin(serde_json::to_value(FaultRequest::set(fault, count))?)
+            .await
     }
 
     /// Clears the pending fault.

@@ -50,17 +50,7 @@ impl Default for ChargeId {
     }
 }
 
-impl AsRef<str> for ChargeId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ChargeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+serve::text_newtype!(ChargeId);
 
 impl fmt::Debug for ChargeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -105,18 +105,7 @@ pub fn session_cookie(headers: &http::HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-/// Short, non-reversible form for logs: the first 12 hex digits of the hash.
-impl fmt::Display for Caller {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(&self.0[..6]))
-    }
-}
-
-impl fmt::Debug for Caller {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Caller({self})")
-    }
-}
+short_hash_display!(Caller);
 
 #[cfg(test)]
 mod tests {

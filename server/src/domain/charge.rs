@@ -249,7 +249,7 @@ impl From<ChargeRow> for Charge {
     }
 }
 
-text_newtype!(Currency, Description, ChargeId);
+serve::text_newtype!(Currency, Description, ChargeId);
 
 #[cfg(test)]
 mod tests {

@@ -110,7 +110,7 @@ fn unquote(raw: &[u8]) -> Result<Vec<u8>, IdempotencyKeyError> {
     Err(IdempotencyKeyError::BadQuoting)
 }
 
-text_newtype!(IdempotencyKey);
+serve::text_newtype!(IdempotencyKey);
 
 #[cfg(test)]
 mod tests {

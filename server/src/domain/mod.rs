@@ -1,19 +1,20 @@
 //! Domain types, each parsed once at the edge: inside the server only valid
 //! values exist.
 
-/// `AsRef<str>` and `Display` for newtypes over a `String` that is valid
-/// once parsed: each reads as the text it holds.
-macro_rules! text_newtype {
+/// `Display` and `Debug` for newtypes over a SHA-256 hash: the first 12
+/// hex digits, enough to find a value's log lines and too few to reuse
+/// (`Debug` wraps them in the type's name).
+macro_rules! short_hash_display {
     ($($name:ident),+ $(,)?) => {$(
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&hex::encode(&self.0[..6]))
             }
         }
 
-        impl std::fmt::Display for $name {
+        impl std::fmt::Debug for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
+                write!(f, concat!(stringify!($name), "({})"), self)
             }
         }
     )+};

@@ -3,7 +3,6 @@
 
 use super::{Caller, IdempotencyKey};
 use sha2::{Digest, Sha256};
-use std::fmt;
 
 /// SHA-256 of the caller and the key: the same for every attempt of one
 /// operation, on any instance, and different for two operations (two
@@ -29,18 +28,7 @@ impl OperationId {
     }
 }
 
-/// The first 12 hex digits: enough to find an operation's log lines.
-impl fmt::Display for OperationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(&self.0[..6]))
-    }
-}
-
-impl fmt::Debug for OperationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OperationId({self})")
-    }
-}
+short_hash_display!(OperationId);
 
 #[cfg(test)]
 mod tests {

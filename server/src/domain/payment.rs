@@ -120,7 +120,7 @@ impl ProviderChargeId {
     }
 }
 
-text_newtype!(PaymentMethod, ProviderChargeId);
+serve::text_newtype!(PaymentMethod, ProviderChargeId);
 
 #[cfg(test)]
 mod tests {
@@ -131,14 +131,8 @@ mod tests {
         for ok in ["pm_card_visa", "pm_card_chargeDeclined", "pm_x"] {
             assert!(PaymentMethod::parse(ok).is_some(), "{ok}");
         }
-        for bad in [
-            "",
-            "pm_",
-            "card_visa",
-            "pm_card visa",
-            "pm_é",
-            &format!("pm_{}", "a".repeat(101)),
-        ] {
+        let too_long = format!("pm_{}", "a".repeat(101));
+        for bad in ["", "pm_", "card_visa", "pm_card visa", "pm_é", &too_long] {
             assert!(PaymentMethod::parse(bad).is_none(), "{bad}");
         }
     }

@@ -107,7 +107,7 @@ impl Reservation {
     }
 }
 
-text_newtype!(ItemId);
+serve::text_newtype!(ItemId);
 
 #[cfg(test)]
 mod tests {

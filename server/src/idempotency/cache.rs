@@ -134,53 +134,30 @@ mod tests {
         IdempotencyKey::parse(format!("key-{n}").as_bytes()).unwrap()
     }
 
+    /// Keeps a copy of [`record`] for key `n` of [`caller`], `life` from `since`.
+    fn put(cache: &ReplayCache, n: usize, since: Instant, life: Duration, epoch: u64) {
+        cache.put(&caller(), &key(n), &record(), since, life, epoch);
+    }
+
     #[test]
     fn a_copy_lives_until_its_deadline_less_the_margin_and_no_longer() {
         let cache = ReplayCache::default();
         let now = Instant::now();
-        cache.put(
-            &caller(),
-            &key(1),
-            &record(),
-            now,
-            Duration::from_secs(60),
-            0,
-        );
+        put(&cache, 1, now, Duration::from_secs(60), 0);
         assert!(cache.get(&caller(), &key(1), 0).is_some());
         // A record with less life left than the margin is not kept at all.
-        cache.put(
-            &caller(),
-            &key(2),
-            &record(),
-            now,
-            Duration::from_millis(900),
-            0,
-        );
+        put(&cache, 2, now, Duration::from_millis(900), 0);
         assert!(cache.get(&caller(), &key(2), 0).is_none());
         // A copy whose deadline has passed is a miss.
         let long_ago = now - Duration::from_secs(120);
-        cache.put(
-            &caller(),
-            &key(3),
-            &record(),
-            long_ago,
-            Duration::from_secs(60),
-            0,
-        );
+        put(&cache, 3, long_ago, Duration::from_secs(60), 0);
         assert!(cache.get(&caller(), &key(3), 0).is_none());
     }
 
     #[test]
     fn a_copy_of_another_epoch_is_a_miss() {
         let cache = ReplayCache::default();
-        cache.put(
-            &caller(),
-            &key(1),
-            &record(),
-            Instant::now(),
-            Duration::from_secs(60),
-            3,
-        );
+        put(&cache, 1, Instant::now(), Duration::from_secs(60), 3);
         assert!(cache.get(&caller(), &key(1), 3).is_some());
         assert!(cache.get(&caller(), &key(1), 4).is_none());
     }
@@ -190,14 +167,7 @@ mod tests {
         let cache = ReplayCache::default();
         let per_shard = CAPACITY / SHARDS;
         for n in 0..=per_shard {
-            cache.put(
-                &caller(),
-                &key(n),
-                &record(),
-                Instant::now(),
-                Duration::from_secs(60),
-                0,
-            );
+            put(&cache, n, Instant::now(), Duration::from_secs(60), 0);
         }
         assert!(
             cache.get(&caller(), &key(0), 0).is_none(),

@@ -34,6 +34,15 @@ fn json<T: ToSchema>(description: &str) -> ResponseBuilder {
         .content("application/json", Content::new(Some(schema_ref::<T>())))
 }
 
+/// The 201 of a keyed operation: `what` was done by this request or, with
+/// `Idempotent-Replayed: true`, by an earlier one with the same key.
+fn made<T: ToSchema>(what: &str) -> ResponseBuilder {
+    replayable(json::<T>(&format!(
+        "{what} now or, with `Idempotent-Replayed: true`, by an earlier request with the \
+         same key."
+    )))
+}
+
 /// A problem+json answer; `types` names the problem types it may carry.
 fn problem(types: &[&str], what: &str) -> ResponseBuilder {
     let types = types
@@ -189,27 +198,24 @@ pub struct CreateChargeResponses;
 
 impl IntoResponses for CreateChargeResponses {
     fn responses() -> Responses {
-        let created = replayable(json::<ChargeBody>(
-            "The charge, created now or, with `Idempotent-Replayed: true`, by an \
-             earlier request with the same key.",
-        ))
-        .link(
-            "ListFromIt",
-            link(
-                "list_charges",
-                &[("starting_after", "$response.body#/id")],
-                "The caller's charges older than this one.",
-            ),
-        )
-        .link("Replay", {
-            let mut replay = link(
-                "create_charge",
-                &[("Idempotency-Key", "$request.header.Idempotency-Key")],
-                "The same request again: the same answer, replayed.",
-            );
-            replay.request_body = Some("$request.body".into());
-            replay
-        });
+        let created = made::<ChargeBody>("The charge, created")
+            .link(
+                "ListFromIt",
+                link(
+                    "list_charges",
+                    &[("starting_after", "$response.body#/id")],
+                    "The caller's charges older than this one.",
+                ),
+            )
+            .link("Replay", {
+                let mut replay = link(
+                    "create_charge",
+                    &[("Idempotency-Key", "$request.header.Idempotency-Key")],
+                    "The same request again: the same answer, replayed.",
+                );
+                replay.request_body = Some("$request.body".into());
+                replay
+            });
         keyed(answers([
             (201, created),
             (
@@ -261,11 +267,7 @@ pub struct CreateReservationResponses;
 
 impl IntoResponses for CreateReservationResponses {
     fn responses() -> Responses {
-        let reserved = replayable(json::<ReservationBody>(
-            "The reservation, made now or, with `Idempotent-Replayed: true`, by an \
-             earlier request with the same key.",
-        ))
-        .link(
+        let reserved = made::<ReservationBody>("The reservation, made").link(
             "StockOfItem",
             link(
                 "show_inventory",

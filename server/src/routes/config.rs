@@ -1,5 +1,6 @@
 //! `GET /config`: what the demo page needs to know about this server.
 
+use crate::openapi::responses::ConfigResponses;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
@@ -13,7 +14,7 @@ use serde_json::{json, Value};
     path = "/config",
     operation_id = "config",
     tag = "operations",
-    responses(crate::openapi::responses::ConfigResponses)
+    responses(ConfigResponses)
 )]
 pub async fn show(State(state): State<AppState>) -> Json<Value> {
     Json(json!({

@@ -1,19 +1,14 @@
 //! `GET /healthz`.
 
 use crate::error::ApiError;
+use crate::openapi::responses::HealthResponses;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
 /// 200 once the database is reachable, migrated and writable; 503 otherwise.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    operation_id = "healthz",
-    tag = "operations",
-    responses(crate::openapi::responses::HealthResponses)
-)]
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses(HealthResponses))]
 pub async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     state.store.health().await?;
     Ok(Json(json!({ "status": "ok" })))

@@ -183,6 +183,21 @@ impl StoreError {
         }
     }
 
+    /// A driver's error, sorted by the backend: [`unavailable`](Self::unavailable)
+    /// when a retry may fix it, [`internal`](Self::internal) otherwise.
+    pub fn sorted(
+        retryable: bool,
+        backend: &str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let error = if retryable {
+            Self::unavailable(backend)
+        } else {
+            Self::internal(backend)
+        };
+        error.caused_by(source)
+    }
+
     /// The same error, caused by `source`.
     pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Arc::new(source));
@@ -356,6 +371,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ok when the database is reachable, migrated and writable.
     async fn health(&self) -> Result<(), StoreError>;
+}
+
+/// The keys the completer may resume, from records' stored callers and
+/// keys; a row that does not hold one (never written so) is skipped.
+pub fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
+    rows: impl IntoIterator<Item = (C, K)>,
+) -> Vec<(Caller, IdempotencyKey)> {
+    rows.into_iter()
+        .filter_map(|(caller, key)| {
+            let caller = Caller::from_bytes(caller.as_ref().try_into().ok()?);
+            let key = IdempotencyKey::parse(key.as_ref().as_bytes()).ok()?;
+            Some((caller, key))
+        })
+        .collect()
 }
 
 /// Unix time in milliseconds.

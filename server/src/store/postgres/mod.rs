@@ -38,8 +38,8 @@ use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::{
-    now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished, IdempotentRequest,
-    Operation, OutboxItem, RunContext, Store, StoreError,
+    now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
+    IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -240,15 +240,9 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(classify)?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let caller: &[u8] = row.get(0);
-                let caller = Caller::from_bytes(caller.try_into().ok()?);
-                let key = IdempotencyKey::parse(row.get::<_, &str>(1).as_bytes()).ok()?;
-                Some((caller, key))
-            })
-            .collect())
+        Ok(stored_keys(rows.iter().map(|row| {
+            (row.get::<_, &[u8]>(0), row.get::<_, &str>(1))
+        })))
     }
 
     async fn take_over(
@@ -391,10 +385,5 @@ fn classify(e: tokio_postgres::Error) -> StoreError {
             matches!(class, "08" | "53" | "57" | "40") || *state == SqlState::LOCK_NOT_AVAILABLE
         }
     };
-    let error = if retryable {
-        StoreError::unavailable("PostgreSQL")
-    } else {
-        StoreError::internal("PostgreSQL")
-    };
-    error.caused_by(e)
+    StoreError::sorted(retryable, "PostgreSQL", e)
 }

@@ -23,7 +23,7 @@ use crate::domain::{Caller, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::schema::Migrations;
 use crate::store::{
-    millis, now_ms, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
+    millis, now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
     IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
@@ -188,14 +188,7 @@ impl Store for SqliteStore {
         let rows = self
             .readers
             .with(|conn| protocol::abandoned(conn, now, limit))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(caller, key)| {
-                let caller = Caller::from_bytes(caller.try_into().ok()?);
-                let key = IdempotencyKey::parse(key.as_bytes()).ok()?;
-                Some((caller, key))
-            })
-            .collect())
+        Ok(stored_keys(rows))
     }
 
     async fn take_over(
@@ -305,10 +298,5 @@ fn classify(e: rusqlite::Error) -> StoreError {
                 | ErrorCode::PermissionDenied
         )
     );
-    let error = if retryable {
-        StoreError::unavailable("SQLite")
-    } else {
-        StoreError::internal("SQLite")
-    };
-    error.caused_by(e)
+    StoreError::sorted(retryable, "SQLite", e)
 }
