@@ -80,10 +80,6 @@ impl SqliteStore {
             })?;
         }
         let mut conn = Connection::open(&options.path).map_err(classify)?;
-        if let Ok(size) = std::env::var("EXPERIMENT_PAGE_SIZE") {
-            conn.pragma_update(None, "page_size", size.parse::<i64>().unwrap())
-                .unwrap();
-        }
         schema::configure_writer(&conn, options.durability).map_err(classify)?;
         schema::migrate(&mut conn).map_err(classify)?;
         let generation = Arc::new(AtomicU64::new(0));
