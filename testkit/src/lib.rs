@@ -59,6 +59,7 @@ pub mod clock;
 pub mod cluster;
 pub mod concurrent;
 pub mod database;
+mod http;
 pub mod killed_start;
 pub mod maildev;
 pub mod metrics;
