@@ -10,6 +10,10 @@
 //! Process management is synchronous (`std::process`): every call returns
 //! within a few seconds, so it is usable from `#[tokio::test]` and from the
 //! plain threads of the crash harness alike.
+//!
+//! One file though over 400 lines: starting, reading the address,
+//! logging, restarting on the same address and killing are one life cycle
+//! of one child, and they share its state.
 
 use crate::binary::Binary;
 use crate::killed_start::{self, KillAt, KilledStart};

@@ -1,7 +1,9 @@
 //! The app under test: the real `server` binary started by the test kit on
 //! port 0 with a fresh database, and an HTTP client logged in as one
 //! caller. One method per thing the tests do; each panics with the reason
-//! when it cannot do it.
+//! when it cannot do it. One file though long: it is the suite's one
+//! vocabulary (the app, the checkout with its provider, the assertions on
+//! their answers), which every test module imports from.
 
 use reqwest::{header, Client, RequestBuilder, Response};
 use serde_json::{json, Value};
