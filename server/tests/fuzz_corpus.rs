@@ -40,22 +40,20 @@ fn replay(target: &str, check: fn(&[u8])) {
     }
 }
 
-#[test]
-fn idempotency_key_corpus() {
-    replay("idempotency_key", server::fuzzing::idempotency_key);
+/// One test per fuzz target, named after it: its corpus replayed through
+/// the check of the same name.
+macro_rules! corpus_tests {
+    ($($test:ident: $target:ident),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            replay(stringify!($target), server::fuzzing::$target);
+        }
+    )*};
 }
 
-#[test]
-fn caller_corpus() {
-    replay("caller", server::fuzzing::caller);
-}
-
-#[test]
-fn fingerprint_corpus() {
-    replay("fingerprint", server::fuzzing::fingerprint);
-}
-
-#[test]
-fn request_corpus() {
-    replay("request", server::fuzzing::request);
+corpus_tests! {
+    idempotency_key_corpus: idempotency_key,
+    caller_corpus: caller,
+    fingerprint_corpus: fingerprint,
+    request_corpus: request,
 }

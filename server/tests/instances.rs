@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use std::time::Duration;
-use testkit::{clock, Database, Server};
+use testkit::{clock, Caller, Database, Server};
 
 /// Two instances on one fresh PostgreSQL database whose wall clocks differ:
 /// the second's reads `shift_ms` ahead of the first's (behind when
@@ -25,25 +25,22 @@ async fn skewed_instances(shift_ms: i64, flags: &[&str]) -> [Server; 2] {
     [first, second.start().await.unwrap()]
 }
 
+/// `POST /charges` of 15.00 usd as `caller` with `key`.
+async fn charge(caller: &Caller, key: &str) -> reqwest::Response {
+    let body = json!({"amount": 1500, "currency": "usd"});
+    caller.post_keyed("/charges", key, &body).await.unwrap()
+}
+
 /// A charge at one instance, its retry at the other one second later:
 /// a replay of the one charge.
 async fn charge_then_retry_elsewhere(instances: &[Server; 2], first: usize) {
     let token = testkit::new_token();
     let key = testkit::new_key();
-    let body = json!({"amount": 1500, "currency": "usd"});
-    let run = instances[first]
-        .bearer(&token)
-        .post_keyed("/charges", &key, &body)
-        .await
-        .unwrap();
+    let run = charge(&instances[first].bearer(&token), &key).await;
     assert_eq!(run.status(), 201);
     let ran = run.bytes().await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let retry = instances[1 - first]
-        .bearer(&token)
-        .post_keyed("/charges", &key, &body)
-        .await
-        .unwrap();
+    let retry = charge(&instances[1 - first].bearer(&token), &key).await;
     assert_eq!(retry.status(), 201);
     assert_eq!(
         retry.headers()["idempotent-replayed"],
@@ -80,18 +77,9 @@ async fn a_record_written_by_an_instance_whose_clock_is_behind_is_replayed_elsew
 #[ignore = "needs a PostgreSQL server in TEST_POSTGRES_URL (scripts/test.sh provides one)"]
 async fn a_sweeper_whose_clock_is_ahead_deletes_no_live_record() {
     let instances = skewed_instances(61_000, &["--key-ttl", "60s", "--sweep-interval", "1s"]).await;
-    let token = testkit::new_token();
+    let caller = instances[0].bearer(&testkit::new_token());
     let key = testkit::new_key();
-    let body = json!({"amount": 1500, "currency": "usd"});
-    let caller = instances[0].bearer(&token);
-    assert_eq!(
-        caller
-            .post_keyed("/charges", &key, &body)
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    assert_eq!(charge(&caller, &key).await.status(), 201);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
         instances[0]
@@ -101,7 +89,7 @@ async fn a_sweeper_whose_clock_is_ahead_deletes_no_live_record() {
             .unwrap(),
         1
     );
-    let retry = caller.post_keyed("/charges", &key, &body).await.unwrap();
+    let retry = charge(&caller, &key).await;
     assert_eq!(
         retry.headers()["idempotent-replayed"],
         "true",
@@ -119,21 +107,13 @@ async fn a_cached_replay_never_outlives_the_record_whatever_the_clock() {
     let instances = skewed_instances(-61_000, &["--key-ttl", "3s", "--sweep-interval", "1h"]).await;
     let behind = instances[1].bearer(&testkit::new_token());
     let key = testkit::new_key();
-    let body = json!({"amount": 1500, "currency": "usd"});
-    assert_eq!(
-        behind
-            .post_keyed("/charges", &key, &body)
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    assert_eq!(charge(&behind, &key).await.status(), 201);
     for _ in 0..3 {
-        let replay = behind.post_keyed("/charges", &key, &body).await.unwrap();
+        let replay = charge(&behind, &key).await;
         assert!(replay.headers().get("idempotent-replayed").is_some());
     }
     tokio::time::sleep(Duration::from_millis(3500)).await;
-    let after = behind.post_keyed("/charges", &key, &body).await.unwrap();
+    let after = charge(&behind, &key).await;
     assert_eq!(after.status(), 201);
     assert!(
         after.headers().get("idempotent-replayed").is_none(),

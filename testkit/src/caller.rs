@@ -3,7 +3,7 @@
 //! does not answer 200 with a `data` array is an error, never an empty
 //! list, so "nothing was stored" cannot pass because the listing broke.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 use reqwest::{header, Client, Method, RequestBuilder, Response};
 use serde_json::Value;
 
@@ -98,44 +98,9 @@ impl Caller {
     /// pages. An error, with the body, when a page is not a 200 with a
     /// `data` array and a boolean `has_more`.
     pub async fn charges(&self) -> Result<Vec<Value>> {
-        let mut all = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let mut path = String::from("/charges?limit=1000");
-            if let Some(id) = &after {
-                path.push_str("&starting_after=");
-                path.push_str(id);
-            }
-            let response = self
-                .request(Method::GET, &path)
-                .send()
-                .await
-                .with_context(|| format!("GET {path}"))?;
-            let status = response.status();
-            let text = response
-                .text()
-                .await
-                .with_context(|| format!("GET {path}: reading the body"))?;
-            if status != reqwest::StatusCode::OK {
-                bail!("GET {path} answered {status}: {text}");
-            }
-            let page: Value = serde_json::from_str(&text)
-                .with_context(|| format!("GET {path} answered no JSON: {text}"))?;
-            let data = page["data"]
-                .as_array()
-                .ok_or_else(|| anyhow!("GET {path} answered no `data` array: {text}"))?;
-            let has_more = page["has_more"]
-                .as_bool()
-                .ok_or_else(|| anyhow!("GET {path} answered no boolean `has_more`: {text}"))?;
-            all.extend(data.iter().cloned());
-            if !has_more {
-                return Ok(all);
-            }
-            let last = data
-                .last()
-                .and_then(|charge| charge["id"].as_str())
-                .ok_or_else(|| anyhow!("GET {path}: has_more with no last id: {text}"))?;
-            after = Some(last.to_owned());
-        }
+        crate::http::all_pages("", "/charges?limit=1000", |path| {
+            self.request(Method::GET, path)
+        })
+        .await
     }
 }

@@ -31,6 +31,8 @@
 //! - [`concurrent`]: many requests released at once, their answers read
 //!   whole; copies of one keyed request must run once.
 //! - [`metrics`]: `GET /metrics` parsed; a missing series is an error.
+//! - [`load`]: what the senders of a load saw: answers by kind, and the
+//!   ones the contract rules out.
 //! - [`clock`]: a process whose wall clock is wrong on purpose (an
 //!   `LD_PRELOAD` shim), for the tests of instances that disagree on time.
 //!
@@ -59,7 +61,9 @@ pub mod clock;
 pub mod cluster;
 pub mod concurrent;
 pub mod database;
+mod http;
 pub mod killed_start;
+pub mod load;
 pub mod maildev;
 pub mod metrics;
 pub mod process;
@@ -73,6 +77,7 @@ pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
 pub use killed_start::{KillAt, KilledStart};
+pub use load::AnswerKinds;
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
 pub use process::{Launch, Process};

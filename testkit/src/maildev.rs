@@ -116,21 +116,10 @@ impl MailDev {
     /// have a `Message-ID`.
     pub async fn emails(&self) -> Result<Vec<Email>> {
         let url = format!("{}api/email", self.web_url());
-        let response = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .with_context(|| format!("maildev: GET {url}"))?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status != reqwest::StatusCode::OK {
-            bail!("maildev: GET {url} answered {status}: {text}");
-        }
-        let all: Value = serde_json::from_str(&text)
-            .with_context(|| format!("maildev: GET {url} answered {text}"))?;
+        let all =
+            crate::http::json_200(self.http.get(&url), &format!("maildev: GET {url}")).await?;
         all.as_array()
-            .ok_or_else(|| anyhow!("maildev: GET {url} answered no array: {text}"))?
+            .ok_or_else(|| anyhow!("maildev: GET {url} answered no array: {all}"))?
             .iter()
             .map(|m| {
                 email(m).ok_or_else(|| anyhow!("maildev: a message without a Message-ID: {m}"))

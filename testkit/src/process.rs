@@ -10,6 +10,10 @@
 //! Process management is synchronous (`std::process`): every call returns
 //! within a few seconds, so it is usable from `#[tokio::test]` and from the
 //! plain threads of the crash harness alike.
+//!
+//! One file though over 400 lines: starting, reading the address,
+//! logging, restarting on the same address and killing are one life cycle
+//! of one child, and they share its state.
 
 use crate::binary::Binary;
 use crate::killed_start::{self, KillAt, KilledStart};
@@ -31,6 +35,29 @@ pub(crate) const STARTUP: Duration = Duration::from_secs(30);
 const REBIND: Duration = Duration::from_secs(10);
 /// Lines of the log shown when a test panics with the process alive.
 const LOG_TAIL: usize = 40;
+
+/// `Deref` and `DerefMut` to the [`Process`] in the field `process` of a
+/// wrapper (`Server`, `Psp`): the wrapper then has every process
+/// operation. Attributes (a doc comment) go on the `Deref` impl.
+macro_rules! deref_to_process {
+    ($(#[$attr:meta])* $wrapper:ty) => {
+        $(#[$attr])*
+        impl std::ops::Deref for $wrapper {
+            type Target = $crate::process::Process;
+
+            fn deref(&self) -> &Self::Target {
+                &self.process
+            }
+        }
+
+        impl std::ops::DerefMut for $wrapper {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.process
+            }
+        }
+    };
+}
+pub(crate) use deref_to_process;
 
 /// What to start: a binary, its flags (all but `--listen`), its
 /// environment and its log file.

@@ -12,7 +12,6 @@ use crate::process::{Launch, Process};
 use anyhow::{anyhow, bail, Context, Result};
 use reqwest::Client;
 use serde_json::{json, Value};
-use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 use tempfile::TempDir;
 
@@ -74,40 +73,17 @@ impl Psp {
     /// Every charge in the ledger, newest first (all pages). An error
     /// unless each page is a 200 with the documented fields.
     pub async fn ledger(&self) -> Result<Vec<LedgerRow>> {
-        let mut rows = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let mut path = String::from("/v1/charges?limit=1000");
-            if let Some(id) = &after {
-                path.push_str("&starting_after=");
-                path.push_str(id);
-            }
-            let response = self
-                .http
-                .get(self.url(&path))
-                .send()
-                .await
-                .with_context(|| format!("psp: GET {path}"))?;
-            let status = response.status();
-            let text = response.text().await?;
-            if status != reqwest::StatusCode::OK {
-                bail!("psp: GET {path} answered {status}: {text}");
-            }
-            let page: Value = serde_json::from_str(&text)
-                .with_context(|| format!("psp: GET {path} answered {text}"))?;
-            let data = page["data"]
-                .as_array()
-                .ok_or_else(|| anyhow!("psp: GET {path}: no `data` array in {text}"))?;
-            for row in data {
-                rows.push(ledger_row(row).ok_or_else(|| {
-                    anyhow!("psp: GET {path}: a row without id, amount, currency or key: {row}")
-                })?);
-            }
-            if page["has_more"] != true {
-                return Ok(rows);
-            }
-            after = rows.last().map(|row| row.id.clone());
-        }
+        let rows = crate::http::all_pages("psp: ", "/v1/charges?limit=1000", |path| {
+            self.http.get(self.url(path))
+        })
+        .await?;
+        rows.iter()
+            .map(|row| {
+                ledger_row(row).ok_or_else(|| {
+                    anyhow!("psp: a ledger row without id, amount, currency or key: {row}")
+                })
+            })
+            .collect()
     }
 
     /// Sets `fault` for the next `count` charge requests (replacing any
@@ -148,17 +124,7 @@ fn ledger_row(row: &Value) -> Option<LedgerRow> {
     })
 }
 
-/// The process operations (`base_url`, `kill`, `restart`, `log_text`, …).
-impl Deref for Psp {
-    type Target = Process;
-
-    fn deref(&self) -> &Process {
-        &self.process
-    }
-}
-
-impl DerefMut for Psp {
-    fn deref_mut(&mut self) -> &mut Process {
-        &mut self.process
-    }
+crate::process::deref_to_process! {
+    /// The process operations (`base_url`, `kill`, `restart`, `log_text`, …).
+    Psp
 }

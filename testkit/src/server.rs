@@ -12,11 +12,10 @@ use crate::maildev::MailDev;
 use crate::metrics::Metrics;
 use crate::process::{Launch, Process};
 use crate::psp::Psp;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use reqwest::Client;
 use serde_json::Value;
 use std::ffi::OsString;
-use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::time::Duration;
 use tempfile::TempDir;
@@ -266,15 +265,10 @@ impl Server {
             .ok_or_else(|| anyhow!("GET {path}: no integer `available` in {body}"))
     }
 
-    /// `GET /metrics`, parsed.
+    /// `GET /metrics`, parsed; an error unless 200.
     pub async fn metrics(&self) -> Result<Metrics> {
-        let response = self.http.get(self.url("/metrics")).send().await?;
-        let status = response.status();
-        let text = response.text().await?;
-        if !status.is_success() {
-            return Err(anyhow!("GET /metrics answered {status}: {text}"));
-        }
-        Metrics::parse(&text)
+        let request = self.http.get(self.url("/metrics"));
+        Metrics::parse(&crate::http::text_200(request, "GET /metrics").await?)
     }
 
     /// The status `GET /healthz` answers.
@@ -285,33 +279,13 @@ impl Server {
 
     /// `GET path` as JSON; an error unless 200.
     async fn get_json(&self, path: &str) -> Result<Value> {
-        let response = self
-            .http
-            .get(self.url(path))
-            .send()
-            .await
-            .with_context(|| format!("GET {path}"))?;
-        let status = response.status();
-        let text = response.text().await?;
-        if status != reqwest::StatusCode::OK {
-            return Err(anyhow!("GET {path} answered {status}: {text}"));
-        }
-        serde_json::from_str(&text).with_context(|| format!("GET {path} answered {text}"))
+        let request = self.http.get(self.url(path));
+        crate::http::json_200(request, &format!("GET {path}")).await
     }
 }
 
-/// The process operations (`url`, `signal`, `kill`, `wait_for_exit`,
-/// `restart`, `log_text`, …) act on the server process.
-impl Deref for Server {
-    type Target = Process;
-
-    fn deref(&self) -> &Process {
-        &self.process
-    }
-}
-
-impl DerefMut for Server {
-    fn deref_mut(&mut self) -> &mut Process {
-        &mut self.process
-    }
+crate::process::deref_to_process! {
+    /// The process operations (`url`, `signal`, `kill`, `wait_for_exit`,
+    /// `restart`, `log_text`, …) act on the server process.
+    Server
 }

@@ -1,15 +1,14 @@
 //! Charges, declines, refused requests and the ledger.
 
-use crate::helpers::{assert_error, visa, Psp};
-use reqwest::StatusCode;
+use crate::helpers::{assert_error, visa, visa_for_order, Psp};
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 /// A success answers 201 with the charge and puts exactly it in the ledger.
 #[tokio::test]
 async fn a_charge_is_created_and_listed() {
     let psp = Psp::start(&[]);
-    let body = json!({"amount": 1999, "currency": "usd", "payment_method": "pm_card_visa",
-                      "metadata": {"order": "42"}});
+    let body = visa_for_order(1999, "42");
     let reply = psp.charge("order-42", &body).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json);
     assert!(!reply.replayed, "a first answer is no replay");
@@ -207,18 +206,24 @@ async fn the_ledger_pages_newest_first() {
 async fn unknown_paths_and_methods_answer_in_stripes_shape() {
     let psp = Psp::start(&[]);
     let client = crate::helpers::client();
-    let response = client.get(psp.url("/v1/refunds")).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    assert_error(
-        &response.json().await.unwrap(),
-        "invalid_request_error",
-        "resource_missing",
-    );
-    let response = client.delete(psp.url("/v1/charges")).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert_error(
-        &response.json().await.unwrap(),
-        "invalid_request_error",
-        "method_not_allowed",
-    );
+    for (method, path, status, code) in [
+        (
+            Method::GET,
+            "/v1/refunds",
+            StatusCode::NOT_FOUND,
+            "resource_missing",
+        ),
+        (
+            Method::DELETE,
+            "/v1/charges",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+    ] {
+        let request = client.request(method.clone(), psp.url(path));
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), status, "{method} {path}");
+        let body = response.json().await.unwrap();
+        assert_error(&body, "invalid_request_error", code);
+    }
 }

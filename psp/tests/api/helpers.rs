@@ -42,6 +42,13 @@ pub(crate) fn visa(amount: i64) -> Value {
     json!({"amount": amount, "currency": "usd", "payment_method": "pm_card_visa"})
 }
 
+/// The same, for the order `order` (`"metadata": {"order": order}`).
+pub(crate) fn visa_for_order(amount: i64, order: &str) -> Value {
+    let mut body = visa(amount);
+    body["metadata"] = json!({ "order": order });
+    body
+}
+
 /// A client that opens a new connection per request (a dropped connection
 /// then concerns one request only) and never waits forever.
 pub(crate) fn client() -> Client {

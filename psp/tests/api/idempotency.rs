@@ -1,8 +1,8 @@
 //! One charge per key: replays, reused keys, and concurrent duplicates.
 
-use crate::helpers::{assert_error, visa, Psp};
+use crate::helpers::{assert_error, visa, visa_for_order, Psp, Reply};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The same key with the same parameters (spelled in another order) gets
@@ -38,8 +38,7 @@ async fn the_same_key_and_parameters_replay_the_same_bytes_without_a_second_char
 #[tokio::test]
 async fn the_same_key_with_other_parameters_is_an_idempotency_error() {
     let psp = Psp::start(&[]);
-    let body = json!({"amount": 700, "currency": "usd", "payment_method": "pm_card_visa",
-                      "metadata": {"order": "1"}});
+    let body = visa_for_order(700, "1");
     let first = psp.charge("k", &body).await;
     assert_eq!(first.status, StatusCode::CREATED);
     for (field, value) in [
@@ -68,11 +67,7 @@ async fn the_same_key_with_other_parameters_is_an_idempotency_error() {
 #[tokio::test]
 async fn fifty_concurrent_requests_with_one_key_charge_once_and_agree() {
     let psp = Arc::new(Psp::start(&[]));
-    let replies = futures_join(50, |_| {
-        let psp = psp.clone();
-        async move { psp.charge("together", &visa(4200)).await }
-    })
-    .await;
+    let replies = charges_at_once(&psp, 50, |_| ("together".into(), visa(4200))).await;
     let first = &replies[0];
     assert_eq!(first.status, StatusCode::CREATED);
     for reply in &replies {
@@ -91,11 +86,7 @@ async fn fifty_concurrent_requests_with_one_key_charge_once_and_agree() {
 #[tokio::test]
 async fn fifty_concurrent_requests_with_different_keys_make_fifty_charges() {
     let psp = Arc::new(Psp::start(&[]));
-    let replies = futures_join(50, |i| {
-        let psp = psp.clone();
-        async move { psp.charge(&format!("key-{i}"), &visa(100 + i as i64)).await }
-    })
-    .await;
+    let replies = charges_at_once(&psp, 50, |i| (format!("key-{i}"), visa(100 + i as i64))).await;
     assert!(replies
         .iter()
         .all(|r| r.status == StatusCode::CREATED && !r.replayed));
@@ -110,16 +101,22 @@ async fn fifty_concurrent_requests_with_different_keys_make_fifty_charges() {
     assert_eq!(keys.len(), 50, "one charge per key");
 }
 
-/// Runs `n` tasks at once and collects their results in order.
-async fn futures_join<T, F>(n: usize, task: impl Fn(usize) -> F) -> Vec<T>
-where
-    T: Send + 'static,
-    F: std::future::Future<Output = T> + Send + 'static,
-{
-    let handles: Vec<_> = (0..n).map(|i| tokio::spawn(task(i))).collect();
-    let mut results = Vec::with_capacity(n);
+/// `n` charge requests sent at once, the `i`th with the key and body
+/// `request(i)`; their replies, in that order.
+async fn charges_at_once(
+    psp: &Arc<Psp>,
+    n: usize,
+    request: impl Fn(usize) -> (String, Value),
+) -> Vec<Reply> {
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (psp, (key, body)) = (psp.clone(), request(i));
+            tokio::spawn(async move { psp.charge(&key, &body).await })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(n);
     for handle in handles {
-        results.push(handle.await.unwrap());
+        replies.push(handle.await.unwrap());
     }
-    results
+    replies
 }

@@ -1,22 +1,16 @@
 //! CONTRACT section 5: `X-Chaos`, only with `--chaos`.
 
-use crate::helpers::{new_key, TestApp};
+use crate::helpers::{assert_ran, new_key, TestApp};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
+/// `POST /charges` of 25.00 usd with `key` and `X-Chaos: chaos`.
 async fn charge_with_chaos(
     app: &TestApp,
     key: &str,
     chaos: &str,
 ) -> reqwest::Result<reqwest::Response> {
-    app.server
-        .bearer(&app.token)
-        .post_keyed_with(
-            "/charges",
-            key,
-            &json!({"amount": 2500, "currency": "usd"}),
-            &[("X-Chaos", chaos)],
-        )
+    app.charge_with_chaos(key, &json!({"amount": 2500, "currency": "usd"}), chaos)
         .await
 }
 
@@ -32,18 +26,7 @@ async fn crash_before_commit_stores_nothing_and_the_retry_runs_once() {
         "the connection is dropped without an answer: {lost:?}"
     );
     app.assert_nothing_stored().await;
-    let retry = app
-        .post(
-            "/charges",
-            &key,
-            &json!({"amount": 2500, "currency": "usd"}),
-        )
-        .await;
-    assert_eq!(retry.status(), 201);
-    assert!(
-        retry.headers().get("idempotent-replayed").is_none(),
-        "it ran for real this time"
-    );
+    assert_ran(&app.charge(&key, 2500).await, "it ran for real this time");
     assert_eq!(app.charges().await.len(), 1);
 }
 
@@ -82,13 +65,7 @@ async fn delay_after_commit_answers_late_and_a_retry_meanwhile_replays() {
         assert!(Instant::now() < deadline, "the charge never committed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let retry = app
-        .post(
-            "/charges",
-            &key,
-            &json!({"amount": 2500, "currency": "usd"}),
-        )
-        .await;
+    let retry = app.charge(&key, 2500).await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     let retry_body = retry.bytes().await.unwrap();
     let slow = slow.await.unwrap().unwrap();
@@ -131,33 +108,20 @@ async fn an_unknown_chaos_value_is_400() {
 async fn chaos_leaves_replays_and_refusals_alone() {
     let app = TestApp::spawn().await;
     let key = new_key();
-    let first = app.charge(&key, 2500).await;
-    assert_eq!(first.status(), 201);
+    assert_eq!(app.charge(&key, 2500).await.status(), 201);
     let replay = charge_with_chaos(&app, &key, "exit-after-commit")
         .await
         .unwrap();
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let other_amount = json!({"amount": 9999, "currency": "usd"});
     let mismatch = app
-        .server
-        .bearer(&app.token)
-        .post_keyed_with(
-            "/charges",
-            &key,
-            &json!({"amount": 9999, "currency": "usd"}),
-            &[("X-Chaos", "exit-after-commit")],
-        )
+        .charge_with_chaos(&key, &other_amount, "exit-after-commit")
         .await
         .unwrap();
     assert_eq!(mismatch.status(), 422);
+    let zero = json!({"amount": 0, "currency": "usd"});
     let refused = app
-        .server
-        .bearer(&app.token)
-        .post_keyed_with(
-            "/charges",
-            &new_key(),
-            &json!({"amount": 0, "currency": "usd"}),
-            &[("X-Chaos", "exit-after-commit")],
-        )
+        .charge_with_chaos(&new_key(), &zero, "exit-after-commit")
         .await
         .unwrap();
     assert_eq!(refused.status(), 400);

@@ -16,13 +16,7 @@ async fn charges_are_listed_newest_first_in_pages() {
     let page = |query: String| {
         let app = &app;
         async move {
-            let r = app
-                .client
-                .get(app.url(&format!("/charges{query}")))
-                .bearer_auth(&app.token)
-                .send()
-                .await
-                .unwrap();
+            let r = app.get_as(&app.token, &format!("/charges{query}")).await;
             assert_eq!(r.status(), 200);
             r.json::<Value>().await.unwrap()
         }
@@ -59,17 +53,10 @@ async fn bad_listing_parameters_are_refused() {
         "?limit=ten",
         "?starting_after=nope",
     ] {
-        let r = app
-            .client
-            .get(app.url(&format!("/charges{query}")))
-            .bearer_auth(&app.token)
-            .send()
-            .await
-            .unwrap();
+        let r = app.get_as(&app.token, &format!("/charges{query}")).await;
         assert_problem(r, 400, "invalid-request").await;
     }
-    let r = app.client.get(app.url("/charges")).send().await.unwrap();
-    assert_problem(r, 401, "unauthorized").await;
+    assert_problem(app.get("/charges").await, 401, "unauthorized").await;
 }
 
 /// A fresh database holds the contract's inventory; unknown items are 404.
@@ -79,21 +66,14 @@ async fn a_fresh_database_holds_the_seeded_inventory() {
     assert_eq!(app.available("sku-tee").await, 100);
     assert_eq!(app.available("sku-mug").await, 20);
     assert_eq!(app.available("sku-poster").await, 3);
-    let r = app
-        .client
-        .get(app.url("/inventory/sku-nothing"))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 404, "not-found").await;
+    assert_problem(app.get("/inventory/sku-nothing").await, 404, "not-found").await;
 }
 
 /// Health and metrics answer.
 #[tokio::test]
 async fn healthz_is_200_and_metrics_count_decisions() {
     let app = TestApp::spawn().await;
-    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(app.get("/healthz").await.status(), 200);
     let key = new_key();
     app.charge(&key, 10).await;
     app.charge(&key, 10).await;

@@ -31,15 +31,9 @@ async fn environment_variables_set_what_flags_set() {
         !replayed_after(&app, Duration::from_millis(1500)).await,
         "KEY_TTL=1s was not read"
     );
+    let body = serde_json::json!({"amount": 100, "currency": "usd"});
     let dropped = app
-        .server
-        .bearer(&app.token)
-        .post_keyed_with(
-            "/charges",
-            &new_key(),
-            &serde_json::json!({"amount": 100, "currency": "usd"}),
-            &[("X-Chaos", "drop-after-commit")],
-        )
+        .charge_with_chaos(&new_key(), &body, "drop-after-commit")
         .await;
     assert!(dropped.is_err(), "CHAOS=1 was not read: {dropped:?}");
 }
@@ -77,6 +71,18 @@ async fn preflight(app: &TestApp, origin: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// A keyed charge as a page at `origin` sends it.
+async fn charge_from(app: &TestApp, origin: &str) -> reqwest::Response {
+    app.server
+        .bearer(&app.token)
+        .keyed("/charges", &new_key())
+        .header("Origin", origin)
+        .json(&serde_json::json!({"amount": 100, "currency": "usd"}))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// With `--cors-origin` (or `CORS_ORIGINS`, a comma list), a listed origin
 /// may send keyed requests and read the replay headers; an origin not
 /// listed gets no CORS headers at all, so its browser refuses the answer.
@@ -97,15 +103,7 @@ async fn only_listed_origins_may_call_the_api_from_another_page() {
             assert!(headers.contains(needed), "{needed} in {headers}");
         }
     }
-    let answer = app
-        .server
-        .bearer(&app.token)
-        .keyed("/charges", &new_key())
-        .header("Origin", "http://shop.example")
-        .json(&serde_json::json!({"amount": 100, "currency": "usd"}))
-        .send()
-        .await
-        .unwrap();
+    let answer = charge_from(&app, "http://shop.example").await;
     let exposed = answer.headers()["access-control-expose-headers"]
         .to_str()
         .unwrap()
@@ -123,15 +121,7 @@ async fn only_listed_origins_may_call_the_api_from_another_page() {
             .is_none(),
         "an origin not listed was allowed"
     );
-    let answer = app
-        .server
-        .bearer(&app.token)
-        .keyed("/charges", &new_key())
-        .header("Origin", "http://evil.example")
-        .json(&serde_json::json!({"amount": 100, "currency": "usd"}))
-        .send()
-        .await
-        .unwrap();
+    let answer = charge_from(&app, "http://evil.example").await;
     assert!(answer
         .headers()
         .get("access-control-allow-origin")

@@ -18,32 +18,16 @@ async fn bad_keys_are_refused_and_store_nothing() {
         "a\tb",
         "\"\"doubly\"\"",
     ] {
-        let r = app.post_raw(&app.token, "/charges", bad, body, &[]).await;
+        let r = app.charge_raw(bad, body).await;
         assert_problem(r, 400, "invalid-idempotency-key").await;
     }
     // Non-ASCII bytes: reqwest refuses to send them as &str; send raw bytes.
     let value = reqwest::header::HeaderValue::from_bytes("clé".as_bytes()).unwrap();
-    let r = app
-        .client
-        .post(app.url("/charges"))
-        .bearer_auth(&app.token)
-        .header("Idempotency-Key", value)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let keyed = app.charge_request(body).header("Idempotency-Key", value);
+    let r = keyed.send().await.unwrap();
     assert_problem(r, 400, "invalid-idempotency-key").await;
 
-    let r = app
-        .client
-        .post(app.url("/charges"))
-        .bearer_auth(&app.token)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let r = app.charge_request(body).send().await.unwrap();
     assert_problem(r, 400, "missing-idempotency-key").await;
     app.assert_nothing_stored().await;
 }
@@ -64,9 +48,7 @@ async fn malformed_bodies_are_problem_json() {
         r#"{"amount": 100.5, "currency": "usd"}"#,
         &nested,
     ] {
-        let r = app
-            .post_raw(&app.token, "/charges", &new_key(), body.to_owned(), &[])
-            .await;
+        let r = app.charge_raw(&new_key(), body.to_owned()).await;
         let problem = assert_problem(r, 400, "invalid-request").await;
         assert!(!problem["detail"].as_str().unwrap().is_empty());
     }
@@ -77,13 +59,7 @@ async fn malformed_bodies_are_problem_json() {
 #[tokio::test]
 async fn unknown_paths_and_methods_are_problem_json() {
     let app = TestApp::spawn().await;
-    let r = app
-        .client
-        .get(app.url("/no/such/thing"))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 404, "not-found").await;
+    assert_problem(app.get("/no/such/thing").await, 404, "not-found").await;
     let r = app
         .client
         .delete(app.url("/charges"))
@@ -208,13 +184,7 @@ async fn a_ten_megabyte_body_is_413() {
 #[tokio::test]
 async fn undecodable_paths_and_posts_to_static_files_are_problem_json() {
     let app = TestApp::spawn().await;
-    let r = app
-        .client
-        .get(app.url("/inventory/%FF"))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 404, "not-found").await;
+    assert_problem(app.get("/inventory/%FF").await, 404, "not-found").await;
     for path in ["/", "/index.html", "/inventory/"] {
         let r = app
             .client
@@ -242,8 +212,7 @@ async fn unopenable_static_paths_are_404_problems() {
         format!("/{}", "d/".repeat(2100)),
         "/%00".to_owned(),
     ] {
-        let r = app.client.get(app.url(&path)).send().await.unwrap();
-        assert_problem(r, 404, "not-found").await;
+        assert_problem(app.get(&path).await, 404, "not-found").await;
     }
 }
 

@@ -1,9 +1,11 @@
 //! The app under test: the real `server` binary started by the test kit on
 //! port 0 with a fresh database, and an HTTP client logged in as one
 //! caller. One method per thing the tests do; each panics with the reason
-//! when it cannot do it.
+//! when it cannot do it. One file though long: it is the suite's one
+//! vocabulary (the app, the checkout with its provider, the assertions on
+//! their answers), which every test module imports from.
 
-use reqwest::{header, Client, Response};
+use reqwest::{header, Client, RequestBuilder, Response};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -84,6 +86,56 @@ impl TestApp {
             request = request.header(*name, *value);
         }
         request.send().await.expect("request sent")
+    }
+
+    /// `POST /charges` as this app's caller with `body` sent as it is, as
+    /// JSON, and no `Idempotency-Key`: to add the key a test is about, or
+    /// none, and send.
+    pub(crate) fn charge_request(&self, body: impl Into<reqwest::Body>) -> RequestBuilder {
+        self.client
+            .post(self.url("/charges"))
+            .bearer_auth(&self.token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
+    /// `POST /charges` as this app's caller with `key` and `body` sent as
+    /// it is, as JSON.
+    pub(crate) async fn charge_raw(&self, key: &str, body: impl Into<reqwest::Body>) -> Response {
+        self.post_raw(&self.token, "/charges", key, body, &[]).await
+    }
+
+    /// `POST /charges` of `body` with `key` and `X-Chaos: chaos`; an error
+    /// when no answer came (the chaos dropped the connection).
+    pub(crate) async fn charge_with_chaos(
+        &self,
+        key: &str,
+        body: &Value,
+        chaos: &str,
+    ) -> reqwest::Result<Response> {
+        self.server
+            .bearer(&self.token)
+            .post_keyed_with("/charges", key, body, &[("X-Chaos", chaos)])
+            .await
+    }
+
+    /// `GET path` with no credentials.
+    pub(crate) async fn get(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// `GET path` as the caller with bearer `token`.
+    pub(crate) async fn get_as(&self, token: &str, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request sent")
     }
 
     /// `POST /charges` of `amount` usd with `key`.
@@ -178,11 +230,21 @@ impl TestApp {
 
 /// Asserts a problem+json answer of the given status and type slug.
 pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) -> Value {
-    assert_eq!(response.status().as_u16(), status, "status");
+    assert_problem_to("the request", response, status, slug).await
+}
+
+/// The same, naming in each failure message `what` was sent.
+pub(crate) async fn assert_problem_to(
+    what: &str,
+    response: Response,
+    status: u16,
+    slug: &str,
+) -> Value {
+    assert_eq!(response.status().as_u16(), status, "{what}: status");
     assert_eq!(
         response.headers()[header::CONTENT_TYPE],
         "application/problem+json",
-        "content type"
+        "{what}: content type"
     );
     let body: Value = response.json().await.expect("a JSON problem");
     assert!(
@@ -190,15 +252,53 @@ pub(crate) async fn assert_problem(response: Response, status: u16, slug: &str) 
             .as_str()
             .unwrap_or("")
             .ends_with(&format!("/{slug}")),
-        "type {} should end in {slug}",
+        "{what}: type {} should end in {slug}",
         body["type"]
     );
-    assert_eq!(body["status"], status);
+    assert_eq!(body["status"], status, "{what}");
     assert!(
         body["title"].is_string() && body["detail"].is_string(),
-        "{body}"
+        "{what}: {body}"
     );
     body
+}
+
+/// Sends `body` to `path` with `key` twice and asserts a recorded
+/// refusal: the problem `status` `slug`, not marked replayed, then the
+/// same problem marked replayed. The problem.
+pub(crate) async fn assert_recorded_problem(
+    app: &TestApp,
+    path: &str,
+    key: &str,
+    body: &Value,
+    status: u16,
+    slug: &str,
+) -> Value {
+    let first = app.post(path, key, body).await;
+    assert!(
+        first.headers().get("idempotent-replayed").is_none(),
+        "the first answer is marked replayed"
+    );
+    let first = assert_problem(first, status, slug).await;
+    let again = app.post(path, key, body).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        assert_problem(again, status, slug).await,
+        first,
+        "the replay is the first problem"
+    );
+    first
+}
+
+/// Asserts the answer of a request that ran now: 201 without
+/// `Idempotent-Replayed`; `why` it must have run, if it was replayed.
+#[track_caller]
+pub(crate) fn assert_ran(response: &Response, why: &str) {
+    assert_eq!(response.status(), 201, "{why}");
+    assert!(
+        response.headers().get("idempotent-replayed").is_none(),
+        "{why}"
+    );
 }
 
 /// An answer read whole: what the provider and receipt tests compare.
@@ -269,13 +369,7 @@ impl Checkout {
         body: &Value,
         chaos: &str,
     ) -> Option<Reply> {
-        let sent = self
-            .app
-            .server
-            .bearer(&self.app.token)
-            .post_keyed_with("/charges", key, body, &[("X-Chaos", chaos)])
-            .await
-            .ok()?;
+        let sent = self.app.charge_with_chaos(key, body, chaos).await.ok()?;
         Some(Reply::read(sent).await)
     }
 
@@ -295,6 +389,14 @@ impl Checkout {
     /// The provider's whole ledger.
     pub(crate) async fn ledger(&self) -> Vec<LedgerRow> {
         self.psp.ledger().await.unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Asserts that the provider's ledger holds one charge and that
+    /// `reply` is a `201` charged through it; the charge.
+    pub(crate) async fn assert_charged_once(&self, reply: &Reply) -> Value {
+        let ledger = self.ledger().await;
+        assert_eq!(ledger.len(), 1, "one charge in the ledger: {ledger:?}");
+        assert_charged(reply, &ledger[0].id)
     }
 
     /// Sets a provider fault for the next `count` charge requests.

@@ -1,7 +1,8 @@
 //! CONTRACT section 3, "Idempotency", clause by clause. One file because it
 //! reads as that section does, one test per clause, in its order.
 
-use crate::helpers::{assert_problem, new_key, new_token, TestApp};
+use crate::helpers::{assert_problem, assert_problem_to, assert_ran, new_key, new_token, TestApp};
+use reqwest::header::CONTENT_TYPE;
 use serde_json::json;
 use std::time::Duration;
 
@@ -52,8 +53,7 @@ async fn a_retry_replays_the_stored_response_byte_for_byte() {
 async fn quoted_and_bare_keys_are_the_same_key() {
     let app = TestApp::spawn().await;
     let key = new_key();
-    let bare = app.charge(&key, 700).await;
-    assert_eq!(bare.status(), 201);
+    assert_eq!(app.charge(&key, 700).await.status(), 201);
     let quoted = app.charge(&format!("\"{key}\""), 700).await;
     assert_eq!(quoted.headers()["idempotent-replayed"], "true");
     assert_eq!(app.charges().await.len(), 1);
@@ -66,23 +66,11 @@ async fn the_same_json_with_other_spacing_and_key_order_is_the_same_request() {
     let app = TestApp::spawn().await;
     let key = new_key();
     let a = app
-        .post_raw(
-            &app.token,
-            "/charges",
-            &key,
-            r#"{"amount":1999,"currency":"usd"}"#,
-            &[],
-        )
+        .charge_raw(&key, r#"{"amount":1999,"currency":"usd"}"#)
         .await;
     assert_eq!(a.status(), 201);
     let b = app
-        .post_raw(
-            &app.token,
-            "/charges",
-            &key,
-            "{\n  \"currency\": \"usd\",\n  \"amount\": 1999\n}",
-            &[],
-        )
+        .charge_raw(&key, "{\n  \"currency\": \"usd\",\n  \"amount\": 1999\n}")
         .await;
     assert_eq!(b.status(), 201);
     assert_eq!(b.headers()["idempotent-replayed"], "true");
@@ -130,26 +118,13 @@ async fn the_same_key_from_another_caller_is_another_operation_and_leaks_nothing
     let key = new_key();
     let alice = new_token();
     let mallory = new_token();
-    let alices = app
-        .post_as(
-            &alice,
-            "/charges",
-            &key,
-            &json!({"amount": 4200, "currency": "eur"}),
-        )
-        .await;
+    let body = json!({"amount": 4200, "currency": "eur"});
+    let alices = app.post_as(&alice, "/charges", &key, &body).await;
     assert_eq!(alices.status(), 201);
     let alices: serde_json::Value = alices.json().await.unwrap();
 
     // Mallory guesses the key and sends the very same request.
-    let guess = app
-        .post_as(
-            &mallory,
-            "/charges",
-            &key,
-            &json!({"amount": 4200, "currency": "eur"}),
-        )
-        .await;
+    let guess = app.post_as(&mallory, "/charges", &key, &body).await;
     assert_eq!(guess.status(), 201);
     assert!(
         guess.headers().get("idempotent-replayed").is_none(),
@@ -197,56 +172,60 @@ async fn refused_requests_leave_the_key_reusable() {
     let key = new_key();
     let good = json!({"amount": 300, "currency": "usd"}).to_string();
 
-    // 401: no caller.
-    let r = app
-        .client
-        .post(app.url("/charges"))
-        .header("Idempotency-Key", &key)
-        .header("content-type", "application/json")
-        .body(good.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 401, "unauthorized").await;
-    // 400: a body that is not a charge, and one that is not JSON.
-    let r = app
-        .post_raw(
-            &app.token,
-            "/charges",
-            &key,
-            r#"{"amount": -1, "currency": "usd"}"#,
-            &[],
-        )
-        .await;
-    assert_problem(r, 400, "invalid-request").await;
-    let r = app
-        .post_raw(&app.token, "/charges", &key, r#"{"amount": 300,"#, &[])
-        .await;
-    assert_problem(r, 400, "invalid-request").await;
-    // 415: not JSON at all.
-    let r = app
-        .client
-        .post(app.url("/charges"))
-        .bearer_auth(&app.token)
-        .header("Idempotency-Key", &key)
-        .header("content-type", "text/plain")
-        .body(good.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 415, "invalid-request").await;
-    // 413: over 64 KiB.
+    let post = || {
+        app.client
+            .post(app.url("/charges"))
+            .header("Idempotency-Key", &key)
+    };
     let huge =
         json!({"amount": 300, "currency": "usd", "description": "x".repeat(70_000)}).to_string();
-    let r = app.post_raw(&app.token, "/charges", &key, huge, &[]).await;
-    assert_problem(r, 413, "payload-too-large").await;
+    for (what, request, status, slug) in [
+        (
+            "no caller",
+            post()
+                .header(CONTENT_TYPE, "application/json")
+                .body(good.clone()),
+            401,
+            "unauthorized",
+        ),
+        (
+            "a body that is not a charge",
+            app.charge_request(r#"{"amount": -1, "currency": "usd"}"#)
+                .header("Idempotency-Key", &key),
+            400,
+            "invalid-request",
+        ),
+        (
+            "a body that is not JSON",
+            app.charge_request(r#"{"amount": 300,"#)
+                .header("Idempotency-Key", &key),
+            400,
+            "invalid-request",
+        ),
+        (
+            "a body that is not JSON at all",
+            post()
+                .bearer_auth(&app.token)
+                .header(CONTENT_TYPE, "text/plain")
+                .body(good.clone()),
+            415,
+            "invalid-request",
+        ),
+        (
+            "a body over 64 KiB",
+            app.charge_request(huge).header("Idempotency-Key", &key),
+            413,
+            "payload-too-large",
+        ),
+    ] {
+        let answer = request.send().await.unwrap();
+        assert_problem_to(what, answer, status, slug).await;
+    }
 
     app.assert_nothing_stored().await;
-    let r = app.post_raw(&app.token, "/charges", &key, good, &[]).await;
-    assert_eq!(r.status(), 201);
-    assert!(
-        r.headers().get("idempotent-replayed").is_none(),
-        "the corrected request runs"
+    assert_ran(
+        &app.charge_raw(&key, good).await,
+        "the corrected request runs",
     );
 }
 
@@ -309,7 +288,7 @@ async fn the_session_cookie_from_the_page_identifies_the_caller() {
     )
     .unwrap();
     let app = TestApp::start(testkit::Server::builder().www(www.path())).await;
-    let page = app.client.get(app.url("/")).send().await.unwrap();
+    let page = app.get("/").await;
     let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
@@ -362,12 +341,7 @@ async fn a_charge_never_commits_without_its_record() {
         "DROP TRIGGER refuse_records ON idempotency_keys;",
     )
     .await;
-    let r = app.charge(&key, 777).await;
-    assert_eq!(r.status(), 201);
-    assert!(
-        r.headers().get("idempotent-replayed").is_none(),
-        "the retry ran afresh"
-    );
+    assert_ran(&app.charge(&key, 777).await, "the retry ran afresh");
     assert_eq!(app.charges().await.len(), 1);
 }
 

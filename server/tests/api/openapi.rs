@@ -23,12 +23,7 @@ const ROUTES: [(&str, &str); 8] = [
 ];
 
 async fn document(app: &TestApp) -> Value {
-    let response = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get("/openapi.json").await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/json");
     response.json().await.expect("the document is JSON")

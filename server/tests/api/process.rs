@@ -1,12 +1,13 @@
 //! The `server` binary as a process: flags, start-up errors, signals,
 //! a crash mid-request, and a database that goes away.
 
-use crate::helpers::{assert_problem, new_key};
+use crate::helpers::{assert_problem, assert_ran, new_key};
 use serde_json::json;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use testkit::{Binary, Caller, Database, Server};
+use tokio::task::JoinHandle;
 
 /// `POST /charges` of 49.99 usd as `caller` with `key`, and `X-Chaos` when
 /// given.
@@ -37,6 +38,40 @@ async fn charges(caller: &Caller) -> Vec<serde_json::Value> {
         .unwrap_or_else(|e| panic!("listing the charges: {e:#}"))
 }
 
+/// A chaos server and a charge whose answer is delayed `delay_ms` after
+/// its commit, in flight: it has committed by the time this returns.
+async fn server_with_a_delayed_answer(
+    delay_ms: u64,
+) -> (Server, JoinHandle<reqwest::Result<reqwest::Response>>) {
+    let server = Server::builder().chaos().start().await.unwrap();
+    let alice = server.caller();
+    let chaos = format!("delay-after-commit={delay_ms}");
+    let slow = {
+        let alice = alice.clone();
+        tokio::spawn(async move { charge(&alice, &new_key(), Some(&chaos)).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while charges(&alice).await.is_empty() {
+        assert!(Instant::now() < deadline, "the charge never committed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (server, slow)
+}
+
+/// The delayed answer comes, a 201, then the server exits 0.
+async fn assert_answered_then_exited_zero(
+    mut server: Server,
+    slow: JoinHandle<reqwest::Result<reqwest::Response>>,
+) {
+    let answer = slow
+        .await
+        .unwrap()
+        .expect("the in-flight request is answered");
+    assert_eq!(answer.status(), 201);
+    let status = server.wait_for_exit(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "{status}");
+}
+
 fn run_to_exit(args: &[&str]) -> (i32, String) {
     let out = Command::new(Binary::server().path().unwrap())
         .args(args)
@@ -46,6 +81,15 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs the server with `args` to its exit: asserts a non-zero exit and
+/// exactly one `error:` line on stderr.
+fn assert_exits_non_zero_with_one_error_line(args: &[&str]) {
+    let (code, stderr) = run_to_exit(args);
+    assert_ne!(code, 0, "{args:?}");
+    let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
 }
 
 /// A bad flag: non-zero exit and a one-line error.
@@ -65,15 +109,12 @@ fn a_bad_flag_exits_non_zero_with_one_line() {
 /// A database that cannot be opened: non-zero exit and a one-line error.
 #[test]
 fn an_unreachable_database_exits_non_zero_with_one_line() {
-    let (code, stderr) = run_to_exit(&[
+    assert_exits_non_zero_with_one_error_line(&[
         "--listen",
         "127.0.0.1:0",
         "--database",
         "sqlite:///proc/no/such/dir/shop.db",
     ]);
-    assert_ne!(code, 0);
-    let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "{stderr}");
 }
 
 /// SIGTERM while an answer is delayed after its commit: the server stops
@@ -82,20 +123,8 @@ fn an_unreachable_database_exits_non_zero_with_one_line() {
 /// then exits 0.
 #[tokio::test]
 async fn sigterm_stops_accepting_then_drains_the_request_in_flight_then_exits_zero() {
-    let mut server = Server::builder().chaos().start().await.unwrap();
-    let alice = server.caller();
-    let slow = {
-        let alice = alice.clone();
-        tokio::spawn(
-            async move { charge(&alice, &new_key(), Some("delay-after-commit=4000")).await },
-        )
-    };
     // Signal once the charge is committed and its answer is being delayed.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while charges(&alice).await.is_empty() {
-        assert!(Instant::now() < deadline, "the charge never committed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (mut server, slow) = server_with_a_delayed_answer(4000).await;
     server.signal("TERM").unwrap();
 
     let addr = server.addr();
@@ -119,42 +148,17 @@ async fn sigterm_stops_accepting_then_drains_the_request_in_flight_then_exits_ze
         !slow.is_finished(),
         "the delayed answer came before the server stopped accepting"
     );
-
-    let answer = slow
-        .await
-        .unwrap()
-        .expect("the in-flight request is answered");
-    assert_eq!(answer.status(), 201);
-    let status = server.wait_for_exit(Duration::from_secs(10)).unwrap();
-    assert!(status.success(), "{status}");
+    assert_answered_then_exited_zero(server, slow).await;
 }
 
 /// Ctrl-C (SIGINT) is a graceful stop too: the answer being delayed after
 /// its commit is sent, then the process exits 0.
 #[tokio::test]
 async fn sigint_drains_the_request_in_flight_then_exits_zero() {
-    let mut server = Server::builder().chaos().start().await.unwrap();
-    let alice = server.caller();
-    let slow = {
-        let alice = alice.clone();
-        tokio::spawn(
-            async move { charge(&alice, &new_key(), Some("delay-after-commit=1500")).await },
-        )
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while charges(&alice).await.is_empty() {
-        assert!(Instant::now() < deadline, "the charge never committed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (mut server, slow) = server_with_a_delayed_answer(1500).await;
     server.signal("INT").unwrap();
     assert!(!slow.is_finished(), "the answer came before the signal");
-    let answer = slow
-        .await
-        .unwrap()
-        .expect("the in-flight request is answered");
-    assert_eq!(answer.status(), 201);
-    let status = server.wait_for_exit(Duration::from_secs(10)).unwrap();
-    assert!(status.success(), "{status}");
+    assert_answered_then_exited_zero(server, slow).await;
 }
 
 /// PostgreSQL that cannot be reached at start: the server exits non-zero
@@ -162,15 +166,12 @@ async fn sigint_drains_the_request_in_flight_then_exits_zero() {
 #[test]
 fn an_unreachable_postgresql_at_start_exits_non_zero_with_one_line() {
     let started = Instant::now();
-    let (code, stderr) = run_to_exit(&[
+    assert_exits_non_zero_with_one_error_line(&[
         "--listen",
         "127.0.0.1:0",
         "--database",
         "postgres://postgres@127.0.0.1:1/nowhere",
     ]);
-    assert_ne!(code, 0);
-    let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(lines.len(), 1, "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
@@ -271,11 +272,9 @@ async fn a_missing_database_file_answers_503_and_the_key_runs_once_when_it_retur
     assert_eq!(server.health().await.unwrap(), 503);
 
     std::fs::rename(&aside, &db).unwrap();
-    let r = charge(&alice, &key, None).await.unwrap();
-    assert_eq!(r.status(), 201);
-    assert!(
-        r.headers().get("idempotent-replayed").is_none(),
-        "it had never run"
+    assert_ran(
+        &charge(&alice, &key, None).await.unwrap(),
+        "it had never run",
     );
     let r = charge(&alice, &key, None).await.unwrap();
     assert_eq!(r.headers()["idempotent-replayed"], "true");
@@ -362,11 +361,7 @@ async fn a_full_disk_answers_503_writes_nothing_half_and_the_keys_finish_once_af
     std::fs::remove_file(filler).unwrap();
     for key in &refused {
         let r = charge(&alice, key, None).await.unwrap();
-        assert_eq!(r.status(), 201);
-        assert!(
-            r.headers().get("idempotent-replayed").is_none(),
-            "it never ran while the disk was full"
-        );
+        assert_ran(&r, "it never ran while the disk was full");
         let again = charge(&alice, key, None).await.unwrap();
         assert_eq!(again.headers()["idempotent-replayed"], "true");
     }

@@ -114,9 +114,7 @@ async fn a_decline_is_a_recorded_402_and_a_new_key_with_a_good_card_succeeds() {
     assert_eq!(shop.provider_calls("declined").await, 1.0);
 
     let paid = shop.pay(&new_key(), &paying(4200, "pm_card_visa")).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1);
-    assert_charged(&paid, &ledger[0].id);
+    shop.assert_charged_once(&paid).await;
     assert_eq!(shop.app.charges().await.len(), 2);
 }
 
@@ -154,9 +152,7 @@ async fn a_waiting_operation_reused_with_another_payment_method_is_422_and_still
     assert_eq!(shop.ledger().await, vec![], "nothing ran");
 
     let resumed = shop.pay(&key, &paying(900, "pm_card_visa")).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1);
-    assert_charged(&resumed, &ledger[0].id);
+    shop.assert_charged_once(&resumed).await;
 }
 
 /// The provider down: `503 provider-unavailable` with Retry-After, nothing
@@ -186,9 +182,7 @@ async fn provider_down_is_503_with_the_charge_pending_and_the_retry_resumes_it_o
 
     shop.psp.clear_faults().await.unwrap();
     let resumed = shop.pay(&key, &visa(2500)).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1, "{ledger:?}");
-    let charge = assert_charged(&resumed, &ledger[0].id);
+    let charge = shop.assert_charged_once(&resumed).await;
     assert!(!resumed.replayed, "it ran now");
     assert_eq!(
         charge["id"], pending[0]["id"],
@@ -208,9 +202,7 @@ async fn one_provider_failure_is_retried_within_the_request() {
     let shop = Checkout::start(&[]).await;
     shop.fault(Fault::Fail, 1).await;
     let paid = shop.pay(&new_key(), &visa(1200)).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1);
-    assert_charged(&paid, &ledger[0].id);
+    shop.assert_charged_once(&paid).await;
     assert_eq!(shop.provider_calls("failed").await, 1.0);
     assert_eq!(shop.provider_calls("succeeded").await, 1.0);
 }
@@ -222,9 +214,7 @@ async fn a_provider_answer_lost_after_the_charge_is_replayed_to_the_retry_within
     let shop = Checkout::start(&[]).await;
     shop.fault(Fault::DropAfterCharge, 1).await;
     let paid = shop.pay(&new_key(), &visa(1300)).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1, "{ledger:?}");
-    assert_charged(&paid, &ledger[0].id);
+    shop.assert_charged_once(&paid).await;
 }
 
 /// Without `--psp-url` a charge is recorded locally in one phase: status

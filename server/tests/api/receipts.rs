@@ -47,6 +47,17 @@ async fn metric_reaches(app: &TestApp, name: &str, n: f64) {
     }
 }
 
+/// Waits for the message `message_id` (at most [`DELIVERY`]): every
+/// message received by then.
+async fn received(maildev: &MailDev, message_id: &str) -> Vec<Email> {
+    maildev
+        .wait_for(DELIVERY, &format!("the receipt {message_id}"), |e| {
+            !copies(e, message_id).is_empty()
+        })
+        .await
+        .unwrap()
+}
+
 /// Pays for a marker charge with a receipt, waits for that receipt, then
 /// for an empty outbox: whatever the charges before it wrote to the outbox
 /// has been relayed by then. Every message received.
@@ -54,13 +65,7 @@ async fn relayed_after_a_marker(shop: &Checkout, maildev: &MailDev) -> Vec<Email
     let marker = shop
         .pay(&new_key(), &with_receipt(5, "marker@shop.example"))
         .await;
-    let marker = message_id(&marker.json());
-    maildev
-        .wait_for(DELIVERY, "the marker receipt", |e| {
-            !copies(e, &marker).is_empty()
-        })
-        .await
-        .unwrap();
+    received(maildev, &message_id(&marker.json())).await;
     metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
     maildev.emails().await.unwrap()
 }
@@ -79,10 +84,7 @@ async fn a_succeeded_charge_sends_one_receipt_with_its_message_id_and_a_replay_s
     assert_eq!(charge["receipt_email"], "ada@shop.example");
     let id = message_id(&charge);
 
-    let emails = maildev
-        .wait_for(DELIVERY, "one receipt", |e| !copies(e, &id).is_empty())
-        .await
-        .unwrap();
+    let emails = received(&maildev, &id).await;
     assert_eq!(emails.len(), 1, "{emails:#?}");
     assert_eq!(emails[0].to, vec!["ada@shop.example"]);
     assert!(
@@ -144,10 +146,7 @@ async fn a_local_charge_with_a_receipt_email_sends_a_receipt() {
     .await;
     assert_eq!(paid.status, 201);
     let id = message_id(&paid.json());
-    let emails = maildev
-        .wait_for(DELIVERY, "the receipt", |e| !copies(e, &id).is_empty())
-        .await
-        .unwrap();
+    let emails = received(&maildev, &id).await;
     assert_eq!(emails.len(), 1, "{emails:#?}");
     assert_eq!(emails[0].to, vec!["cy@shop.example"]);
 }
@@ -173,10 +172,7 @@ async fn a_receipt_waits_for_an_smtp_server_that_is_down_and_is_sent_once() {
     assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 0.0);
 
     let maildev = MailDev::start_on(port).await.unwrap();
-    let emails = maildev
-        .wait_for(DELIVERY, "the receipt", |e| !copies(e, &id).is_empty())
-        .await
-        .unwrap();
+    let emails = received(&maildev, &id).await;
     assert_eq!(emails[0].to, vec!["dee@shop.example"]);
     metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
     assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 1.0);

@@ -4,7 +4,7 @@
 //! and a holder whose lease was taken over cannot record. Still one charge
 //! in the provider's ledger per operation.
 
-use crate::helpers::{assert_charged, assert_refused, charges_until, pay_until_free, visa};
+use crate::helpers::{assert_refused, charges_until, pay_until_free, visa};
 use crate::helpers::{Checkout, Reply};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,9 +25,7 @@ async fn crash_before_commit_stores_nothing_charges_nothing_and_the_retry_runs_o
 
     let retry = shop.pay(&key, &visa(800)).await;
     assert!(!retry.replayed, "it ran for real this time");
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1);
-    assert_charged(&retry, &ledger[0].id);
+    shop.assert_charged_once(&retry).await;
 }
 
 /// Flags for a lease of `lease`, and a completer that keeps out of the way
@@ -50,9 +48,7 @@ async fn exit_restart_and_retry(chaos: &str) -> Vec<LedgerRow> {
     assert_eq!(pending.len(), 1, "the start was committed: {pending:?}");
     assert_eq!(pending[0]["status"], "pending");
     let resumed = pay_until_free(&shop, &key, &visa(5100)).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1, "{ledger:?}");
-    let charge = assert_charged(&resumed, &ledger[0].id);
+    let charge = shop.assert_charged_once(&resumed).await;
     assert!(!resumed.replayed);
     assert_eq!(charge["id"], pending[0]["id"]);
     assert_eq!(shop.resumed("retry").await, 1.0);
@@ -98,9 +94,7 @@ async fn a_retry_during_the_lease_is_409_in_use_and_the_first_request_answers_on
     assert!(retry.retry_after, "409 in use without Retry-After");
 
     let first = first.await.unwrap();
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1, "{ledger:?}");
-    assert_charged(&first, &ledger[0].id);
+    shop.assert_charged_once(&first).await;
     assert!(!first.replayed);
     assert_eq!(shop.app.keyed_requests("conflict").await, 1.0);
     let replay = shop.pay(&key, &visa(6000)).await;
@@ -153,9 +147,7 @@ async fn stale_holder_and_retry(shop: Checkout, provider_calls_delayed: u32) -> 
     charges_until(&shop.app, Duration::from_secs(10), |c| c.len() == 1).await;
     let retry = pay_until_free(&shop, &key, &visa(7700)).await;
     let stale = stale.await.unwrap();
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1, "{ledger:?}");
-    assert_charged(&retry, &ledger[0].id);
+    shop.assert_charged_once(&retry).await;
     assert!(!retry.replayed, "the retry that took over recorded");
     assert_eq!(shop.resumed("retry").await, 1.0);
     let replay = shop.pay(&key, &visa(7700)).await;
@@ -207,9 +199,7 @@ async fn an_unfinished_operation_outlives_its_key_ttl() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
 
     let resumed = shop.pay(&key, &visa(450)).await;
-    let ledger = shop.ledger().await;
-    assert_eq!(ledger.len(), 1);
-    let charge = assert_charged(&resumed, &ledger[0].id);
+    let charge = shop.assert_charged_once(&resumed).await;
     assert_eq!(charge["id"], pending[0]["id"], "the same operation went on");
     assert_eq!(shop.app.charges().await.len(), 1);
 }

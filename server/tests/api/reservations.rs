@@ -1,6 +1,6 @@
 //! `POST /reservations` and the inventory guard.
 
-use crate::helpers::{assert_problem, new_key, TestApp};
+use crate::helpers::{assert_recorded_problem, new_key, TestApp};
 use serde_json::{json, Value};
 
 /// Ten buyers with different keys race for three posters: three win, stock
@@ -43,17 +43,16 @@ async fn ten_buyers_for_three_posters_get_three_reservations_and_stock_ends_at_z
 #[tokio::test]
 async fn insufficient_inventory_is_recorded_and_replayed() {
     let app = TestApp::spawn().await;
-    let key = new_key();
     let too_many = json!({"item_id": "sku-poster", "quantity": 4});
-    let first = app.post("/reservations", &key, &too_many).await;
-    assert!(first.headers().get("idempotent-replayed").is_none());
-    let first_body = assert_problem(first, 409, "insufficient-inventory").await;
-    let again = app.post("/reservations", &key, &too_many).await;
-    assert_eq!(again.headers()["idempotent-replayed"], "true");
-    assert_eq!(
-        assert_problem(again, 409, "insufficient-inventory").await,
-        first_body
-    );
+    assert_recorded_problem(
+        &app,
+        "/reservations",
+        &new_key(),
+        &too_many,
+        409,
+        "insufficient-inventory",
+    )
+    .await;
     assert_eq!(app.available("sku-poster").await, 3);
 }
 
@@ -62,14 +61,8 @@ async fn insufficient_inventory_is_recorded_and_replayed() {
 #[tokio::test]
 async fn reserving_an_unknown_item_is_a_recorded_404() {
     let app = TestApp::spawn().await;
-    let key = new_key();
     let ghost = json!({"item_id": "sku-ghost", "quantity": 1});
-    let first = app.post("/reservations", &key, &ghost).await;
-    assert!(first.headers().get("idempotent-replayed").is_none());
-    let first = assert_problem(first, 404, "not-found").await;
-    let again = app.post("/reservations", &key, &ghost).await;
-    assert_eq!(again.headers()["idempotent-replayed"], "true");
-    assert_eq!(assert_problem(again, 404, "not-found").await, first);
+    assert_recorded_problem(&app, "/reservations", &new_key(), &ghost, 404, "not-found").await;
     assert_eq!(
         app.count("idempotency_keys").await,
         1,
@@ -84,23 +77,16 @@ async fn a_reservation_takes_stock_once_however_often_it_is_retried() {
     let app = TestApp::spawn().await;
     let key = new_key();
     let body = json!({"item_id": "sku-mug", "quantity": 2});
-    let first: Value = app
-        .post("/reservations", &key, &body)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let reserve = || async {
+        let answer = app.post("/reservations", &key, &body).await;
+        answer.json::<Value>().await.unwrap()
+    };
+    let first = reserve().await;
     assert_eq!(first["item_id"], "sku-mug");
     assert_eq!(first["quantity"], 2);
     assert_eq!(first["status"], "reserved");
     for _ in 0..3 {
-        let again: Value = app
-            .post("/reservations", &key, &body)
-            .await
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(again, first);
+        assert_eq!(reserve().await, first);
     }
     assert_eq!(app.available("sku-mug").await, 18);
 }

@@ -365,7 +365,7 @@ async fn run(mode: Mode, mix: Mix) {
         receipts.2,
         senders_done.as_secs_f64(),
         started.elapsed().as_secs_f64(),
-        tally.table()
+        tally.kinds.table()
     );
     assert_eq!(duplicates, 0, "duplicate charges");
     assert_eq!(lost, 0, "lost operations");
@@ -374,7 +374,7 @@ async fn run(mode: Mode, mix: Mix) {
         operations.len() - never_started - reservations.len(),
         "charges that belong to no operation"
     );
-    let forbidden = tally.forbidden();
+    let forbidden = tally.kinds.forbidden();
     assert!(
         forbidden.is_empty(),
         "{} answers the contract rules out, first ones:\n{}",

@@ -194,12 +194,13 @@ pub(crate) async fn send_until_answered(
         );
         let chaos = chaos(cx.mode, rng);
         let Some((status, retry_after, body)) = attempt(op, cx, chaos, rng).await else {
-            cx.tally.count("transport error");
+            cx.tally.kinds.count("transport error");
             tokio::time::sleep(Duration::from_millis(rng.random_range(2..25))).await;
             continue;
         };
         let kind = problem_type(&body);
         cx.tally
+            .kinds
             .count(format!("{status} {kind}").trim_end().to_owned());
         let text = || String::from_utf8_lossy(&body).into_owned();
         let provider = cx.mode == Mode::Provider;
@@ -259,7 +260,7 @@ pub(crate) async fn send_and_walk_away(op: &Operation, cx: &Context<'_>, rng: &m
         "exit-after-provider"
     };
     let answer = attempt(op, cx, Some(chaos), rng).await;
-    cx.tally.count(match answer {
+    cx.tally.kinds.count(match answer {
         Some((status, _, _)) => format!("{status} (walked away)"),
         None => "walked away".to_owned(),
     });

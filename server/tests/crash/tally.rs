@@ -1,14 +1,14 @@
-//! What the senders saw: every answer by status, the ones the contract
+//! What the senders saw: every answer by kind, the ones the contract
 //! rules out, and the requests out to each instance right now.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use testkit::AnswerKinds;
 
 #[derive(Default)]
 pub(crate) struct Tally {
-    statuses: Mutex<BTreeMap<String, usize>>,
-    forbidden: Mutex<Vec<String>>,
+    /// Every answer (or transport error) by kind, and the ones the
+    /// contract rules out.
+    pub(crate) kinds: AnswerKinds,
     in_flight: Vec<AtomicUsize>,
     attempts: AtomicUsize,
 }
@@ -22,22 +22,9 @@ impl Tally {
         }
     }
 
-    /// One more answer (or transport error) of this kind.
-    pub(crate) fn count(&self, what: impl Into<String>) {
-        *self
-            .statuses
-            .lock()
-            .unwrap()
-            .entry(what.into())
-            .or_default() += 1;
-    }
-
-    /// An answer the contract rules out.
+    /// An answer to operation `op` that the contract rules out.
     pub(crate) fn forbid(&self, op: usize, why: String) {
-        self.forbidden
-            .lock()
-            .unwrap()
-            .push(format!("op {op}: {why}"));
+        self.kinds.forbid(format!("op {op}: {why}"));
     }
 
     /// A request to instance `i` goes out.
@@ -59,20 +46,5 @@ impl Tally {
     /// Requests sent in all.
     pub(crate) fn attempts(&self) -> usize {
         self.attempts.load(Ordering::Relaxed)
-    }
-
-    /// The answers the contract rules out.
-    pub(crate) fn forbidden(&self) -> Vec<String> {
-        self.forbidden.lock().unwrap().clone()
-    }
-
-    /// Every kind of answer and how many, one line each.
-    pub(crate) fn table(&self) -> String {
-        let statuses = self.statuses.lock().unwrap();
-        let rows: Vec<String> = statuses
-            .iter()
-            .map(|(status, n)| format!("  {status:>24}  {n}"))
-            .collect();
-        rows.join("\n")
     }
 }

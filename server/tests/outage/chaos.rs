@@ -144,7 +144,9 @@ async fn hold_outage(servers: &[Server; 2], tally: &Tally, what: &str) -> usize 
     for health in [health.0, health.1] {
         let health = health.unwrap();
         if health != 503 {
-            tally.forbid(format!("/healthz answered {health} {what}"));
+            tally
+                .kinds
+                .forbid(format!("/healthz answered {health} {what}"));
         }
     }
     tally.outage.store(false, Ordering::SeqCst);

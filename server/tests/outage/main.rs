@@ -109,7 +109,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
         chaos.blackholes,
         operations.len(),
         operations.iter().filter(|op| op.one_shot).count(),
-        tally.counted(OUTCOME_UNKNOWN),
+        tally.kinds.counted(OUTCOME_UNKNOWN),
         verdict.duplicates.len(),
         verdict.lost.len(),
         verdict.lies.len(),
@@ -119,7 +119,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
         chaos.lingered_ms,
         chaos.outage_answers,
         chaos.reconnects_ms,
-        tally.table(),
+        tally.kinds.table(),
     );
 
     for (what, problems) in [
@@ -127,7 +127,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
         ("201s whose charge is gone", &verdict.lost),
         ("\"nothing was done\" said of a charge", &verdict.lies),
         ("final retries that went wrong", &verdict.retries),
-        ("answers the contract rules out", &tally.forbidden()),
+        ("answers the contract rules out", &tally.kinds.forbidden()),
     ] {
         assert!(
             problems.is_empty(),

@@ -8,11 +8,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use testkit::Caller;
+use testkit::{AnswerKinds, Caller};
 
 /// Operations under way at once.
 const IN_FLIGHT: usize = 24;
@@ -67,8 +67,9 @@ pub(crate) const OUTCOME_UNKNOWN: &str = "503 outcome unknown";
 /// What the senders and the chaos driver saw.
 #[derive(Default)]
 pub(crate) struct Tally {
-    statuses: Mutex<BTreeMap<String, usize>>,
-    forbidden: Mutex<Vec<String>>,
+    /// Every answer by its row in the table, and the answers (and health
+    /// checks) the contract rules out.
+    pub(crate) kinds: AnswerKinds,
     /// Every answer of each operation, in order.
     pub(crate) answers: Mutex<HashMap<usize, Vec<Answer>>>,
     /// The first 201 body of each operation.
@@ -84,31 +85,6 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Keeps an answer (or a health check) the contract rules out.
-    pub(crate) fn forbid(&self, why: String) {
-        self.forbidden.lock().unwrap().push(why);
-    }
-
-    /// Everything kept by [`Tally::forbid`].
-    pub(crate) fn forbidden(&self) -> Vec<String> {
-        self.forbidden.lock().unwrap().clone()
-    }
-
-    /// How many answers had this row.
-    pub(crate) fn counted(&self, row: &str) -> usize {
-        self.statuses.lock().unwrap().get(row).copied().unwrap_or(0)
-    }
-
-    /// The answers by row, one a line.
-    pub(crate) fn table(&self) -> String {
-        let statuses = self.statuses.lock().unwrap();
-        let rows: Vec<String> = statuses
-            .iter()
-            .map(|(status, n)| format!("  {status:>20}  {n}"))
-            .collect();
-        rows.join("\n")
-    }
-
     /// Forgets the first 201s seen, to time the next ones.
     pub(crate) fn arm(&self) {
         for first in &self.first_201 {
@@ -119,10 +95,6 @@ impl Tally {
     /// When each instance answered its first 201 since [`Tally::arm`].
     pub(crate) fn first_201s(&self) -> [Option<Instant>; 2] {
         self.first_201.each_ref().map(|f| *f.lock().unwrap())
-    }
-
-    fn count(&self, row: String) {
-        *self.statuses.lock().unwrap().entry(row).or_default() += 1;
     }
 }
 
@@ -237,7 +209,7 @@ async fn attempt(op: &Operation, instance: usize, tally: &Tally) -> (Answer, Dur
         .unwrap_or_default();
     let needs_retry_after = matches!(answer, Answer::InUse) || status == 503;
     if answer == Answer::Other || (needs_retry_after && retry_after.is_none()) {
-        tally.forbid(format!(
+        tally.kinds.forbid(format!(
             "op {}: {status} (Retry-After: {retry_after:?}): {}",
             op.id,
             String::from_utf8_lossy(body)
@@ -250,19 +222,21 @@ async fn attempt(op: &Operation, instance: usize, tally: &Tally) -> (Answer, Dur
             .get_or_insert_with(Instant::now);
         let mut bodies = tally.bodies.lock().unwrap();
         if bodies.entry(op.id).or_insert_with(|| body.to_vec()) != body {
-            tally.forbid(format!("op {}: two different 201 bodies", op.id));
+            tally
+                .kinds
+                .forbid(format!("op {}: two different 201 bodies", op.id));
         }
     }
     if outage_at_start && tally.outage.load(Ordering::SeqCst) {
         tally.outage_answers.fetch_add(1, Ordering::SeqCst);
         if !matches!(answer, Answer::NothingDone | Answer::OutcomeUnknown) {
-            tally.forbid(format!(
+            tally.kinds.forbid(format!(
                 "op {}: {answer:?} while the database was gone",
                 op.id
             ));
         }
     }
-    tally.count(answer.label(status));
+    tally.kinds.count(answer.label(status));
     let mut answers = tally.answers.lock().unwrap();
     answers.entry(op.id).or_default().push(answer);
     (answer, retry_after.unwrap_or_default())
