@@ -129,6 +129,9 @@ pub enum Finish {
     RollBack,
 }
 
+/// What a store call returns: its value, or why the store could not answer.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
 /// Why the store could not answer. Either way nothing was written.
 ///
 /// It keeps the driver's error as its [`source`](std::error::Error::source),
@@ -285,11 +288,7 @@ impl ChargeQuery<'_> {
 pub trait Store: Send + Sync + 'static {
     /// A finished, unexpired record of `key` for `caller`, read without
     /// waiting for writers.
-    async fn lookup(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Finished>, StoreError>;
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>>;
 
     /// Changes whenever the store may have lost records behind a cache's
     /// back (a SQLite file replaced on disk); copies of another epoch are
@@ -310,67 +309,50 @@ pub trait Store: Send + Sync + 'static {
         request: IdempotentRequest,
         operation: Arc<dyn Operation>,
         finish: Finish,
-    ) -> Result<Execution, StoreError>;
+    ) -> Result<Execution>;
 
     /// Runs the next phase of the lease's operation in a transaction of its
     /// own, if the lease is still its holder's, and records how it ended.
-    async fn advance(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation>,
-    ) -> Result<Advanced, StoreError>;
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced>;
 
     /// Gives the lease up at once, so a retry may resume without waiting
     /// for it to run out.
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+    async fn release(&self, lease: &Lease) -> Result<()>;
 
     /// Up to `limit` operations stopped at a recovery point whose lease ran
     /// out: what the completer resumes.
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError>;
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>>;
 
     /// Takes over an abandoned operation (its lease ran out); `None` when it
     /// is held or finished meanwhile.
-    async fn take_over(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Lease>, StoreError>;
+    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>>;
 
     /// A page of a caller's charges, newest first.
-    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError>;
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage>;
 
     /// The stock left of an item, `None` if there is no such item.
-    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError>;
+    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>>;
 
     /// Deletes at most `limit` finished records that expired by now;
     /// returns how many. (A record stopped at a recovery point is kept until
     /// its operation finishes, whatever its age.)
-    async fn sweep(&self, limit: u32) -> Result<u64, StoreError>;
+    async fn sweep(&self, limit: u32) -> Result<u64>;
 
     /// Up to `limit` receipts due for sending, each claimed for `claim` so
     /// that no other relay sends it meanwhile.
-    async fn due_receipts(
-        &self,
-        limit: u32,
-        claim: Duration,
-    ) -> Result<Vec<OutboxItem>, StoreError>;
+    async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>>;
 
     /// The SMTP server accepted the receipt: it is never sent again.
-    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError>;
+    async fn receipt_sent(&self, id: i64) -> Result<()>;
 
     /// Sending failed: try again in `retry_in`.
-    async fn receipt_failed(
-        &self,
-        id: i64,
-        retry_in: Duration,
-        error: &str,
-    ) -> Result<(), StoreError>;
+    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()>;
 
     /// How many receipts wait to be sent.
-    async fn receipts_waiting(&self) -> Result<u64, StoreError>;
+    async fn receipts_waiting(&self) -> Result<u64>;
 
     /// Ok when the database is reachable, migrated and writable.
-    async fn health(&self) -> Result<(), StoreError>;
+    async fn health(&self) -> Result<()>;
 }
 
 /// The keys the completer may resume, from records' stored callers and

@@ -3,6 +3,7 @@
 //! to write to a database whose schema is not the one it was built for.
 
 use super::StoreError;
+use crate::store::Result;
 
 /// One backend's migrations, in order.
 #[derive(Debug, Clone, Copy)]
@@ -23,7 +24,7 @@ impl Migrations {
     }
 
     /// Ok when a database at `found` is the schema this server needs.
-    pub fn check(&self, found: i64) -> Result<(), StoreError> {
+    pub fn check(&self, found: i64) -> Result<()> {
         let latest = self.latest();
         if found == latest {
             Ok(())

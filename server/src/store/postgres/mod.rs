@@ -37,6 +37,7 @@ mod schema;
 use crate::config::Durability;
 use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
+use crate::store::Result;
 use crate::store::{
     now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
     IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
@@ -62,11 +63,7 @@ const LOCK_TIMEOUT: &str = "5s";
 #[async_trait]
 pub trait Run {
     /// Runs the change and says how the phase ended.
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step, StoreError>;
+    async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step>;
 
     /// The first phase as part of its key's claim, in one statement, when
     /// the operation's answer is known before the database is touched
@@ -98,7 +95,7 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema.
-    pub async fn open(options: PostgresOptions) -> Result<Self, StoreError> {
+    pub async fn open(options: PostgresOptions) -> Result<Self> {
         let mut config: tokio_postgres::Config = options
             .url
             .parse()
@@ -141,7 +138,7 @@ impl PostgresStore {
         Ok(store)
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool
             .get()
             .await
@@ -151,11 +148,7 @@ impl PostgresStore {
 
 #[async_trait]
 impl Store for PostgresStore {
-    async fn lookup(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Finished>, StoreError> {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         let client = self.client().await?;
         let row = client
             .query_opt(
@@ -190,7 +183,7 @@ impl Store for PostgresStore {
         request: IdempotentRequest,
         operation: Arc<dyn Operation>,
         finish: Finish,
-    ) -> Result<Execution, StoreError> {
+    ) -> Result<Execution> {
         let mut client = self.client().await?;
         let clock = Clock {
             now_ms: now_ms(),
@@ -200,17 +193,13 @@ impl Store for PostgresStore {
         protocol::execute(&mut client, &request, operation.as_ref(), finish, clock).await
     }
 
-    async fn advance(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation>,
-    ) -> Result<Advanced, StoreError> {
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
         protocol::advance(tx, lease, phase.as_ref(), self.lease_secs, now_ms()).await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+    async fn release(&self, lease: &Lease) -> Result<()> {
         exec(
             &self.client().await?,
             "UPDATE idempotency_keys SET leased_until = now()
@@ -225,7 +214,7 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError> {
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -245,15 +234,11 @@ impl Store for PostgresStore {
         })))
     }
 
-    async fn take_over(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Lease>, StoreError> {
+    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
         protocol::take_over(&self.client().await?, caller, key, self.lease_secs).await
     }
 
-    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage> {
         let client = self.client().await?;
         // Ids are compared as bytes: the column's collation is "C".
         let rows = client
@@ -282,11 +267,11 @@ impl Store for PostgresStore {
         ))
     }
 
-    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError> {
+    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {
         available(&self.client().await?, item).await
     }
 
-    async fn sweep(&self, limit: u32) -> Result<u64, StoreError> {
+    async fn sweep(&self, limit: u32) -> Result<u64> {
         exec(
             &self.client().await?,
             "DELETE FROM idempotency_keys WHERE ctid IN (
@@ -298,32 +283,23 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn due_receipts(
-        &self,
-        limit: u32,
-        claim: Duration,
-    ) -> Result<Vec<OutboxItem>, StoreError> {
+    async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
         outbox::claim(&self.client().await?, limit, claim).await
     }
 
-    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
+    async fn receipt_sent(&self, id: i64) -> Result<()> {
         outbox::settle(&self.client().await?, id, None).await
     }
 
-    async fn receipt_failed(
-        &self,
-        id: i64,
-        retry_in: Duration,
-        error: &str,
-    ) -> Result<(), StoreError> {
+    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()> {
         outbox::settle(&self.client().await?, id, Some((retry_in, error))).await
     }
 
-    async fn receipts_waiting(&self) -> Result<u64, StoreError> {
+    async fn receipts_waiting(&self) -> Result<u64> {
         outbox::waiting(&self.client().await?).await
     }
 
-    async fn health(&self) -> Result<(), StoreError> {
+    async fn health(&self) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
         let version = schema::version(&tx).await?;
@@ -340,7 +316,7 @@ impl Store for PostgresStore {
 }
 
 /// The stock left of an item, `None` if there is no such item.
-async fn available(client: &impl GenericClient, item: &ItemId) -> Result<Option<i64>, StoreError> {
+async fn available(client: &impl GenericClient, item: &ItemId) -> Result<Option<i64>> {
     let row = client
         .query_opt(
             &cached(client, "SELECT available FROM inventory WHERE item_id = $1").await?,
@@ -356,7 +332,7 @@ async fn exec(
     client: &impl GenericClient,
     sql: &str,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-) -> Result<u64, StoreError> {
+) -> Result<u64> {
     client
         .execute(&cached(client, sql).await?, params)
         .await
@@ -365,10 +341,7 @@ async fn exec(
 
 /// A statement prepared once per connection and cached with it, so each
 /// request costs one round trip per statement, not two.
-async fn cached(
-    client: &impl GenericClient,
-    sql: &str,
-) -> Result<tokio_postgres::Statement, StoreError> {
+async fn cached(client: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement> {
     client.prepare_cached(sql).await.map_err(classify)
 }
 

@@ -6,6 +6,7 @@
 use super::cached;
 use super::protocol::{decide, in_use_or, Clock};
 use crate::idempotency::record::StoredResponse;
+use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
 use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
@@ -64,7 +65,7 @@ pub(super) async fn execute_one_statement(
     request: &IdempotentRequest,
     one: OneStatement,
     clock: Clock,
-) -> Result<Execution, StoreError> {
+) -> Result<Execution> {
     let sql = statement_text(one.ctes);
     let response = &one.response;
     let status = response.status as i16;

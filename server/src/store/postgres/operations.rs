@@ -9,7 +9,7 @@ use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation
 use crate::idempotency::record::Step;
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
-use crate::store::{RunContext, StoreError};
+use crate::store::{Result, RunContext};
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
@@ -81,11 +81,7 @@ impl Run for RecordCharge {
         })
     }
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step, StoreError> {
+    async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step> {
         insert_charge(tx, at, &self.charge).await?;
         if let Some(receipt) = &self.receipt {
             enqueue(tx, receipt).await?;
@@ -96,11 +92,7 @@ impl Run for RecordCharge {
 
 #[async_trait]
 impl Run for StartCharge {
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step, StoreError> {
+    async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step> {
         let charge = Charge::new(
             self.request.clone(),
             ChargeStatus::Pending,
@@ -113,11 +105,7 @@ impl Run for StartCharge {
 
 #[async_trait]
 impl Run for FinishCharge {
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step, StoreError> {
+    async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step> {
         let row = tx
             .query_one(
                 &cached(
@@ -146,11 +134,7 @@ impl Run for FinishCharge {
     }
 }
 
-async fn insert_charge(
-    tx: &Transaction<'_>,
-    at: &RunContext<'_>,
-    charge: &Charge,
-) -> Result<(), StoreError> {
+async fn insert_charge(tx: &Transaction<'_>, at: &RunContext<'_>, charge: &Charge) -> Result<()> {
     exec(
         tx,
         "INSERT INTO charges (caller, id, amount, currency, description, status,
@@ -174,11 +158,7 @@ async fn insert_charge(
 
 #[async_trait]
 impl Run for NewReservation {
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step, StoreError> {
+    async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step> {
         // The guard is in the UPDATE: the row lock serialises buyers and
         // the condition is re-checked after the wait.
         let taken = exec(

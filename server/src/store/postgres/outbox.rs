@@ -4,12 +4,12 @@
 
 use super::{cached, classify, exec};
 use crate::operation::receipt::Receipt;
-use crate::store::{OutboxItem, StoreError};
+use crate::store::{OutboxItem, Result};
 use deadpool_postgres::{GenericClient, Transaction};
 use std::time::Duration;
 
 /// Writes a receipt to the outbox, due now; never twice for one charge.
-pub(super) async fn enqueue(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(), StoreError> {
+pub(super) async fn enqueue(tx: &Transaction<'_>, receipt: &Receipt) -> Result<()> {
     exec(
         tx,
         "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
@@ -31,7 +31,7 @@ pub(super) async fn claim(
     client: &impl GenericClient,
     limit: u32,
     claim: Duration,
-) -> Result<Vec<OutboxItem>, StoreError> {
+) -> Result<Vec<OutboxItem>> {
     let rows = client
         .query(
             &cached(
@@ -70,7 +70,7 @@ pub(super) async fn settle(
     client: &impl GenericClient,
     id: i64,
     failed: Option<(Duration, &str)>,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     match failed {
         None => {
             exec(
@@ -95,7 +95,7 @@ pub(super) async fn settle(
 }
 
 /// How many receipts wait to be sent.
-pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64, StoreError> {
+pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
     let row = client
         .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
         .await

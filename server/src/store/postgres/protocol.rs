@@ -7,6 +7,7 @@ use super::one_statement::execute_one_statement;
 use super::{cached, classify, exec};
 use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredResponse};
+use crate::store::Result;
 use crate::store::{
     Advanced, Execution, Finish, Finished, IdempotentRequest, Operation, RunContext, StoreError,
 };
@@ -37,7 +38,7 @@ pub(super) async fn execute(
     operation: &dyn Operation,
     finish: Finish,
     clock: Clock,
-) -> Result<Execution, StoreError> {
+) -> Result<Execution> {
     let context = RunContext {
         caller: &request.caller,
         now_ms: clock.now_ms,
@@ -144,7 +145,7 @@ pub(super) async fn decide(
     tx: &impl GenericClient,
     request: &IdempotentRequest,
     clock: Clock,
-) -> Result<Execution, StoreError> {
+) -> Result<Execution> {
     let caller = &request.caller.as_bytes()[..];
     let row = tx
         .query_one(
@@ -211,7 +212,7 @@ pub(super) async fn decide(
 /// Commits. A connection that breaks during the commit leaves its outcome
 /// unknown: it may have committed. That is never answered as "nothing was
 /// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
-async fn commit(tx: Transaction<'_>) -> Result<(), StoreError> {
+async fn commit(tx: Transaction<'_>) -> Result<()> {
     tx.commit().await.map_err(|e| {
         if e.code().is_none() {
             StoreError::outcome_unknown("the connection broke during COMMIT").caused_by(e)
@@ -223,9 +224,7 @@ async fn commit(tx: Transaction<'_>) -> Result<(), StoreError> {
 
 /// `None` when the statement gave up waiting for a lock another
 /// transaction holds (`lock_timeout`): the key is in use.
-pub(super) fn in_use_or<T>(
-    result: Result<T, tokio_postgres::Error>,
-) -> Result<Option<T>, StoreError> {
+pub(super) fn in_use_or<T>(result: Result<T, tokio_postgres::Error>) -> Result<Option<T>> {
     match result {
         Ok(value) => Ok(Some(value)),
         Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
@@ -238,7 +237,7 @@ async fn record_response(
     caller: &Caller,
     key: &IdempotencyKey,
     response: &StoredResponse,
-) -> Result<(), StoreError> {
+) -> Result<()> {
     exec(
         tx,
         "UPDATE idempotency_keys
@@ -266,7 +265,7 @@ pub(super) async fn advance(
     phase: &dyn Operation,
     lease_secs: f64,
     now_ms: i64,
-) -> Result<Advanced, StoreError> {
+) -> Result<Advanced> {
     let caller = &lease.caller.as_bytes()[..];
     let held = tx
         .query_opt(
@@ -326,7 +325,7 @@ pub(super) async fn take_over(
     caller: &Caller,
     key: &IdempotencyKey,
     lease_secs: f64,
-) -> Result<Option<Lease>, StoreError> {
+) -> Result<Option<Lease>> {
     let token = Lease::new_token();
     let row = client
         .query_opt(
@@ -360,7 +359,7 @@ pub(super) async fn take_over(
 
 /// A record from a row whose first columns are [`RECORD_COLUMNS`] (the
 /// status is 0 for an unfinished record).
-pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record, StoreError> {
+pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record> {
     let fingerprint: &[u8] = row.get(0);
     let fingerprint: [u8; 32] = fingerprint
         .try_into()

@@ -3,7 +3,7 @@
 
 use super::classify;
 use crate::store::schema::{Migrations, VERSION_QUERY};
-use crate::store::{now_ms, StoreError};
+use crate::store::{now_ms, Result};
 use deadpool_postgres::GenericClient;
 
 /// The schema, in order.
@@ -23,7 +23,7 @@ const MIGRATION_LOCK: i64 = 0x1de3_9071;
 
 /// Applies the migrations the database still needs, in one transaction
 /// that holds the migration lock.
-pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
+pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<()> {
     let tx = client.transaction().await.map_err(classify)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
@@ -49,7 +49,7 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<()
 }
 
 /// The latest migration applied (0 for none).
-pub(super) async fn version(client: &impl GenericClient) -> Result<i64, StoreError> {
+pub(super) async fn version(client: &impl GenericClient) -> Result<i64> {
     Ok(client
         .query_one(VERSION_QUERY, &[])
         .await

@@ -22,6 +22,7 @@ use crate::config::Durability;
 use crate::domain::{Caller, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::schema::Migrations;
+use crate::store::Result;
 use crate::store::{
     millis, now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
     IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
@@ -73,7 +74,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Creates the file (and its folder) if missing, migrates it and starts
     /// the writer thread. Fails if the database cannot be opened.
-    pub fn open(options: SqliteOptions) -> Result<Self, StoreError> {
+    pub fn open(options: SqliteOptions) -> Result<Self> {
         if let Some(dir) = options.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::unavailable(format!("cannot create {}", dir.display())).caused_by(e)
@@ -110,7 +111,7 @@ impl SqliteStore {
         &self,
         kind: Kind,
         work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, StoreError> {
+    ) -> Result<T> {
         self.writer
             .submit(kind, move |batch| {
                 work(batch.conn).map(|t| (t, Keep::Yes)).map_err(classify)
@@ -121,11 +122,7 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn lookup(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Finished>, StoreError> {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         self.readers
             .with(|conn| queries::live_record(conn, caller, key, now_ms()))
     }
@@ -143,7 +140,7 @@ impl Store for SqliteStore {
         request: IdempotentRequest,
         operation: Arc<dyn Operation>,
         finish: Finish,
-    ) -> Result<Execution, StoreError> {
+    ) -> Result<Execution> {
         let clock = self.clock();
         self.writer
             .submit(Kind::Write, move |batch| {
@@ -159,11 +156,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn advance(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation>,
-    ) -> Result<Advanced, StoreError> {
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
         let (lease, clock) = (lease.clone(), self.clock());
         self.write(Kind::Write, move |conn| {
             protocol::advance(conn, &lease, phase.as_ref(), clock)
@@ -171,7 +164,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+    async fn release(&self, lease: &Lease) -> Result<()> {
         let (lease, now) = (lease.clone(), now_ms());
         self.write(Kind::Write, move |conn| {
             protocol::release(conn, &lease, now)
@@ -179,7 +172,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>, StoreError> {
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
         let now = now_ms();
         let rows = self
             .readers
@@ -187,11 +180,7 @@ impl Store for SqliteStore {
         Ok(stored_keys(rows))
     }
 
-    async fn take_over(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Lease>, StoreError> {
+    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
         let (caller, key, clock) = (*caller, key.clone(), self.clock());
         self.write(Kind::Write, move |conn| {
             protocol::take_over(conn, &caller, &key, clock)
@@ -199,26 +188,22 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage, StoreError> {
+    async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage> {
         let rows = self.readers.with(|conn| queries::charges(conn, &query))?;
         Ok(query.page(rows))
     }
 
-    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>, StoreError> {
+    async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {
         self.readers.with(|conn| queries::available(conn, item))
     }
 
-    async fn sweep(&self, limit: u32) -> Result<u64, StoreError> {
+    async fn sweep(&self, limit: u32) -> Result<u64> {
         let now = now_ms();
         self.write(Kind::Other, move |conn| protocol::sweep(conn, now, limit))
             .await
     }
 
-    async fn due_receipts(
-        &self,
-        limit: u32,
-        claim: Duration,
-    ) -> Result<Vec<OutboxItem>, StoreError> {
+    async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
         let now = now_ms();
         let until = now.saturating_add(millis(claim));
         let rows = self
@@ -236,7 +221,7 @@ impl Store for SqliteStore {
             .collect())
     }
 
-    async fn receipt_sent(&self, id: i64) -> Result<(), StoreError> {
+    async fn receipt_sent(&self, id: i64) -> Result<()> {
         let now = now_ms();
         self.write(Kind::Other, move |conn| {
             outbox::settle_receipt(conn, id, Ok(now))
@@ -244,12 +229,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn receipt_failed(
-        &self,
-        id: i64,
-        retry_in: Duration,
-        error: &str,
-    ) -> Result<(), StoreError> {
+    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()> {
         let retry_at = now_ms().saturating_add(millis(retry_in));
         let error = error.to_owned();
         self.write(Kind::Other, move |conn| {
@@ -258,11 +238,11 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn receipts_waiting(&self) -> Result<u64, StoreError> {
+    async fn receipts_waiting(&self) -> Result<u64> {
         self.readers.with(queries::receipts_waiting)
     }
 
-    async fn health(&self) -> Result<(), StoreError> {
+    async fn health(&self) -> Result<()> {
         self.writer
             .submit(Kind::Other, |batch| {
                 if let Some(e) = batch.recent_failure {

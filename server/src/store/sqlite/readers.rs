@@ -4,7 +4,8 @@
 
 use super::classify;
 use super::schema::BUSY_TIMEOUT;
-use crate::store::StoreError;
+use crate::store::Result;
+
 use rusqlite::{config::DbConfig, Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +38,7 @@ impl ReadPool {
     pub(super) fn with<R>(
         &self,
         read: impl FnOnce(&Connection) -> rusqlite::Result<R>,
-    ) -> Result<R, StoreError> {
+    ) -> Result<R> {
         let generation = self.generation.load(Ordering::Acquire);
         let pooled = {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());

@@ -4,6 +4,7 @@
 use super::classify;
 use crate::config::Durability;
 use crate::store::schema::VERSION_QUERY;
+use crate::store::Result;
 use crate::store::{now_ms, StoreError};
 use rusqlite::{params, Connection};
 use std::os::unix::fs::MetadataExt;
@@ -47,7 +48,7 @@ pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 }
 
 /// The schema version of the file (0 for none).
-pub(super) fn version(conn: &Connection) -> Result<i64, StoreError> {
+pub(super) fn version(conn: &Connection) -> Result<i64> {
     conn.query_row(VERSION_QUERY, [], |r| r.get(0))
         .map_err(classify)
 }
@@ -60,7 +61,7 @@ pub(super) struct FileIdentity {
 }
 
 /// The identity of the file at `path`; 503 when there is none.
-pub(super) fn file_identity(path: &Path) -> Result<FileIdentity, StoreError> {
+pub(super) fn file_identity(path: &Path) -> Result<FileIdentity> {
     let meta = std::fs::metadata(path).map_err(|e| {
         StoreError::unavailable(format!("the database file {} is gone", path.display()))
             .caused_by(e)

@@ -13,6 +13,7 @@
 use super::schema::{self, FileIdentity};
 use super::{classify, MIGRATIONS};
 use crate::config::Durability;
+use crate::store::Result;
 use crate::store::StoreError;
 use rusqlite::{Connection, OpenFlags};
 use std::path::PathBuf;
@@ -60,7 +61,7 @@ pub(super) enum Kind {
 trait Job: Send {
     fn kind(&self) -> Kind;
     /// Runs inside the job's savepoint; keeps its result for the reply.
-    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep, StoreError>;
+    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep>;
     /// The job's savepoint could not be kept: it answers `error`.
     fn fail(&mut self, error: StoreError);
     /// Answers with the kept result (the batch committed) or `error`.
@@ -70,20 +71,20 @@ trait Job: Send {
 struct Typed<T, F> {
     kind: Kind,
     work: Option<F>,
-    result: Option<Result<T, StoreError>>,
-    reply: oneshot::Sender<Result<T, StoreError>>,
+    result: Option<Result<T>>,
+    reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T, F> Job for Typed<T, F>
 where
     T: Send,
-    F: FnOnce(&Batch<'_>) -> Result<(T, Keep), StoreError> + Send,
+    F: FnOnce(&Batch<'_>) -> Result<(T, Keep)> + Send,
 {
     fn kind(&self) -> Kind {
         self.kind
     }
 
-    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep, StoreError> {
+    fn run(&mut self, batch: &Batch<'_>) -> Result<Keep> {
         let work = self.work.take().expect("a job runs once");
         let (output, keep) = work(batch)?;
         self.result = Some(Ok(output));
@@ -122,7 +123,7 @@ impl Writer {
         path: PathBuf,
         durability: Durability,
         generation: Arc<AtomicU64>,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self> {
         let identity = schema::file_identity(&path)?;
         let (jobs, queue) = mpsc::channel(QUEUE_DEPTH);
         let thread = WriterThread {
@@ -142,10 +143,10 @@ impl Writer {
 
     /// Runs `work` in the next batch, inside its own savepoint, and answers
     /// once that batch has committed (or with the error that undid it).
-    pub(super) async fn submit<T, F>(&self, kind: Kind, work: F) -> Result<T, StoreError>
+    pub(super) async fn submit<T, F>(&self, kind: Kind, work: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Batch<'_>) -> Result<(T, Keep), StoreError> + Send + 'static,
+        F: FnOnce(&Batch<'_>) -> Result<(T, Keep)> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Box::new(Typed {
@@ -168,10 +169,7 @@ impl Writer {
 /// connection, not parsed per job): released when the job keeps its work,
 /// rolled back when it does not or fails, so a failing job undoes only
 /// itself.
-fn in_savepoint(
-    conn: &Connection,
-    job: impl FnOnce(&Connection) -> Result<Keep, StoreError>,
-) -> Result<(), StoreError> {
+fn in_savepoint(conn: &Connection, job: impl FnOnce(&Connection) -> Result<Keep>) -> Result<()> {
     let statement = |sql: &str| {
         conn.prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
@@ -354,7 +352,7 @@ impl WriterThread {
     /// Makes sure the connection writes to the file at `path`: the same file
     /// it opened, or, if that file was replaced, the new one. A missing file
     /// is never recreated here (that would forget every key).
-    fn ensure_open(&mut self) -> Result<(), StoreError> {
+    fn ensure_open(&mut self) -> Result<()> {
         let identity = schema::file_identity(&self.path)?;
         if self.conn.is_some() && self.identity == Some(identity) {
             return Ok(());
