@@ -9,10 +9,12 @@
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
+//! - [`headers`]: a header that may appear only once, read or refused;
 //! - [`macros`]: [`app!`] (a type's [`App`] impl from its own methods) and
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
+pub mod headers;
 pub mod logs;
 pub mod macros;
 
