@@ -378,32 +378,13 @@ impl Writer {
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    )?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row(
-        "SELECT coalesce(max(version), 0) FROM schema_migrations",
-        [],
-        |r| r.get(0),
-    )?;
-    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    if current > known {
-        return Err(LedgerError::NewerSchema {
-            found: current,
-            known,
-        });
-    }
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
-            params![version, now_ms()],
-        )?;
+    let found = serve::migrations::migrate(conn, MIGRATIONS, now_ms(), |version| {
         tracing::info!(version, "ledger migration applied");
+    })?;
+    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    if found > known {
+        return Err(LedgerError::NewerSchema { found, known });
     }
-    tx.commit()?;
     Ok(())
 }
 

@@ -10,6 +10,8 @@
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
 //! - [`headers`]: a header that may appear only once, read or refused;
+//! - [`migrations`]: the numbered migrations of a SQLite file, applied once
+//!   each and recorded in `schema_migrations`;
 //! - [`macros`]: [`app!`] (a type's [`App`] impl from its own methods) and
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
@@ -17,6 +19,7 @@ pub mod accept;
 pub mod headers;
 pub mod logs;
 pub mod macros;
+pub mod migrations;
 
 pub use accept::{serve, shutdown_signal, ConnectionControl};
 
