@@ -195,29 +195,11 @@ impl Ledger {
     /// none is left, so charges interleave with a long sweep. Runs until
     /// dropped.
     pub async fn sweep_periodically(self, every: Duration, batch: u32) {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let mut deleted = 0;
-            loop {
-                match self.sweep(batch).await {
-                    Ok(n) => {
-                        deleted += n;
-                        if n < batch as usize {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "sweeping expired keys failed");
-                        break;
-                    }
-                }
-            }
-            if deleted > 0 {
-                tracing::info!(deleted, "expired keys deleted");
-            }
-        }
+        let ledger = &self;
+        serve::sweep::every(every, batch, 0, move |limit| async move {
+            ledger.sweep(limit).await.map(|n| n as u64)
+        })
+        .await
     }
 
     async fn ask<T>(&self, job: impl FnOnce(Reply<T>) -> Job) -> Result<T, LedgerError> {

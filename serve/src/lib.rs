@@ -12,6 +12,7 @@
 //! - [`headers`]: a header that may appear only once, read or refused;
 //! - [`migrations`]: the numbered migrations of a SQLite file, applied once
 //!   each and recorded in `schema_migrations`;
+//! - [`sweep`]: deleting expired records in batches, every interval;
 //! - [`macros`]: [`app!`] (a type's [`App`] impl from its own methods) and
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
@@ -20,6 +21,7 @@ pub mod headers;
 pub mod logs;
 pub mod macros;
 pub mod migrations;
+pub mod sweep;
 
 pub use accept::{serve, shutdown_signal, ConnectionControl};
 
