@@ -9,6 +9,7 @@
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
+//! - [`flags`]: for the binaries' flag tests, flags parsed as `main` does;
 //! - [`headers`]: a header that may appear only once, read or refused;
 //! - [`migrations`]: the numbered migrations of a SQLite file, applied once
 //!   each and recorded in `schema_migrations`;
@@ -17,6 +18,7 @@
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
+pub mod flags;
 pub mod headers;
 pub mod logs;
 pub mod macros;
