@@ -69,10 +69,7 @@ fn parse_latency(raw: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
-        Config::try_parse_from(std::iter::once("psp").chain(args.iter().copied()))
-    }
+    use serve::flags::{assert_refused, parse};
 
     #[test]
     fn defaults_are_the_documented_ones() {
@@ -80,7 +77,7 @@ mod tests {
         if std::env::vars().any(|(name, _)| name.starts_with("PSP_")) {
             return;
         }
-        let c = parse(&[]).unwrap();
+        let c: Config = parse(&[]).unwrap();
         assert_eq!(c.listen, "127.0.0.1:3001");
         assert_eq!(c.database, PathBuf::from("data/psp.db"));
         assert_eq!(c.latency, Duration::ZERO);
@@ -88,7 +85,7 @@ mod tests {
 
     #[test]
     fn flags_parse_addresses_paths_and_durations() {
-        let c = parse(&[
+        let c: Config = parse(&[
             "--listen",
             "127.0.0.1:0",
             "--database",
@@ -104,14 +101,12 @@ mod tests {
 
     #[test]
     fn bad_flags_are_refused() {
-        for args in [
-            &["--latency", "soon"][..],
+        assert_refused::<Config>(&[
+            &["--latency", "soon"],
             &["--latency", "11m"],
             &["--database", "postgres://x"],
             &["--database", "sqlite://"],
             &["--no-such-flag"],
-        ] {
-            assert!(parse(args).is_err(), "{args:?}");
-        }
+        ]);
     }
 }

@@ -195,29 +195,11 @@ impl Ledger {
     /// none is left, so charges interleave with a long sweep. Runs until
     /// dropped.
     pub async fn sweep_periodically(self, every: Duration, batch: u32) {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let mut deleted = 0;
-            loop {
-                match self.sweep(batch).await {
-                    Ok(n) => {
-                        deleted += n;
-                        if n < batch as usize {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "sweeping expired keys failed");
-                        break;
-                    }
-                }
-            }
-            if deleted > 0 {
-                tracing::info!(deleted, "expired keys deleted");
-            }
-        }
+        let ledger = &self;
+        serve::sweep::every(every, batch, 0, move |limit| async move {
+            ledger.sweep(limit).await.map(|n| n as u64)
+        })
+        .await
     }
 
     async fn ask<T>(&self, job: impl FnOnce(Reply<T>) -> Job) -> Result<T, LedgerError> {
@@ -378,32 +360,13 @@ impl Writer {
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    )?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row(
-        "SELECT coalesce(max(version), 0) FROM schema_migrations",
-        [],
-        |r| r.get(0),
-    )?;
-    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
-    if current > known {
-        return Err(LedgerError::NewerSchema {
-            found: current,
-            known,
-        });
-    }
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
-            params![version, now_ms()],
-        )?;
+    let found = serve::migrations::migrate(conn, MIGRATIONS, now_ms(), |version| {
         tracing::info!(version, "ledger migration applied");
+    })?;
+    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    if found > known {
+        return Err(LedgerError::NewerSchema { found, known });
     }
-    tx.commit()?;
     Ok(())
 }
 

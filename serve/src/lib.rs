@@ -9,12 +9,21 @@
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
+//! - [`flags`]: for the binaries' flag tests, flags parsed as `main` does;
+//! - [`headers`]: a header that may appear only once, read or refused;
+//! - [`migrations`]: the numbered migrations of a SQLite file, applied once
+//!   each and recorded in `schema_migrations`;
+//! - [`sweep`]: deleting expired records in batches, every interval;
 //! - [`macros`]: [`app!`] (a type's [`App`] impl from its own methods) and
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
+pub mod flags;
+pub mod headers;
 pub mod logs;
 pub mod macros;
+pub mod migrations;
+pub mod sweep;
 
 pub use accept::{serve, shutdown_signal, ConnectionControl};
 

@@ -206,14 +206,11 @@ fn parse_origin(raw: &str) -> Result<HeaderValue, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
-        Config::try_parse_from(std::iter::once("server").chain(args.iter().copied()))
-    }
+    use serve::flags::{assert_refused, parse};
 
     #[test]
     fn defaults_follow_the_contract() {
-        let c = parse(&[]).unwrap();
+        let c: Config = parse(&[]).unwrap();
         assert_eq!(c.listen, "127.0.0.1:3000");
         assert_eq!(c.database, DatabaseUrl::Sqlite("data/shop.db".into()));
         assert_eq!(c.key_ttl, Duration::from_secs(24 * 3600));
@@ -231,7 +228,7 @@ mod tests {
 
     #[test]
     fn provider_and_smtp_urls_parse() {
-        let c = parse(&[
+        let c: Config = parse(&[
             "--psp-url",
             "http://127.0.0.1:3001/",
             "--smtp-url",
@@ -254,7 +251,7 @@ mod tests {
 
     #[test]
     fn flags_parse_durations_origins_and_modes() {
-        let c = parse(&[
+        let c: Config = parse(&[
             "--key-ttl",
             "7d",
             "--sweep-interval",
@@ -280,8 +277,8 @@ mod tests {
 
     #[test]
     fn bad_flags_are_refused() {
-        for args in [
-            &["--key-ttl", "soon"][..],
+        assert_refused::<Config>(&[
+            &["--key-ttl", "soon"],
             &["--key-ttl", "0s"],
             &["--durability", "maybe"],
             &["--database", "mysql://x"],
@@ -294,8 +291,6 @@ mod tests {
             &["--smtp-url", "smtp://mail:notaport"],
             &["--operation-lease", "0s"],
             &["--no-such-flag"],
-        ] {
-            assert!(parse(args).is_err(), "{args:?}");
-        }
+        ]);
     }
 }

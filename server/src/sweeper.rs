@@ -10,9 +10,9 @@
 //! `docs/BENCHMARKS.md` measures request p99 while a million records go.
 
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Records deleted per batch.
 pub const BATCH: u32 = 100;
@@ -21,32 +21,13 @@ const REST_FACTOR: u32 = 4;
 
 /// Every `interval`, deletes expired records until none are left.
 pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, interval: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let mut total = 0;
-        loop {
-            let started = Instant::now();
-            match store.sweep(BATCH).await {
-                Ok(n) => {
-                    total += n;
-                    metrics.expired(n);
-                    tracing::debug!(deleted = n, "swept a batch");
-                    if n < u64::from(BATCH) {
-                        break;
-                    }
-                    let rest = started.elapsed() * REST_FACTOR;
-                    tokio::time::sleep(rest.max(Duration::from_millis(1))).await;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "sweep failed; will retry next interval");
-                    break;
-                }
-            }
-        }
-        if total > 0 {
-            tracing::info!(deleted = total, "expired idempotency records swept");
-        }
-    }
+    // Each batch borrows them; `run` holds them as long as it runs.
+    let (store, metrics) = (&*store, &*metrics);
+    serve::sweep::every(interval, BATCH, REST_FACTOR, move |limit| async move {
+        let n = store.sweep(limit).await?;
+        metrics.expired(n);
+        tracing::debug!(deleted = n, "swept a batch");
+        Ok::<_, StoreError>(n)
+    })
+    .await
 }

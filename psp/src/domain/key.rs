@@ -44,12 +44,10 @@ impl IdempotencyKey {
 
     /// Reads the key of a request: exactly one `Idempotency-Key` header.
     pub fn from_headers(headers: &http::HeaderMap) -> Result<Self, KeyError> {
-        let mut values = headers.get_all("idempotency-key").iter();
-        let first = values.next().ok_or(KeyError::Missing)?;
-        if values.next().is_some() {
-            return Err(KeyError::Repeated);
-        }
-        Self::parse(first.as_bytes())
+        let value = serve::headers::single(headers, "idempotency-key")
+            .map_err(|_| KeyError::Repeated)?
+            .ok_or(KeyError::Missing)?;
+        Self::parse(value.as_bytes())
     }
 }
 

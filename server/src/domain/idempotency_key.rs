@@ -61,12 +61,10 @@ impl IdempotencyKey {
 
     /// Reads the key of a request: exactly one `Idempotency-Key` header.
     pub fn from_headers(headers: &http::HeaderMap) -> Result<Self, IdempotencyKeyError> {
-        let mut values = headers.get_all("idempotency-key").iter();
-        let first = values.next().ok_or(IdempotencyKeyError::Missing)?;
-        if values.next().is_some() {
-            return Err(IdempotencyKeyError::Repeated);
-        }
-        Self::parse(first.as_bytes())
+        let value = serve::headers::single(headers, "idempotency-key")
+            .map_err(|_| IdempotencyKeyError::Repeated)?
+            .ok_or(IdempotencyKeyError::Missing)?;
+        Self::parse(value.as_bytes())
     }
 }
 

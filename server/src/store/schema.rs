@@ -36,8 +36,9 @@ impl Migrations {
     }
 }
 
-/// The statement that reads a database's schema version (0 for none).
-pub const VERSION_QUERY: &str = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+/// The statement that reads a database's schema version (0 for none), on
+/// either backend.
+pub use serve::migrations::VERSION_QUERY;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use crate::config::Durability;
 use crate::store::schema::VERSION_QUERY;
 use crate::store::Result;
 use crate::store::{now_ms, StoreError};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
@@ -30,21 +30,10 @@ pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> rus
 
 /// Applies the migrations the file still needs, in one transaction.
 pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (
-           version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    )?;
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row(VERSION_QUERY, [], |r| r.get(0))?;
-    for (version, sql) in super::MIGRATIONS.after(current) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
-            params![version, now_ms()],
-        )?;
+    serve::migrations::migrate(conn, super::MIGRATIONS.0, now_ms(), |version| {
         tracing::info!(version, "migration applied");
-    }
-    tx.commit()
+    })?;
+    Ok(())
 }
 
 /// The schema version of the file (0 for none).
