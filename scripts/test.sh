@@ -27,11 +27,11 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
-step "server and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
+step "server, serve and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
 # The server's tests start the psp binary, which `cargo test -p server`
 # does not build.
 cargo build -p psp
-cargo test -p server -p testkit --features server/fuzzing
+cargo test -p server -p serve -p testkit --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp
