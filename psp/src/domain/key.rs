@@ -2,9 +2,6 @@
 
 use std::fmt;
 
-/// The longest key accepted, in characters (Stripe's limit).
-const MAX_KEY_LEN: usize = 255;
-
 /// A provider idempotency key: 1 to 255 visible ASCII characters
 /// (0x21 to 0x7E), sent bare.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -29,15 +26,7 @@ pub enum KeyError {
 impl IdempotencyKey {
     /// Parses one header value; surrounding spaces are HTTP's and ignored.
     pub fn parse(raw: &[u8]) -> Result<Self, KeyError> {
-        let raw = raw.trim_ascii();
-        if raw.is_empty()
-            || raw.len() > MAX_KEY_LEN
-            || !raw.iter().all(|b| (0x21..=0x7e).contains(b))
-        {
-            return Err(KeyError::Invalid);
-        }
-        // Only visible ASCII is left, so this cannot fail.
-        String::from_utf8(raw.to_vec())
+        serve::headers::key_text(raw.trim_ascii())
             .map(Self)
             .map_err(|_| KeyError::Invalid)
     }

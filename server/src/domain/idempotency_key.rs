@@ -1,9 +1,7 @@
 //! The `Idempotency-Key` header: bare, or as a structured-field string.
 
+use serve::headers::BadKey;
 use std::fmt;
-
-/// The longest key the contract allows, in characters.
-const MAX_KEY_LEN: usize = 255;
 
 /// A key: 1 to 255 visible ASCII characters (0x21 to 0x7E).
 ///
@@ -44,19 +42,13 @@ impl IdempotencyKey {
             Some(b'"') => unquote(raw)?,
             _ => raw.to_vec(),
         };
-        if key.is_empty() {
-            return Err(IdempotencyKeyError::Empty);
-        }
-        if key.len() > MAX_KEY_LEN {
-            return Err(IdempotencyKeyError::TooLong);
-        }
-        if !key.iter().all(|b| (0x21..=0x7e).contains(b)) {
-            return Err(IdempotencyKeyError::InvalidCharacter);
-        }
-        // Only visible ASCII is left, so this cannot fail.
-        String::from_utf8(key)
+        serve::headers::key_text(&key)
             .map(Self)
-            .map_err(|_| IdempotencyKeyError::InvalidCharacter)
+            .map_err(|bad| match bad {
+                BadKey::Empty => IdempotencyKeyError::Empty,
+                BadKey::TooLong => IdempotencyKeyError::TooLong,
+                BadKey::InvalidCharacter => IdempotencyKeyError::InvalidCharacter,
+            })
     }
 
     /// Reads the key of a request: exactly one `Idempotency-Key` header.

@@ -16,9 +16,7 @@ pub use request::request;
 use crate::domain::{Caller, Fingerprint, IdempotencyKey, SessionToken};
 use http::{header, HeaderMap, HeaderValue, Method};
 use request::header_value;
-
-/// The longest key the contract allows.
-const MAX_KEY_LEN: usize = 255;
+use serve::headers::MAX_KEY_LEN;
 
 /// Target `idempotency_key`: `data` is one `Idempotency-Key` header value.
 ///

@@ -152,8 +152,7 @@ pub(super) async fn decide(
             &cached(
                 tx,
                 &format!(
-                    "SELECT {RECORD_COLUMNS}, recovery_point, state, lease_token,
-                            coalesce(leased_until > now(), false),
+                    "SELECT {RECORD_COLUMNS}, recovery_point, coalesce(leased_until > now(), false),
                             greatest(extract(epoch FROM expires_at - now()), 0)::float8
                      FROM idempotency_keys WHERE caller = $1 AND key = $2"
                 ),
@@ -164,49 +163,28 @@ pub(super) async fn decide(
         .await
         .map_err(classify)?;
     let existing = record(&row)?;
-    let Some(point) = RecoveryPoint::from_stored(row.get(4)) else {
+    if RecoveryPoint::from_stored(row.get(4)).is_none() {
         return Ok(Execution::Found(Finished {
             record: existing,
-            life: Duration::from_secs_f64(row.get(8)),
+            life: Duration::from_secs_f64(row.get(6)),
         }));
-    };
+    }
     if existing.fingerprint != request.fingerprint {
         return Ok(Execution::Mismatch);
     }
-    if row.get::<_, bool>(7) {
+    if row.get::<_, bool>(5) {
         return Ok(Execution::InUse);
     }
-    let old: Option<&[u8]> = row.get(6);
-    let token = Lease::new_token();
-    let taken = tx
-        .execute(
-            &cached(
-                tx,
-                "UPDATE idempotency_keys
-                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
-                 WHERE caller = $1 AND key = $2 AND lease_token IS NOT DISTINCT FROM $5
-                   AND recovery_point <> 'finished'",
-            )
-            .await?,
-            &[
-                &caller,
-                &request.key.as_ref(),
-                &&token[..],
-                &clock.lease_secs,
-                &old,
-            ],
-        )
-        .await;
-    Ok(match in_use_or(taken)? {
-        Some(1) => Execution::Resumed(Lease {
-            caller: request.caller,
-            key: request.key.clone(),
-            token,
-            point,
-            state: row.get::<_, Option<String>>(5).unwrap_or_default(),
-        }),
-        _ => Execution::InUse,
-    })
+    // Abandoned: take it over, unless another request or the completer
+    // took it since the read above: the update sees the latest row, and a
+    // lease taken since runs past this transaction's `now()`. (Each phase
+    // also checks its token, so even a second holder could not finish.)
+    Ok(
+        match take_over(tx, &request.caller, &request.key, clock.lease_secs).await? {
+            Some(lease) => Execution::Resumed(lease),
+            None => Execution::InUse,
+        },
+    )
 }
 
 /// Commits. A connection that breaks during the commit leaves its outcome
