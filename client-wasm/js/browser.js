@@ -298,12 +298,9 @@ export class Store {
     this.prefix = prefix;
     this.inMemory = false;
     try {
-      // Reading the property itself throws where storage is disabled.
-      const local = localStorage;
-      this.local = local;
-      const probe = prefix + "\0probe";
-      local.setItem(probe, "1");
-      local.removeItem(probe);
+      // Reading the property itself throws where storage is disabled. A
+      // full one is found at the first write, which falls back then.
+      this.local = localStorage;
     } catch (e) {
       this.fallBack(e);
     }

@@ -16,30 +16,46 @@ use crate::storage::{Record, Slot, Store};
 use crate::text::{self, concat};
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 pub(crate) struct Client {
     pub(crate) config: Config,
-    pub(crate) store: Store,
+    store: Store,
+    /// Whether the expired records under the prefix are deleted yet.
+    purged: Cell<bool>,
 }
 
 impl Client {
-    /// Opens the storage and deletes the expired records under the prefix.
+    /// Names the storage; touches none of it, so constructing a client
+    /// while the page loads costs no storage access.
     pub(crate) fn new(config: Config) -> Client {
         let store = Store::open(&config.prefix);
-        store.purge_expired(js::now_ms());
-        Client { config, store }
+        Client {
+            config,
+            store,
+            purged: Cell::new(false),
+        }
+    }
+
+    /// The storage; its first use deletes the expired records under the
+    /// prefix.
+    pub(crate) fn store(&self) -> &Store {
+        if !self.purged.replace(true) {
+            self.store.purge_expired(js::now_ms());
+        }
+        &self.store
     }
 
     /// The operation's record when its key may be used; a new record,
     /// stored, when there is none (or garbage, or an expired key no call
     /// is sending with). Refuses a record of another client version.
     pub(crate) fn usable_record(&self, operation: &str, now: u64) -> Result<Record, Failure> {
-        match self.store.get(operation) {
+        match self.store().get(operation) {
             Slot::Ours(record) if record.is_usable(now) => Ok(record),
             Slot::Foreign => Err(foreign(operation)),
             _ => {
                 let record = Record::new(new_key(), now, self.config.key_ttl_ms);
-                self.store.put(operation, &record);
+                self.store().put(operation, &record);
                 Ok(record)
             }
         }
@@ -54,7 +70,7 @@ impl Client {
     /// is sending them right now (then the call would go on with a key that
     /// no longer exists, and a new call could charge again beside it).
     pub(crate) fn release(&self, operation: &str) -> Result<(), Failure> {
-        match self.store.get(operation) {
+        match self.store().get(operation) {
             Slot::Foreign => Err(foreign(operation)),
             Slot::Ours(record) if record.is_busy(js::now_ms()) => {
                 let mut msg = concat(&["release: operation "]);
@@ -68,7 +84,7 @@ impl Client {
                 Err(failure)
             }
             _ => {
-                self.store.remove(operation);
+                self.store().remove(operation);
                 Ok(())
             }
         }
@@ -77,7 +93,7 @@ impl Client {
     /// `pendingOperations()`.
     pub(crate) fn pending(&self) -> Vec<String> {
         let now = js::now_ms();
-        self.store
+        self.store()
             .records()
             .into_iter()
             .filter(|(_, record)| record.is_usable(now) && record.is_pending())

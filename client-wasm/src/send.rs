@@ -164,7 +164,7 @@ impl Client {
         let now = js::now_ms();
         let (mut record, request) = match job {
             Job::Send(request) => (self.usable_record(operation, now)?, request),
-            Job::Resume => match self.store.get(operation) {
+            Job::Resume => match self.store().get(operation) {
                 Slot::Ours(record) if record.is_usable(now) => match record.request.clone() {
                     Some(request) => (record, request),
                     None => return Err(nothing_to_resume(operation)),
@@ -178,7 +178,7 @@ impl Client {
         if age < SETTLE_MS && !call.aborted() {
             // An abort here is seen below.
             let _ = JsFuture::from(js::sleep(call, (SETTLE_MS - age) as f64)).await;
-            match self.store.get(operation) {
+            match self.store().get(operation) {
                 // Another tab may have made a key at the same moment and
                 // written it last: every tab uses the one in storage.
                 Slot::Ours(stored) => record = stored,
@@ -198,7 +198,7 @@ impl Client {
         record.request = Some(request);
         record.answered = false;
         record.busy_until_ms = Some(js::now_ms() + timeout_ms as u64 + LEASE_MARGIN_MS);
-        self.store.put(operation, &record);
+        self.store().put(operation, &record);
         Ok(record)
     }
 
@@ -221,10 +221,10 @@ impl Client {
 
     /// Changes the stored record of `operation` if it still has `key`.
     fn update(&self, operation: &str, key: &str, change: impl FnOnce(&mut Record)) {
-        if let Slot::Ours(mut record) = self.store.get(operation) {
+        if let Slot::Ours(mut record) = self.store().get(operation) {
             if record.key == key {
                 change(&mut record);
-                self.store.put(operation, &record);
+                self.store().put(operation, &record);
             }
         }
     }

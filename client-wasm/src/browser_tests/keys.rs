@@ -29,7 +29,7 @@ fn release_makes_a_new_key() {
 }
 
 /// A key lives `keyTtlMs`: then the operation gets a new key, and a new
-/// client purges the expired record.
+/// client purges the expired record at its first use of the storage.
 #[wasm_bindgen_test]
 async fn an_expired_key_is_replaced_and_purged() {
     let setup = Setup::new();
@@ -38,7 +38,12 @@ async fn an_expired_key_is_replaced_and_purged() {
     let first = client.key_for("short-lived".into()).unwrap();
     sleep(80.0).await;
     assert!(setup.stored("short-lived").is_some());
-    setup.client_with(None, &short_lived);
+    let another = setup.client_with(None, &short_lived);
+    assert!(
+        setup.stored("short-lived").is_some(),
+        "constructing reads nothing"
+    );
+    assert!(another.pending_operations().is_empty());
     assert!(setup.stored("short-lived").is_none());
     let second = client.key_for("short-lived".into()).unwrap();
     assert_ne!(first, second);
@@ -105,8 +110,9 @@ async fn a_record_of_another_version_is_never_overwritten() {
     assert!(rejection(client.release("checkout:deploy".into()).unwrap_err()).kind == "invalid");
     assert!(client.pending_operations().is_empty());
 
-    // A new client (which purges expired records) leaves it too.
-    setup.client(None);
+    // A new client, which purges expired records at its first use, leaves
+    // it too.
+    assert!(setup.client(None).pending_operations().is_empty());
     assert_eq!(setup.stored("checkout:deploy").as_deref(), Some(newer));
     assert_eq!(setup.charges().await, 0);
 }

@@ -20,8 +20,8 @@ pub(crate) use record::{Record, Slot, StoredRequest};
 pub(crate) struct Store(js::Store);
 
 impl Store {
-    /// Opens `localStorage` (probing that it accepts writes) or falls back
-    /// to memory.
+    /// `localStorage`, or memory where it is missing or disabled (or, from
+    /// its first refused write on, full). Reads and writes nothing yet.
     pub(crate) fn open(prefix: &str) -> Store {
         Store(js::Store::new(prefix))
     }
