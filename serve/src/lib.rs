@@ -10,7 +10,8 @@
 //!   `listening on http://ADDR` line on stdout, serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
 //! - [`flags`]: for the binaries' flag tests, flags parsed as `main` does;
-//! - [`headers`]: a header that may appear only once, read or refused;
+//! - [`headers`]: a header that may appear only once, read or refused,
+//!   and the text of an idempotency key (1 to 255 visible ASCII);
 //! - [`migrations`]: the numbered migrations of a SQLite file, applied once
 //!   each and recorded in `schema_migrations`;
 //! - [`sweep`]: deleting expired records in batches, every interval;
