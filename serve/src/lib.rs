@@ -110,17 +110,67 @@ pub async fn bind(addr: &str) -> Result<TcpListener, BindError> {
     })
 }
 
-/// An error and its sources, `: `-separated, on one line.
+/// For the binaries' tests: panics when an error line names a cause twice
+/// (printed in its error's message and again as its source): a
+/// `: `-separated part right after itself, or two parts in a row that
+/// stand again later in the line.
+#[track_caller]
+pub fn assert_each_cause_once(line: &str) {
+    let parts: Vec<&str> = line.split(": ").collect();
+    for (i, pair) in parts.windows(2).enumerate() {
+        assert_ne!(pair[0], pair[1], "a cause twice in: {line}");
+        let again = parts[i + 1..].windows(2).any(|later| later == pair);
+        assert!(!again, "{:?} twice in: {line}", pair.join(": "));
+    }
+}
+
+/// An error and its sources, `: `-separated, on one line. A source whose
+/// text the line already holds is left out: many errors (ours that name
+/// their cause, tokio-postgres's, deadpool's, rusqlite's) print their
+/// source in their own message as well as returning it.
 pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut line = self.0.to_string();
         let mut source = self.0.source();
         while let Some(e) = source {
-            write!(f, ": {e}")?;
+            let text = e.to_string();
+            if !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
             source = e.source();
         }
-        Ok(())
+        f.write_str(&line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that names its cause in its message and also returns it.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open {what}: {source}")]
+    struct Opening {
+        what: &'static str,
+        source: std::io::Error,
+    }
+
+    /// An error that leaves its cause to the chain.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot start")]
+    struct Starting(#[source] Opening);
+
+    #[test]
+    fn a_chain_names_each_cause_once() {
+        let e = Starting(Opening {
+            what: "the ledger",
+            source: std::io::Error::other("disk on fire"),
+        });
+        let line = Chain(&e).to_string();
+        assert_eq!(line, "cannot start: cannot open the ledger: disk on fire");
+        assert_each_cause_once(&line);
     }
 }

@@ -35,7 +35,7 @@ async fn the_ledger_survives_a_kill_and_a_restart() {
 }
 
 /// A bad flag, or a database or address it cannot use, exits non-zero
-/// with one line on stderr and nothing on stdout.
+/// with one line on stderr, naming each cause once, and nothing on stdout.
 #[test]
 fn a_bad_flag_exits_non_zero_with_one_line_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,6 +56,7 @@ fn a_bad_flag_exits_non_zero_with_one_line_on_stderr() {
         assert!(!output.status.success(), "{args:?}");
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        serve::assert_each_cause_once(stderr.trim_end());
         assert!(output.stdout.is_empty(), "{args:?}");
     }
 }

@@ -84,12 +84,13 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
 }
 
 /// Runs the server with `args` to its exit: asserts a non-zero exit and
-/// exactly one `error:` line on stderr.
+/// exactly one `error:` line on stderr, which names each cause once.
 fn assert_exits_non_zero_with_one_error_line(args: &[&str]) {
     let (code, stderr) = run_to_exit(args);
     assert_ne!(code, 0, "{args:?}");
     let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+    serve::assert_each_cause_once(lines[0]);
 }
 
 /// A bad flag: non-zero exit and a one-line error.
@@ -104,6 +105,19 @@ fn a_bad_flag_exits_non_zero_with_one_line() {
         assert_ne!(code, 0, "{args:?}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
     }
+}
+
+/// An address it cannot listen on: non-zero exit and a one-line error.
+#[test]
+fn an_unusable_listen_address_exits_non_zero_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("shop.db").display());
+    assert_exits_non_zero_with_one_error_line(&[
+        "--listen",
+        "256.0.0.1:1",
+        "--database",
+        &database,
+    ]);
 }
 
 /// A database that cannot be opened: non-zero exit and a one-line error.
