@@ -38,11 +38,15 @@ impl IdempotencyKey {
     /// whitespace) are ignored.
     pub fn parse(raw: &[u8]) -> Result<Self, IdempotencyKeyError> {
         let raw = trim_ows(raw);
+        let unquoted;
         let key = match raw.first() {
-            Some(b'"') => unquote(raw)?,
-            _ => raw.to_vec(),
+            Some(b'"') => {
+                unquoted = unquote(raw)?;
+                &unquoted[..]
+            }
+            _ => raw,
         };
-        serve::headers::key_text(&key)
+        serve::headers::key_text(key)
             .map(Self)
             .map_err(|bad| match bad {
                 BadKey::Empty => IdempotencyKeyError::Empty,

@@ -68,7 +68,7 @@ pub trait Run {
     /// The first phase as part of its key's claim, in one statement, when
     /// the operation's answer is known before the database is touched
     /// ([`OneStatement`]). `None`: it runs in a transaction instead.
-    fn one_statement(&self, _at: &RunContext<'_>) -> Option<OneStatement> {
+    fn one_statement(&self) -> Option<OneStatement> {
         None
     }
 }

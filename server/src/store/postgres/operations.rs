@@ -36,22 +36,25 @@ pub(super) fn charge_row(row: &tokio_postgres::Row) -> ChargeRow {
 
 #[async_trait]
 impl Run for RecordCharge {
-    fn one_statement(&self, _at: &RunContext<'_>) -> Option<OneStatement> {
+    fn one_statement(&self) -> Option<OneStatement> {
         let charge = &self.charge;
-        const CHARGE: &str = "charge AS (INSERT INTO charges (caller, id, amount, currency,
-                                      description, status, payment_method,
-                                      receipt_email, created)
-                      SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
-                             $13::text, $14::text, $15::bigint FROM claim)";
-        const CHARGE_AND_RECEIPT: &str = "charge AS (INSERT INTO charges (caller, id, amount,
-                                      currency, description, status, payment_method,
-                                      receipt_email, created)
-                      SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
-                             $13::text, $14::text, $15::bigint FROM claim),
-                  receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
-                                                  next_attempt_at)
-                      SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
-                      ON CONFLICT (message_id) DO NOTHING)";
+        macro_rules! charge {
+            () => {
+                "charge AS (INSERT INTO charges (caller, id, amount, currency, description,
+                                                status, payment_method, receipt_email, created)
+                     SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
+                            $13::text, $14::text, $15::bigint FROM claim)"
+            };
+        }
+        const CHARGE: &str = charge!();
+        const CHARGE_AND_RECEIPT: &str = concat!(
+            charge!(),
+            ",
+             receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
+                                             next_attempt_at)
+                 SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
+                 ON CONFLICT (message_id) DO NOTHING)"
+        );
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
             Box::new(charge.id.to_string()),
             Box::new(charge.amount.get()),

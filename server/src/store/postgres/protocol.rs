@@ -27,7 +27,8 @@ pub(super) struct Clock {
     pub(super) lease_secs: f64,
 }
 
-/// A key's record columns, in the order [`record`] and [`execute`] read.
+/// A key's record columns, in the order [`record`] reads them ([`decide`]
+/// selects them first).
 const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
 
 /// Claims the key (waiting for a transaction that holds it) and runs the
@@ -39,12 +40,8 @@ pub(super) async fn execute(
     finish: Finish,
     clock: Clock,
 ) -> Result<Execution> {
-    let context = RunContext {
-        caller: &request.caller,
-        now_ms: clock.now_ms,
-    };
     if finish == Finish::Commit {
-        if let Some(one) = operation.one_statement(&context) {
+        if let Some(one) = operation.one_statement() {
             return execute_one_statement(client, request, one, clock).await;
         }
     }
