@@ -223,11 +223,6 @@ impl Postgres {
             .collect()
     }
 
-    /// Whether the postmaster is running (started and not killed).
-    pub fn is_running(&self) -> bool {
-        self.postmaster.lock().unwrap().is_some()
-    }
-
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }

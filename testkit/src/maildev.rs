@@ -101,11 +101,6 @@ impl MailDev {
         format!("smtp://127.0.0.1:{}", self.smtp_port)
     }
 
-    /// The SMTP port.
-    pub fn smtp_port(&self) -> u16 {
-        self.smtp_port
-    }
-
     /// The web inbox, `http://127.0.0.1:PORT/`.
     pub fn web_url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.web_port)

@@ -84,7 +84,7 @@ impl Proxy {
     /// Resets every open connection (blackholed ones included); how many
     /// were relaying.
     pub fn cut(&self) -> usize {
-        let open = self.shared.open.load(Ordering::SeqCst);
+        let open = self.open();
         self.shared.cuts.send_modify(|n| *n += 1);
         open
     }
