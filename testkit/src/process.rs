@@ -117,6 +117,19 @@ impl Launch {
         self
     }
 
+    /// The log file: the one [`Launch::log`] names, else one in a
+    /// temporary folder (returned too: the file lives as long as it).
+    fn log_file(&self) -> Result<(PathBuf, Option<TempDir>)> {
+        if let Some(log) = &self.log {
+            return Ok((log.clone(), None));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{}-log-", self.binary.name()))
+            .tempdir()?;
+        let log = dir.path().join(format!("{}.log", self.binary.name()));
+        Ok((log, Some(dir)))
+    }
+
     /// Starts the process on a free port of 127.0.0.1.
     pub fn start(self) -> Result<Process> {
         Process::start(self, "127.0.0.1:0")
@@ -128,16 +141,7 @@ impl Launch {
     /// to a temporary one, gone on return).
     pub fn start_and_kill(self, at: &KillAt) -> Result<KilledStart> {
         let path = self.binary.path()?;
-        let scratch;
-        let log = match &self.log {
-            Some(log) => log.clone(),
-            None => {
-                scratch = tempfile::Builder::new()
-                    .prefix(&format!("{}-log-", self.binary.name()))
-                    .tempdir()?;
-                scratch.path().join(format!("{}.log", self.binary.name()))
-            }
-        };
+        let (log, _scratch) = self.log_file()?;
         let logged = killed_start::log_length(&log);
         let (mut child, line) = spawn_child(&path, &self, "127.0.0.1:0", &log)?;
         killed_start::kill(&mut child, &line, &log, logged, at)
@@ -159,18 +163,7 @@ impl Process {
     /// Starts `launch` with `--listen listen` and waits for its address.
     pub fn start(launch: Launch, listen: &str) -> Result<Self> {
         let path = launch.binary.path()?;
-        let (log, scratch) = match &launch.log {
-            Some(log) => (log.clone(), None),
-            None => {
-                let dir = tempfile::Builder::new()
-                    .prefix(&format!("{}-log-", launch.binary.name()))
-                    .tempdir()?;
-                (
-                    dir.path().join(format!("{}.log", launch.binary.name())),
-                    Some(dir),
-                )
-            }
-        };
+        let (log, scratch) = launch.log_file()?;
         let (child, addr) = spawn(&path, &launch, listen, &log)?;
         Ok(Self {
             launch,
@@ -262,12 +255,7 @@ impl Process {
     /// while the address is not free yet. The old process must have exited
     /// (see [`Process::kill`]).
     pub fn restart(&mut self) -> Result<()> {
-        if self.child.try_wait()?.is_none() {
-            bail!(
-                "restart: the old {} process is still running",
-                self.launch.binary.name()
-            );
-        }
+        self.ensure_exited()?;
         let listen = self.addr.to_string();
         let deadline = Instant::now() + REBIND;
         loop {
@@ -291,17 +279,24 @@ impl Process {
     /// had got to. The process stays dead: [`Process::restart`] starts the
     /// next one.
     pub fn restart_and_kill(&mut self, at: &KillAt) -> Result<KilledStart> {
+        self.ensure_exited()?;
+        let logged = killed_start::log_length(&self.log);
+        let (child, line) =
+            spawn_child(&self.path, &self.launch, &self.addr.to_string(), &self.log)?;
+        self.child = child;
+        killed_start::kill(&mut self.child, &line, &self.log, logged, at)
+    }
+
+    /// An error unless the process has exited: a restart would start a
+    /// second one beside it.
+    fn ensure_exited(&mut self) -> Result<()> {
         if self.child.try_wait()?.is_none() {
             bail!(
                 "restart: the old {} process is still running",
                 self.launch.binary.name()
             );
         }
-        let logged = killed_start::log_length(&self.log);
-        let (child, line) =
-            spawn_child(&self.path, &self.launch, &self.addr.to_string(), &self.log)?;
-        self.child = child;
-        killed_start::kill(&mut self.child, &line, &self.log, logged, at)
+        Ok(())
     }
 
     /// The last lines of the log, for error messages.
