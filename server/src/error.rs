@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use serde::Serialize;
+use serve::Chain;
 use std::sync::Arc;
 
 /// Any error, as a server error's cause.
@@ -265,5 +266,3 @@ pub async fn log_server_errors(request: Request, next: Next) -> Response {
     }
     response
 }
-
-pub use serve::Chain;
