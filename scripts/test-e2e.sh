@@ -11,7 +11,7 @@
 # them in Firefox: they time the page's 3 s client timeout and restart
 # servers, which a loaded 2-core machine must not skew. Prints each
 # engine's wall time. Screenshots (STORY-ENGINE.png) and the logs of the
-# server, the drivers, psp and MailDev land in target/e2e/.
+# server and the drivers land in target/e2e/.
 #
 #   scripts/test-e2e.sh                          every story, both engines
 #   scripts/test-e2e.sh two_tabs                 the stories whose name contains it

@@ -111,7 +111,7 @@ async function start() {
   // Resume on load (docs/CLIENT.md, "The key lifecycle"): what a previous
   // visit left in flight is sent again, same key, same body; each outcome
   // goes to its own operation.
-  for (const operation of client.pendingOperations()) {
+  for (const operation of pending) {
     showResuming(operation);
     client.resume(operation).then(
       (outcome) => showOutcome(operation, outcome),

@@ -24,7 +24,7 @@ use tempfile::TempDir;
 pub const ENGINES_ENV: &str = "E2E_BROWSERS";
 
 /// Chromium flags that work as root in a container without network
-/// (see TOOLCHAIN.md): no sandbox, no /dev/shm, no background traffic.
+/// (installed by scripts/install-wasm-tools.sh): no sandbox, no /dev/shm, no background traffic.
 const CHROMIUM_FLAGS: &[&str] = &[
     "--headless",
     "--no-sandbox",
@@ -269,7 +269,6 @@ fn binary(env: &str, default: &str, package: &str) -> Result<PathBuf> {
 /// its own driver process.
 pub struct Browser {
     client: Client,
-    engine: Engine,
     // Dropped after the session is closed: the driver, then the profile.
     driver: Driver,
     profile: TempDir,
@@ -291,7 +290,6 @@ impl Browser {
         client.set_window_size(WINDOW.0, WINDOW.1).await?;
         Ok(Self {
             client,
-            engine,
             driver,
             profile: folder,
         })
@@ -300,11 +298,6 @@ impl Browser {
     /// The WebDriver session.
     pub fn client(&self) -> &Client {
         &self.client
-    }
-
-    /// Its engine.
-    pub fn engine(&self) -> Engine {
-        self.engine
     }
 
     /// Ends the session (closes the browser), then its driver.

@@ -1,4 +1,4 @@
-//! The harness of the end-to-end stories in `tests/stories.rs`: the real
+//! The harness of the end-to-end stories in `tests/tests/stories/`: the real
 //! `server` binary and real headless browsers (Chromium and Firefox),
 //! driven over WebDriver.
 //!

@@ -131,11 +131,6 @@ impl Page {
         })
     }
 
-    /// The WebDriver session this window belongs to.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     async fn focus(&self) -> Result<()> {
         self.client.switch_to_window(self.window.clone()).await?;
         Ok(())

@@ -117,7 +117,7 @@ export function render() {
           ? entry.status < 300 ? "ok" : entry.status < 500 ? "warn" : "bad"
           : entry.status === "pending" ? "pending" : "bad";
       const number = attemptNumber(index);
-      // Chromium resends a request once by itself when a reused keep-alive
+      // The browser resends a request once by itself when a reused keep-alive
       // connection drops without an answer: the page then sees a replay on
       // its first attempt.
       const resentByBrowser = number === 1 && entry.replayed && entry.chaos === "drop-after-commit";

@@ -2,7 +2,7 @@
 // does (`GET /config`), the stock, and the shopper's charges, counted
 // whole by following `has_more`.
 
-import { changed, PRODUCTS, state } from "./state.js";
+import { changed, NO_CONFIG, PRODUCTS, state } from "./state.js";
 
 /** How many charges the list shows (the newest). */
 const LISTED = 50;
@@ -32,7 +32,7 @@ export async function loadConfig() {
     const config = await getJson("/config");
     state.config = { chaos: !!config.chaos, provider: !!config.provider, receipts: !!config.receipts };
   } catch {
-    state.config = { chaos: false, provider: false, receipts: false };
+    state.config = NO_CONFIG;
   }
 }
 

@@ -35,11 +35,14 @@ const LOG_KEY = "shop:attempts";
 const MAX_RESERVATIONS = 8;
 const MAX_LOG = 60;
 
+/** What a server offers when `GET /config` did not say: nothing extra. */
+export const NO_CONFIG = Object.freeze({ chaos: false, provider: false, receipts: false });
+
 export const state = {
   /** The wasm client, once loaded. */
   client: null,
   /** `GET /config`: what this server does. */
-  config: { chaos: false, provider: false, receipts: false },
+  config: NO_CONFIG,
   /** MailDev's web inbox (`?inbox=`), where receipts can be seen; or null. */
   inbox: null,
   cart: loadCart(),
@@ -49,8 +52,8 @@ export const state = {
   stuck: null,
   /** Looking for a sealed cart's charge; `"failed"` when the shop was away. */
   checking: false,
-  /** Reservations, oldest first: `{ op, n, result, text }`. */
-  reservations: readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [],
+  /** Reservations, oldest first: `{ op, result, text }`. */
+  reservations: keptReservations(),
   stock: {},
   /** `{ newest, total, byDescription, loads }` once loaded: see shop.js. */
   charges: null,
@@ -159,7 +162,12 @@ export function saveReservations() {
 
 /** Reloads the reservations another tab stored. */
 export function loadReservations() {
-  state.reservations = readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [];
+  state.reservations = keptReservations();
+}
+
+/** The reservations stored in localStorage (the valid ones). */
+function keptReservations() {
+  return readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [];
 }
 
 export const isReservationsKey = (key) => key === RESERVATIONS_KEY;

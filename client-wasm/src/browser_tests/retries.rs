@@ -26,8 +26,8 @@ async fn a_slow_answer_is_retried_with_the_same_key_and_charges_once() {
 /// the retry is answered with the stored response.
 ///
 /// Who retries depends on the connection: on a fresh one `fetch` rejects and
-/// the client sends attempt 2; on a reused keep-alive connection Chromium
-/// itself resends the request once before `fetch` sees anything, so the
+/// the client sends attempt 2; on a reused keep-alive connection the
+/// browser (Chromium and Firefox alike) itself resends the request once before `fetch` sees anything, so the
 /// client counts one attempt. Either way the resend carries the same
 /// `Idempotency-Key` and is replayed.
 #[wasm_bindgen_test]

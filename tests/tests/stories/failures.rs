@@ -126,7 +126,7 @@ async fn an_answer_lost_after_commit_is_retried_and_replayed_with_one_charge(
 ) -> Result<()> {
     let page = pay_with_chaos(scene, "drop-after-commit").await?;
     let (receipt, attempts) = page.wait_for_receipt_and_attempts().await?;
-    // Chromium itself resends a request once when a reused keep-alive
+    // The browser itself resends a request once when a reused keep-alive
     // connection drops without an answer, so the page may see the
     // replay on its first attempt; on a fresh connection the client's
     // own retry does it. Either way the second request is a replay.
