@@ -188,29 +188,26 @@ pub struct Charge {
     pub payment_method: PaymentMethod,
 }
 
-/// A charge's columns as a backend reads them (trusted: they were parsed
-/// before they were written).
-#[derive(Debug, Clone)]
-pub struct ChargeRow {
-    /// `id`
-    pub id: String,
-    /// `amount`
-    pub amount: i64,
-    /// `currency`
-    pub currency: String,
-    /// `description`
-    pub description: Option<String>,
-    /// `status`
-    pub status: String,
-    /// `created`
-    pub created: i64,
-    /// `provider_charge`
-    pub provider_charge: Option<String>,
-    /// `receipt_email`
-    pub receipt_email: Option<String>,
-    /// `payment_method`
-    pub payment_method: String,
-}
+/// A charge's columns, in the order of [`ChargeRow`]: what both backends
+/// select.
+pub const CHARGE_COLUMNS: &str =
+    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
+     payment_method";
+
+/// A charge's columns as a backend reads them, in [`CHARGE_COLUMNS`] order
+/// (trusted: they were parsed before they were written). Column order is
+/// named once, here and in the [`From`] below, not in each backend.
+pub type ChargeRow = (
+    String,
+    i64,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    String,
+);
 
 impl Charge {
     /// The charge a request creates, at `created` (Unix seconds).
@@ -231,20 +228,28 @@ impl Charge {
 
 impl From<ChargeRow> for Charge {
     fn from(row: ChargeRow) -> Self {
+        let (
+            id,
+            amount,
+            currency,
+            description,
+            status,
+            created,
+            provider_charge,
+            receipt_email,
+            payment_method,
+        ) = row;
         Self {
-            id: ChargeId(row.id),
-            amount: Amount(row.amount),
-            currency: Currency(row.currency),
-            description: row.description.map(Description),
+            id: ChargeId(id),
+            amount: Amount(amount),
+            currency: Currency(currency),
+            description: description.map(Description),
             // A corrupt status reads as pending: never as charged.
-            status: ChargeStatus::from_stored(&row.status).unwrap_or(ChargeStatus::Pending),
-            created: row.created,
-            provider_charge: row
-                .provider_charge
-                .as_deref()
-                .and_then(ProviderChargeId::parse),
-            receipt_email: row.receipt_email.as_deref().and_then(ReceiptEmail::parse),
-            payment_method: PaymentMethod::from_stored(row.payment_method),
+            status: ChargeStatus::from_stored(&status).unwrap_or(ChargeStatus::Pending),
+            created,
+            provider_charge: provider_charge.as_deref().and_then(ProviderChargeId::parse),
+            receipt_email: receipt_email.as_deref().and_then(ReceiptEmail::parse),
+            payment_method: PaymentMethod::from_stored(payment_method),
         }
     }
 }

@@ -53,6 +53,7 @@ mod reservation;
 pub use caller::{session_cookie, Caller, CallerError, SessionToken};
 pub use charge::{
     Amount, Charge, ChargeId, ChargeRow, Currency, Description, NewCharge, NewChargeError,
+    CHARGE_COLUMNS,
 };
 pub use fingerprint::Fingerprint;
 pub use idempotency_key::{IdempotencyKey, IdempotencyKeyError};

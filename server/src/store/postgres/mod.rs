@@ -35,7 +35,7 @@ mod protocol;
 mod schema;
 
 use crate::config::Durability;
-use crate::domain::{Caller, Charge, IdempotencyKey, ItemId};
+use crate::domain::{Caller, IdempotencyKey, ItemId, CHARGE_COLUMNS};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::Result;
 use crate::store::{
@@ -246,9 +246,8 @@ impl Store for PostgresStore {
                 &cached(
                     &client,
                     &format!(
-                        "SELECT {} FROM charges
-                         WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
-                        operations::CHARGE_COLUMNS
+                        "SELECT {CHARGE_COLUMNS} FROM charges
+                         WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
                     ),
                 )
                 .await?,
@@ -260,11 +259,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(classify)?;
-        Ok(query.page(
-            rows.iter()
-                .map(|row| Charge::from(operations::charge_row(row)))
-                .collect(),
-        ))
+        Ok(query.page(rows.iter().map(operations::charge).collect()))
     }
 
     async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {

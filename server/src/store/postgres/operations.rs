@@ -5,7 +5,7 @@
 use super::one_statement::OneStatement;
 use super::outbox::enqueue;
 use super::{cached, classify, exec, Run};
-use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation};
+use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
 use crate::idempotency::record::Step;
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
@@ -14,24 +14,20 @@ use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 
-/// A charge's columns, in the order [`charge_row`] reads them.
-pub(super) const CHARGE_COLUMNS: &str =
-    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
-     payment_method";
-
-/// A row of [`CHARGE_COLUMNS`].
-pub(super) fn charge_row(row: &tokio_postgres::Row) -> ChargeRow {
-    ChargeRow {
-        id: row.get(0),
-        amount: row.get(1),
-        currency: row.get(2),
-        description: row.get(3),
-        status: row.get(4),
-        created: row.get(5),
-        provider_charge: row.get(6),
-        receipt_email: row.get(7),
-        payment_method: row.get(8),
-    }
+/// A charge, from a row of [`CHARGE_COLUMNS`].
+pub(super) fn charge(row: &tokio_postgres::Row) -> Charge {
+    let columns: ChargeRow = (
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+        row.get(6),
+        row.get(7),
+        row.get(8),
+    );
+    Charge::from(columns)
 }
 
 #[async_trait]
@@ -128,7 +124,7 @@ impl Run for FinishCharge {
             )
             .await
             .map_err(classify)?;
-        let charge = Charge::from(charge_row(&row));
+        let charge = self::charge(&row);
         let (step, receipt) = charge::finished(&charge, &self.verdict, self.receipts);
         if let Some(receipt) = receipt {
             enqueue(tx, &receipt).await?;

@@ -4,7 +4,7 @@
 
 use super::outbox::enqueue;
 use super::Run;
-use crate::domain::{Charge, ChargeStatus, NewReservation, Reservation};
+use crate::domain::{Charge, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
 use crate::idempotency::record::Step;
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
@@ -38,8 +38,7 @@ impl Run for FinishCharge {
         let row = conn
             .prepare_cached(&format!(
                 "UPDATE charges SET status = ?3, provider_charge = ?4
-                 WHERE caller = ?1 AND id = ?2 RETURNING {}",
-                super::queries::CHARGE_COLUMNS
+                 WHERE caller = ?1 AND id = ?2 RETURNING {CHARGE_COLUMNS}"
             ))?
             .query_row(
                 params![
@@ -48,9 +47,9 @@ impl Run for FinishCharge {
                     self.verdict.status().as_str(),
                     self.verdict.provider_charge().map(AsRef::<str>::as_ref),
                 ],
-                super::queries::charge_row,
+                super::queries::charge,
             )?;
-        let (step, receipt) = charge::finished(&Charge::from(row), &self.verdict, self.receipts);
+        let (step, receipt) = charge::finished(&row, &self.verdict, self.receipts);
         if let Some(receipt) = receipt {
             enqueue(conn, &receipt, at.now_ms)?;
         }

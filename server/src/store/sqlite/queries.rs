@@ -3,28 +3,13 @@
 //! savepoint).
 
 use super::protocol::{life_left, record};
-use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId};
+use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId, CHARGE_COLUMNS};
 use crate::store::{ChargeQuery, Finished};
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// A charge's columns, in the order [`charge_row`] reads them.
-pub(super) const CHARGE_COLUMNS: &str =
-    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
-     payment_method";
-
-/// A row of [`CHARGE_COLUMNS`].
-pub(super) fn charge_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ChargeRow> {
-    Ok(ChargeRow {
-        id: row.get(0)?,
-        amount: row.get(1)?,
-        currency: row.get(2)?,
-        description: row.get(3)?,
-        status: row.get(4)?,
-        created: row.get(5)?,
-        provider_charge: row.get(6)?,
-        receipt_email: row.get(7)?,
-        payment_method: row.get(8)?,
-    })
+/// A charge, from a row of [`CHARGE_COLUMNS`].
+pub(super) fn charge(row: &rusqlite::Row<'_>) -> rusqlite::Result<Charge> {
+    ChargeRow::try_from(row).map(Charge::from)
 }
 
 /// A finished, live record of the key, for a replay.
@@ -56,7 +41,7 @@ pub(super) fn charges(conn: &Connection, query: &ChargeQuery<'_>) -> rusqlite::R
     ))?
     .query_map(
         params![&query.caller.as_bytes()[..], query.before(), query.rows()],
-        |row| charge_row(row).map(Charge::from),
+        charge,
     )?
     .collect()
 }
