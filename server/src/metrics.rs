@@ -9,7 +9,7 @@ use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue
 use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
 };
-use prometheus_client::registry::{Metric, Registry};
+use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,17 +66,52 @@ struct RouteLabels {
     status: u16,
 }
 
-/// The server's metrics registry.
-pub struct Metrics {
-    registry: Registry,
-    decisions: Family<DecisionLabels, Counter>,
-    expired: Counter,
-    latency: Family<RouteLabels, Histogram>,
-    provider_calls: Family<ProviderLabels, Counter>,
-    resumed: Family<ResumedLabels, Counter>,
-    receipts_sent: Counter,
-    outbox_waiting: Gauge,
+/// Declares [`Metrics`] with one line per metric: its help text (the doc
+/// comment), its name, its field and how it is made. `registered` makes
+/// each and registers it under its name.
+macro_rules! metrics {
+    ($(#[doc = $help:literal] $name:literal => $field:ident: $type:ty = $make:expr;)*) => {
+        /// The server's metrics registry.
+        pub struct Metrics {
+            registry: Registry,
+            $(#[doc = $help] $field: $type,)*
+        }
+
+        impl Metrics {
+            /// Every metric, made and registered.
+            fn registered() -> Self {
+                let mut registry = Registry::default();
+                $(
+                    let $field: $type = $make;
+                    registry.register($name, $help.trim(), $field.clone());
+                )*
+                Self { registry, $($field,)* }
+            }
+        }
+    };
 }
+
+metrics! {
+    /// Keyed requests by what the idempotency layer did: executed, replayed, conflict (409), mismatch (422)
+    "idempotency_requests" => decisions: Family<DecisionLabels, Counter> = Family::default();
+    /// Idempotency records deleted by the sweeper after their TTL
+    "idempotency_records_expired" => expired: Counter = Counter::default();
+    /// Time from request to response head, by route and status
+    "http_request_duration_seconds" => latency: Family<RouteLabels, Histogram> = Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
+    /// Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)
+    "provider_calls" => provider_calls: Family<ProviderLabels, Counter> = Family::default();
+    /// Operations stopped at a recovery point and resumed, by a retry or by the completer
+    "operations_resumed" => resumed: Family<ResumedLabels, Counter> = Family::default();
+    /// Receipts the SMTP server accepted
+    "receipts_sent" => receipts_sent: Counter = Counter::default();
+    /// Receipts in the outbox not yet accepted by the SMTP server
+    "outbox_waiting" => outbox_waiting: Gauge = Gauge::default();
+}
+
+/// The latency histogram's buckets, in seconds.
+const LATENCY_BUCKETS: [f64; 13] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -85,83 +120,30 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A registry with every metric at zero.
+    /// A registry with every metric at zero, each label value present.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let decisions = registered(
-            &mut registry,
-            "idempotency_requests",
-            "Keyed requests by what the idempotency layer did: executed, replayed, conflict (409), mismatch (422)",
-            Family::<DecisionLabels, Counter>::default(),
-        );
-        let expired = registered(
-            &mut registry,
-            "idempotency_records_expired",
-            "Idempotency records deleted by the sweeper after their TTL",
-            Counter::default(),
-        );
-        let latency = registered(
-            &mut registry,
-            "http_request_duration_seconds",
-            "Time from request to response head, by route and status",
-            Family::<RouteLabels, Histogram>::new_with_constructor(|| {
-                Histogram::new([
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-                ])
-            }),
-        );
-        let provider_calls = registered(
-            &mut registry,
-            "provider_calls",
-            "Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)",
-            Family::<ProviderLabels, Counter>::default(),
-        );
-        let resumed = registered(
-            &mut registry,
-            "operations_resumed",
-            "Operations stopped at a recovery point and resumed, by a retry or by the completer",
-            Family::<ResumedLabels, Counter>::default(),
-        );
-        let receipts_sent = registered(
-            &mut registry,
-            "receipts_sent",
-            "Receipts the SMTP server accepted",
-            Counter::default(),
-        );
-        let outbox_waiting = registered(
-            &mut registry,
-            "outbox_waiting",
-            "Receipts in the outbox not yet accepted by the SMTP server",
-            Gauge::default(),
-        );
+        let metrics = Self::registered();
         for outcome in [
             Decision::executed,
             Decision::replayed,
             Decision::conflict,
             Decision::mismatch,
         ] {
-            let _ = decisions.get_or_create(&DecisionLabels { outcome });
+            let _ = metrics.decisions.get_or_create(&DecisionLabels { outcome });
         }
         for outcome in [
             ProviderOutcome::succeeded,
             ProviderOutcome::declined,
             ProviderOutcome::failed,
         ] {
-            let _ = provider_calls.get_or_create(&ProviderLabels { outcome });
+            let _ = metrics
+                .provider_calls
+                .get_or_create(&ProviderLabels { outcome });
         }
         for by in [ResumedBy::retry, ResumedBy::completer] {
-            let _ = resumed.get_or_create(&ResumedLabels { by });
+            let _ = metrics.resumed.get_or_create(&ResumedLabels { by });
         }
-        Self {
-            registry,
-            decisions,
-            expired,
-            latency,
-            provider_calls,
-            resumed,
-            receipts_sent,
-            outbox_waiting,
-        }
+        metrics
     }
 
     fn decided(&self, outcome: Decision) {
@@ -216,12 +198,6 @@ impl Metrics {
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
-}
-
-/// Registers `metric` as `name`, described by `help`; the handle to count with.
-fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
-    registry.register(name, help, metric.clone());
-    metric
 }
 
 /// `GET /metrics`
