@@ -142,6 +142,34 @@ fn answers(list: impl IntoIterator<Item = (u16, ResponseBuilder)>) -> Responses 
 
 type Responses = BTreeMap<String, RefOr<Response>>;
 
+/// Each operation's answers as the type its route's `#[utoipa::path]`
+/// names: `Type = function`, the function building them below.
+macro_rules! operation_responses {
+    ($($name:ident = $answers:ident,)*) => {
+        $(
+            #[doc = concat!("The answers `", stringify!($answers), "` builds.")]
+            pub struct $name;
+
+            impl IntoResponses for $name {
+                fn responses() -> Responses {
+                    $answers()
+                }
+            }
+        )*
+    };
+}
+
+operation_responses! {
+    CreateChargeResponses = create_charge,
+    ListChargesResponses = list_charges,
+    CreateReservationResponses = create_reservation,
+    InventoryResponses = inventory,
+    HealthResponses = health,
+    ConfigResponses = config,
+    MetricsResponses = metrics,
+    DocumentResponses = document,
+}
+
 /// What every keyed request may be refused with before it runs, in the
 /// order the edge checks: nothing is stored, and the key may be sent again
 /// with a corrected request. 422 is the one refusal that comes from a
@@ -194,181 +222,149 @@ fn keyed(answers: Responses) -> Responses {
 }
 
 /// `POST /charges`.
-pub struct CreateChargeResponses;
-
-impl IntoResponses for CreateChargeResponses {
-    fn responses() -> Responses {
-        let created = made::<ChargeBody>("The charge, created")
-            .link(
-                "ListFromIt",
-                link(
-                    "list_charges",
-                    &[("starting_after", "$response.body#/id")],
-                    "The caller's charges older than this one.",
-                ),
-            )
-            .link("Replay", {
-                let mut replay = link(
-                    "create_charge",
-                    &[("Idempotency-Key", "$request.header.Idempotency-Key")],
-                    "The same request again: the same answer, replayed.",
-                );
-                replay.request_body = Some("$request.body".into());
-                replay
-            });
-        keyed(answers([
-            (201, created),
-            (
-                402,
-                replayable(problem(
-                    &["card-declined"],
-                    "With `--psp-url`: the provider declined the card. Recorded: \
-                     the same request replays it.",
-                )),
+fn create_charge() -> Responses {
+    let created = made::<ChargeBody>("The charge, created")
+        .link(
+            "ListFromIt",
+            link(
+                "list_charges",
+                &[("starting_after", "$response.body#/id")],
+                "The caller's charges older than this one.",
             ),
-            (
-                409,
-                retry_after(problem(
-                    &["idempotency-key-in-use"],
-                    "The first request with this key is still running.",
-                )),
-            ),
-            (503, unavailable(&["unavailable", "provider-unavailable"])),
-        ]))
-    }
+        )
+        .link("Replay", {
+            let mut replay = link(
+                "create_charge",
+                &[("Idempotency-Key", "$request.header.Idempotency-Key")],
+                "The same request again: the same answer, replayed.",
+            );
+            replay.request_body = Some("$request.body".into());
+            replay
+        });
+    keyed(answers([
+        (201, created),
+        (
+            402,
+            replayable(problem(
+                &["card-declined"],
+                "With `--psp-url`: the provider declined the card. Recorded: \
+                 the same request replays it.",
+            )),
+        ),
+        (
+            409,
+            retry_after(problem(
+                &["idempotency-key-in-use"],
+                "The first request with this key is still running.",
+            )),
+        ),
+        (503, unavailable(&["unavailable", "provider-unavailable"])),
+    ]))
 }
 
 /// `GET /charges`.
-pub struct ListChargesResponses;
-
-impl IntoResponses for ListChargesResponses {
-    fn responses() -> Responses {
-        answers([
-            (
-                200,
-                json::<ChargeListBody>("The caller's charges, newest first."),
+fn list_charges() -> Responses {
+    answers([
+        (
+            200,
+            json::<ChargeListBody>("The caller's charges, newest first."),
+        ),
+        (
+            400,
+            problem(
+                &["invalid-request"],
+                "`limit` is not 1 to 1000, or `starting_after` is not a charge id.",
             ),
-            (
-                400,
-                problem(
-                    &["invalid-request"],
-                    "`limit` is not 1 to 1000, or `starting_after` is not a charge id.",
-                ),
-            ),
-            (401, unauthorized()),
-            (500, internal()),
-            (503, unavailable(&["unavailable"])),
-        ])
-    }
+        ),
+        (401, unauthorized()),
+        (500, internal()),
+        (503, unavailable(&["unavailable"])),
+    ])
 }
 
 /// `POST /reservations`.
-pub struct CreateReservationResponses;
-
-impl IntoResponses for CreateReservationResponses {
-    fn responses() -> Responses {
-        let reserved = made::<ReservationBody>("The reservation, made").link(
-            "StockOfItem",
-            link(
-                "show_inventory",
-                &[("item", "$response.body#/item_id")],
-                "The stock left of the item reserved.",
-            ),
-        );
-        keyed(answers([
-            (201, reserved),
-            (
-                404,
-                replayable(problem(
-                    &["not-found"],
-                    "No such item; nothing was reserved. Recorded: the same request \
-                     replays it.",
-                )),
-            ),
-            (
-                409,
-                retry_after(replayable(problem(
-                    &["insufficient-inventory", "idempotency-key-in-use"],
-                    "Not enough stock, nothing reserved (recorded: the same request \
-                     replays it); or the first request with this key is still running \
-                     (with `Retry-After`).",
-                ))),
-            ),
-            (503, unavailable(&["unavailable"])),
-        ]))
-    }
+fn create_reservation() -> Responses {
+    let reserved = made::<ReservationBody>("The reservation, made").link(
+        "StockOfItem",
+        link(
+            "show_inventory",
+            &[("item", "$response.body#/item_id")],
+            "The stock left of the item reserved.",
+        ),
+    );
+    keyed(answers([
+        (201, reserved),
+        (
+            404,
+            replayable(problem(
+                &["not-found"],
+                "No such item; nothing was reserved. Recorded: the same request \
+                 replays it.",
+            )),
+        ),
+        (
+            409,
+            retry_after(replayable(problem(
+                &["insufficient-inventory", "idempotency-key-in-use"],
+                "Not enough stock, nothing reserved (recorded: the same request \
+                 replays it); or the first request with this key is still running \
+                 (with `Retry-After`).",
+            ))),
+        ),
+        (503, unavailable(&["unavailable"])),
+    ]))
 }
 
 /// `GET /inventory/{item}`.
-pub struct InventoryResponses;
-
-impl IntoResponses for InventoryResponses {
-    fn responses() -> Responses {
-        answers([
-            (200, json::<Inventory>("The stock left of the item.")),
-            (404, problem(&["not-found"], "No such item.")),
-            (500, internal()),
-            (503, unavailable(&["unavailable"])),
-        ])
-    }
+fn inventory() -> Responses {
+    answers([
+        (200, json::<Inventory>("The stock left of the item.")),
+        (404, problem(&["not-found"], "No such item.")),
+        (500, internal()),
+        (503, unavailable(&["unavailable"])),
+    ])
 }
 
 /// `GET /healthz`.
-pub struct HealthResponses;
-
-impl IntoResponses for HealthResponses {
-    fn responses() -> Responses {
-        answers([
-            (
-                200,
-                json::<Health>("The database is reachable, migrated and writable."),
-            ),
-            (500, internal()),
-            (503, unavailable(&["unavailable"])),
-        ])
-    }
+fn health() -> Responses {
+    answers([
+        (
+            200,
+            json::<Health>("The database is reachable, migrated and writable."),
+        ),
+        (500, internal()),
+        (503, unavailable(&["unavailable"])),
+    ])
 }
 
 /// `GET /config`.
-pub struct ConfigResponses;
-
-impl IntoResponses for ConfigResponses {
-    fn responses() -> Responses {
-        answers([(200, json::<ServerConfig>("This server's settings."))])
-    }
+fn config() -> Responses {
+    answers([(200, json::<ServerConfig>("This server's settings."))])
 }
 
 /// `GET /metrics`.
-pub struct MetricsResponses;
-
-impl IntoResponses for MetricsResponses {
-    fn responses() -> Responses {
-        let text = || ObjectBuilder::new().schema_type(SchemaType::Type(Type::String));
-        answers([(
-            200,
-            ResponseBuilder::new()
-                .description(
-                    "Prometheus (OpenMetrics) text: keyed requests executed, replayed, \
-                     in conflict (409) and mismatched (422), records expired, request \
-                     latency by route.",
-                )
-                .content("application/openmetrics-text", Content::new(Some(text())))
-                .content("text/plain", Content::new(Some(text()))),
-        )])
-    }
+fn metrics() -> Responses {
+    let text = || ObjectBuilder::new().schema_type(SchemaType::Type(Type::String));
+    answers([(
+        200,
+        ResponseBuilder::new()
+            .description(
+                "Prometheus (OpenMetrics) text: keyed requests executed, replayed, \
+                 in conflict (409) and mismatched (422), records expired, request \
+                 latency by route.",
+            )
+            .content("application/openmetrics-text", Content::new(Some(text())))
+            .content("text/plain", Content::new(Some(text()))),
+    )])
 }
 
 /// `GET /openapi.json`.
-pub struct DocumentResponses;
-
-impl IntoResponses for DocumentResponses {
-    fn responses() -> Responses {
-        let object = ObjectBuilder::new().schema_type(SchemaType::Type(Type::Object));
-        answers([(
-            200,
-            ResponseBuilder::new()
-                .description("This document: OpenAPI 3.1.")
-                .content("application/json", Content::new(Some(object))),
-        )])
-    }
+fn document() -> Responses {
+    let object = ObjectBuilder::new().schema_type(SchemaType::Type(Type::Object));
+    answers([(
+        200,
+        ResponseBuilder::new()
+            .description("This document: OpenAPI 3.1.")
+            .content("application/json", Content::new(Some(object))),
+    )])
 }
