@@ -50,6 +50,7 @@ use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 
 /// Connections per instance.
@@ -161,7 +162,7 @@ impl Store for PostgresStore {
                        AND recovery_point = 'finished'",
                 )
                 .await?,
-                &[&&caller.as_bytes()[..], &key.as_ref()],
+                &[&caller, &key.as_ref()],
             )
             .await
             .map_err(classify)?;
@@ -204,11 +205,7 @@ impl Store for PostgresStore {
             &self.client().await?,
             "UPDATE idempotency_keys SET leased_until = now()
              WHERE caller = $1 AND key = $2 AND lease_token = $3",
-            &[
-                &&lease.caller.as_bytes()[..],
-                &lease.key.as_ref(),
-                &&lease.token[..],
-            ],
+            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
         )
         .await?;
         Ok(())
@@ -251,11 +248,7 @@ impl Store for PostgresStore {
                     ),
                 )
                 .await?,
-                &[
-                    &&query.caller.as_bytes()[..],
-                    &query.before(),
-                    &query.rows(),
-                ],
+                &[&query.caller, &query.before(), &query.rows()],
             )
             .await
             .map_err(classify)?;
@@ -354,4 +347,21 @@ fn classify(e: tokio_postgres::Error) -> StoreError {
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
+}
+
+/// A caller is stored as its hash, a 32-byte BYTEA.
+impl ToSql for Caller {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        (&self.as_bytes()[..]).to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&[u8] as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
 }

@@ -71,11 +71,10 @@ pub(super) async fn execute_one_statement(
     let status = response.status as i16;
     let headers = response.encoded_headers();
     let body = &response.body[..];
-    let caller = &request.caller.as_bytes()[..];
     let key: &str = request.key.as_ref();
     let fingerprint = &request.fingerprint.as_bytes()[..];
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-        &caller,
+        &request.caller,
         &key,
         &fingerprint,
         &status,

@@ -116,7 +116,7 @@ impl Run for FinishCharge {
                 )
                 .await?,
                 &[
-                    &&at.caller.as_bytes()[..],
+                    &at.caller,
                     &self.charge.as_ref(),
                     &self.verdict.status().as_str(),
                     &self.verdict.provider_charge().map(AsRef::<str>::as_ref),
@@ -140,7 +140,7 @@ async fn insert_charge(tx: &Transaction<'_>, at: &RunContext<'_>, charge: &Charg
                               payment_method, receipt_email, created)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &[
-            &&at.caller.as_bytes()[..],
+            &at.caller,
             &charge.id.as_ref(),
             &charge.amount.get(),
             &charge.currency.as_ref(),
@@ -180,7 +180,7 @@ impl Run for NewReservation {
              VALUES ($1, $2, $3, $4, $5)",
             &[
                 &reservation.id,
-                &&at.caller.as_bytes()[..],
+                &at.caller,
                 &reservation.item_id.as_ref(),
                 &reservation.quantity.get(),
                 &(at.now_ms / 1000),

@@ -47,7 +47,6 @@ pub(super) async fn execute(
     }
     let tx = client.transaction().await.map_err(classify)?;
     let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
-    let caller = &request.caller.as_bytes()[..];
     let key = request.key.as_ref();
     // A finished, expired record counts as absent: the claim replaces it.
     let claimed = tx
@@ -68,7 +67,7 @@ pub(super) async fn execute(
             )
             .await?,
             &[
-                &caller,
+                &request.caller,
                 &key,
                 &&request.fingerprint.as_bytes()[..],
                 &ttl_secs,
@@ -105,7 +104,7 @@ pub(super) async fn execute(
                         leased_until = now() + $6 * interval '1 second'
                  WHERE caller = $1 AND key = $2",
                 &[
-                    &caller,
+                    &request.caller,
                     &key,
                     &point.as_str(),
                     &state,
@@ -143,7 +142,6 @@ pub(super) async fn decide(
     request: &IdempotentRequest,
     clock: Clock,
 ) -> Result<Execution> {
-    let caller = &request.caller.as_bytes()[..];
     let row = tx
         .query_one(
             &cached(
@@ -155,7 +153,7 @@ pub(super) async fn decide(
                 ),
             )
             .await?,
-            &[&caller, &request.key.as_ref()],
+            &[&request.caller, &request.key.as_ref()],
         )
         .await
         .map_err(classify)?;
@@ -220,7 +218,7 @@ async fn record_response(
              status = $3, headers = $4, body = $5
          WHERE caller = $1 AND key = $2",
         &[
-            &&caller.as_bytes()[..],
+            &caller,
             &key.as_ref(),
             &(response.status as i16),
             &response.encoded_headers(),
@@ -241,7 +239,6 @@ pub(super) async fn advance(
     lease_secs: f64,
     now_ms: i64,
 ) -> Result<Advanced> {
-    let caller = &lease.caller.as_bytes()[..];
     let held = tx
         .query_opt(
             &cached(
@@ -252,7 +249,7 @@ pub(super) async fn advance(
                  FOR UPDATE",
             )
             .await?,
-            &[&caller, &lease.key.as_ref(), &&lease.token[..]],
+            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
         )
         .await;
     match in_use_or(held)? {
@@ -275,7 +272,7 @@ pub(super) async fn advance(
                         leased_until = now() + $5 * interval '1 second'
                  WHERE caller = $1 AND key = $2",
                 &[
-                    &caller,
+                    &lease.caller,
                     &lease.key.as_ref(),
                     &point.as_str(),
                     &state,
@@ -313,12 +310,7 @@ pub(super) async fn take_over(
                  RETURNING recovery_point, state",
             )
             .await?,
-            &[
-                &&caller.as_bytes()[..],
-                &key.as_ref(),
-                &&token[..],
-                &lease_secs,
-            ],
+            &[&caller, &key.as_ref(), &&token[..], &lease_secs],
         )
         .await;
     Ok(in_use_or(row)?.flatten().and_then(|row| {

@@ -276,3 +276,12 @@ fn classify(e: rusqlite::Error) -> StoreError {
     );
     StoreError::sorted(retryable, "SQLite", e)
 }
+
+/// A caller is stored as its hash, a 32-byte BLOB.
+impl rusqlite::ToSql for Caller {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(
+            rusqlite::types::ValueRef::Blob(self.as_bytes()),
+        ))
+    }
+}

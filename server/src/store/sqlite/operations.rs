@@ -42,7 +42,7 @@ impl Run for FinishCharge {
             ))?
             .query_row(
                 params![
-                    &at.caller.as_bytes()[..],
+                    &at.caller,
                     self.charge.as_ref(),
                     self.verdict.status().as_str(),
                     self.verdict.provider_charge().map(AsRef::<str>::as_ref),
@@ -64,7 +64,7 @@ fn insert_charge(conn: &Connection, at: &RunContext<'_>, charge: &Charge) -> rus
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
-        &at.caller.as_bytes()[..],
+        &at.caller,
         charge.id.as_ref(),
         charge.amount.get(),
         charge.currency.as_ref(),
@@ -100,7 +100,7 @@ impl Run for NewReservation {
         )?
         .execute(params![
             reservation.id,
-            &at.caller.as_bytes()[..],
+            &at.caller,
             reservation.item_id.as_ref(),
             reservation.quantity.get(),
             at.now_ms / 1000,

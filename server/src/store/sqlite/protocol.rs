@@ -39,7 +39,6 @@ pub(super) fn execute(
     operation: &dyn Operation,
     clock: Clock,
 ) -> rusqlite::Result<Execution> {
-    let caller = &request.caller.as_bytes()[..];
     let key = request.key.as_ref();
     if let Some(existing) = read(conn, request)? {
         let live = existing.expires_at > clock.now || existing.point != FINISHED;
@@ -48,7 +47,7 @@ pub(super) fn execute(
         }
         // Expired and finished: it counts as absent, and makes room.
         conn.prepare_cached("DELETE FROM idempotency_keys WHERE caller = ?1 AND key = ?2")?
-            .execute(params![caller, key])?;
+            .execute(params![&request.caller, key])?;
     }
 
     let context = RunContext {
@@ -73,7 +72,7 @@ pub(super) fn execute(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
-        caller,
+        &request.caller,
         key,
         &request.fingerprint.as_bytes()[..],
         point,
@@ -104,19 +103,16 @@ fn read(conn: &Connection, request: &IdempotentRequest) -> rusqlite::Result<Opti
                 coalesce(leased_until, 0), expires_at
          FROM idempotency_keys WHERE caller = ?1 AND key = ?2",
     )?
-    .query_row(
-        params![&request.caller.as_bytes()[..], request.key.as_ref()],
-        |row| {
-            Ok(Existing {
-                record: record(row, 0)?,
-                point: row.get(4)?,
-                state: row.get(5)?,
-                lease_token: row.get(6)?,
-                leased_until: row.get(7)?,
-                expires_at: row.get(8)?,
-            })
-        },
-    )
+    .query_row(params![&request.caller, request.key.as_ref()], |row| {
+        Ok(Existing {
+            record: record(row, 0)?,
+            point: row.get(4)?,
+            state: row.get(5)?,
+            lease_token: row.get(6)?,
+            leased_until: row.get(7)?,
+            expires_at: row.get(8)?,
+        })
+    })
     .optional()
 }
 
@@ -180,7 +176,7 @@ fn take_lease(
              WHERE caller = ?1 AND key = ?2 AND lease_token IS ?5 AND recovery_point <> 'finished'",
         )?
         .execute(params![
-            &request.caller.as_bytes()[..],
+            &request.caller,
             request.key.as_ref(),
             &new[..],
             clock.now.saturating_add(clock.lease),
@@ -197,13 +193,12 @@ pub(super) fn advance(
     phase: &dyn Operation,
     clock: Clock,
 ) -> rusqlite::Result<Advanced> {
-    let caller = &lease.caller.as_bytes()[..];
     let held: Option<Vec<u8>> = conn
         .prepare_cached(
             "SELECT lease_token FROM idempotency_keys
              WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
         )?
-        .query_row(params![caller, lease.key.as_ref()], |row| row.get(0))
+        .query_row(params![&lease.caller, lease.key.as_ref()], |row| row.get(0))
         .optional()?
         .flatten();
     if held.as_deref() != Some(&lease.token[..]) {
@@ -222,7 +217,7 @@ pub(super) fn advance(
                  WHERE caller = ?1 AND key = ?2",
             )?
             .execute(params![
-                caller,
+                &lease.caller,
                 lease.key.as_ref(),
                 response.status,
                 response.encoded_headers(),
@@ -236,7 +231,7 @@ pub(super) fn advance(
                  WHERE caller = ?1 AND key = ?2",
             )?
             .execute(params![
-                caller,
+                &lease.caller,
                 lease.key.as_ref(),
                 point.as_str(),
                 state,
@@ -268,7 +263,7 @@ pub(super) fn take_over(
         )?
         .query_row(
             params![
-                &caller.as_bytes()[..],
+                &caller,
                 key.as_ref(),
                 &token[..],
                 clock.now.saturating_add(clock.lease),
@@ -295,7 +290,7 @@ pub(super) fn release(conn: &Connection, lease: &Lease, now: i64) -> rusqlite::R
          WHERE caller = ?1 AND key = ?2 AND lease_token = ?3",
     )?
     .execute(params![
-        &lease.caller.as_bytes()[..],
+        &lease.caller,
         lease.key.as_ref(),
         &lease.token[..],
         now

@@ -23,7 +23,7 @@ pub(super) fn live_record(
         "SELECT fingerprint, status, headers, body, expires_at FROM idempotency_keys
          WHERE caller = ?1 AND key = ?2 AND expires_at > ?3 AND recovery_point = 'finished'",
     )?
-    .query_row(params![&caller.as_bytes()[..], key.as_ref(), now], |row| {
+    .query_row(params![&caller, key.as_ref(), now], |row| {
         Ok(Finished {
             record: record(row, 0)?,
             life: life_left(row.get(4)?, now),
@@ -39,10 +39,7 @@ pub(super) fn charges(conn: &Connection, query: &ChargeQuery<'_>) -> rusqlite::R
         "SELECT {CHARGE_COLUMNS} FROM charges
          WHERE caller = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
     ))?
-    .query_map(
-        params![&query.caller.as_bytes()[..], query.before(), query.rows()],
-        charge,
-    )?
+    .query_map(params![&query.caller, query.before(), query.rows()], charge)?
     .collect()
 }
 
