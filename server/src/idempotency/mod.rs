@@ -45,7 +45,7 @@ use crate::domain::OperationId;
 use crate::error::ApiError;
 use crate::metrics::ResumedBy;
 use crate::state::AppState;
-use crate::store::{Execution, Operation};
+use crate::store::{Execution, FirstPhase, Operation};
 use axum::body::Body;
 use axum::response::Response;
 use http::{HeaderName, HeaderValue, StatusCode};
@@ -115,7 +115,11 @@ async fn run_in_span(
     let since = Instant::now();
     match state
         .store
-        .execute(request, operation, chaos.finish())
+        .execute(FirstPhase {
+            request,
+            operation,
+            finish: chaos.finish(),
+        })
         .await?
     {
         Execution::Ran(response) => {

@@ -129,6 +129,18 @@ pub enum Finish {
     RollBack,
 }
 
+/// What [`Store::execute`] runs: a keyed request's operation (or its first
+/// phase) in the transaction that claims the key.
+#[derive(Debug)]
+pub struct FirstPhase {
+    /// The keyed request.
+    pub request: IdempotentRequest,
+    /// What it runs.
+    pub operation: Arc<dyn Operation>,
+    /// Whether the transaction commits.
+    pub finish: Finish,
+}
+
 /// What a store call returns: its value, or why the store could not answer.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -304,12 +316,7 @@ pub trait Store: Send + Sync + 'static {
     /// ended in one transaction; answers once the transaction is durable.
     /// A key whose operation stopped and was abandoned is taken over
     /// instead ([`Execution::Resumed`]).
-    async fn execute(
-        &self,
-        request: IdempotentRequest,
-        operation: Arc<dyn Operation>,
-        finish: Finish,
-    ) -> Result<Execution>;
+    async fn execute(&self, phase: FirstPhase) -> Result<Execution>;
 
     /// Runs the next phase of the lease's operation in a transaction of its
     /// own, if the lease is still its holder's, and records how it ended.

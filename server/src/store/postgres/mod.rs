@@ -39,8 +39,8 @@ use crate::domain::{Caller, IdempotencyKey, ItemId, CHARGE_COLUMNS};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
-    IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
+    now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finished, FirstPhase,
+    Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
@@ -179,19 +179,14 @@ impl Store for PostgresStore {
         Duration::from_secs_f64(self.ttl_secs)
     }
 
-    async fn execute(
-        &self,
-        request: IdempotentRequest,
-        operation: Arc<dyn Operation>,
-        finish: Finish,
-    ) -> Result<Execution> {
+    async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
         let mut client = self.client().await?;
         let clock = Clock {
             now_ms: now_ms(),
             ttl_secs: self.ttl_secs,
             lease_secs: self.lease_secs,
         };
-        protocol::execute(&mut client, &request, operation.as_ref(), finish, clock).await
+        protocol::execute(&mut client, &phase, clock).await
     }
 
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {

@@ -9,7 +9,8 @@ use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredResponse};
 use crate::store::Result;
 use crate::store::{
-    Advanced, Execution, Finish, Finished, IdempotentRequest, Operation, RunContext, StoreError,
+    Advanced, Execution, Finish, Finished, FirstPhase, IdempotentRequest, Operation, RunContext,
+    StoreError,
 };
 use deadpool_postgres::{GenericClient, Transaction};
 use std::time::Duration;
@@ -35,11 +36,10 @@ const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
 /// operation's first phase, or finds the key's record and decides.
 pub(super) async fn execute(
     client: &mut deadpool_postgres::Object,
-    request: &IdempotentRequest,
-    operation: &dyn Operation,
-    finish: Finish,
+    phase: &FirstPhase,
     clock: Clock,
 ) -> Result<Execution> {
+    let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
     if finish == Finish::Commit {
         if let Some(one) = operation.one_statement() {
             return execute_one_statement(client, request, one, clock).await;

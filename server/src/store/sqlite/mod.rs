@@ -25,7 +25,7 @@ use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
     millis, now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
-    IdempotentRequest, Operation, OutboxItem, RunContext, Store, StoreError,
+    FirstPhase, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use protocol::Clock;
@@ -135,18 +135,18 @@ impl Store for SqliteStore {
         Duration::from_millis(self.ttl_ms.unsigned_abs())
     }
 
-    async fn execute(
-        &self,
-        request: IdempotentRequest,
-        operation: Arc<dyn Operation>,
-        finish: Finish,
-    ) -> Result<Execution> {
+    async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
         let clock = self.clock();
         self.writer
             .submit(Kind::Write, move |batch| {
-                let execution = protocol::execute(batch.conn, &request, operation.as_ref(), clock)
+                let FirstPhase {
+                    request,
+                    operation,
+                    finish,
+                } = &phase;
+                let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
                     .map_err(classify)?;
-                Ok(match (execution, finish) {
+                Ok(match (execution, *finish) {
                     (Execution::Ran(_) | Execution::Stopped(_), Finish::RollBack) => {
                         (Execution::RolledBack, Keep::No)
                     }
