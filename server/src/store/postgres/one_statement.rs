@@ -8,54 +8,49 @@ use super::protocol::{decide, in_use_or, Clock};
 use crate::idempotency::record::StoredResponse;
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
-use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
 
-/// A new key's claim that also records its (already known) answer: the
-/// start of [`OneStatement`]'s statement. A finished, expired record counts
-/// as absent: the claim replaces it. A live one is left alone (and its
-/// transaction, if still running, waited for).
-const CLAIM_FINISHED: &str = "INSERT INTO idempotency_keys
-       (caller, key, fingerprint, recovery_point, status, headers, body, created_at, expires_at)
-     VALUES ($1, $2, $3, 'finished', $4, $5, $6, now(), now() + $7 * interval '1 second')
-     ON CONFLICT (caller, key) DO UPDATE
-       SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'finished', state = NULL,
-           lease_token = NULL, leased_until = NULL, status = EXCLUDED.status,
-           headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at,
-           expires_at = EXCLUDED.expires_at
-       WHERE idempotency_keys.recovery_point = 'finished'
-         AND idempotency_keys.expires_at <= now()
-     RETURNING 1";
+/// The whole statement of a [`OneStatement`], written at compile time:
+/// `one_statement!(CTE, ...)` with string literals (or macros that expand
+/// to them). It starts with the new key's claim, which also records the
+/// (already known) answer: a finished, expired record counts as absent and
+/// the claim replaces it; a live one is left alone (and its transaction,
+/// if still running, waited for). The CTEs insert `FROM claim`, so only
+/// when the key was claimed, numbering their parameters from `$8`.
+macro_rules! one_statement {
+    ($($cte:expr),+ $(,)?) => {
+        concat!(
+            "WITH claim AS (INSERT INTO idempotency_keys
+               (caller, key, fingerprint, recovery_point, status, headers, body, created_at,
+                expires_at)
+             VALUES ($1, $2, $3, 'finished', $4, $5, $6, now(), now() + $7 * interval '1 second')
+             ON CONFLICT (caller, key) DO UPDATE
+               SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'finished', state = NULL,
+                   lease_token = NULL, leased_until = NULL, status = EXCLUDED.status,
+                   headers = EXCLUDED.headers, body = EXCLUDED.body,
+                   created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+               WHERE idempotency_keys.recovery_point = 'finished'
+                 AND idempotency_keys.expires_at <= now()
+             RETURNING 1), ",
+            $($cte),+,
+            " SELECT count(*) FROM claim"
+        )
+    };
+}
+pub(super) use one_statement;
 
 /// An operation whose answer is known before the database is touched and
 /// whose change cannot be refused (a charge without a provider) runs as
 /// part of its key's claim: one statement, one round trip, committed on its
-/// own. `ctes` are data-modifying CTEs that insert `FROM claim` (so only
-/// when the key was claimed), numbering their parameters from `$8`.
+/// own.
 pub struct OneStatement {
-    /// `name AS (INSERT … SELECT … FROM claim)`, comma-separated: one of
-    /// a few fixed texts, so the whole statement is built once.
-    pub ctes: &'static str,
+    /// From [`one_statement!`]: a fixed text, so it is also the key of
+    /// each connection's prepared-statement cache.
+    pub statement: &'static str,
     /// `$8` onwards.
     pub params: Vec<Box<dyn ToSql + Sync + Send>>,
     /// The answer recorded with the key.
     pub response: StoredResponse,
-}
-
-/// The whole statement for `ctes`, made once per text and kept (its text
-/// is also the key of each connection's prepared-statement cache).
-fn statement_text(ctes: &'static str) -> &'static str {
-    static TEXTS: Mutex<Vec<(&str, &str)>> = Mutex::new(Vec::new());
-    let mut texts = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, text)) = texts.iter().find(|(c, _)| std::ptr::eq(*c, ctes)) {
-        return text;
-    }
-    let text: &'static str = Box::leak(
-        format!("WITH claim AS ({CLAIM_FINISHED}), {ctes} SELECT count(*) FROM claim")
-            .into_boxed_str(),
-    );
-    texts.push((ctes, text));
-    text
 }
 
 /// The one-statement path of [`OneStatement`]: claimed, the answer is the
@@ -66,7 +61,6 @@ pub(super) async fn execute_one_statement(
     one: OneStatement,
     clock: Clock,
 ) -> Result<Execution> {
-    let sql = statement_text(one.ctes);
     let response = &one.response;
     let status = response.status as i16;
     let headers = response.encoded_headers();
@@ -83,7 +77,7 @@ pub(super) async fn execute_one_statement(
         &clock.ttl_secs,
     ];
     params.extend(one.params.iter().map(|p| &**p as &(dyn ToSql + Sync)));
-    let statement = cached(client, sql).await?;
+    let statement = cached(client, one.statement).await?;
     let claimed = match client.query_one(&statement, &params).await {
         // The statement commits on its own: a connection that breaks while
         // it runs leaves its outcome unknown, as during a COMMIT.

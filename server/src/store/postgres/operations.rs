@@ -2,7 +2,7 @@
 //! records its key: charges (in one phase, in one statement with the claim,
 //! or started and finished around the provider) and reservations.
 
-use super::one_statement::OneStatement;
+use super::one_statement::{one_statement, OneStatement};
 use super::outbox::enqueue;
 use super::{cached, classify, exec, Run};
 use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
@@ -42,8 +42,8 @@ impl Run for RecordCharge {
                             $13::text, $14::text, $15::bigint FROM claim)"
             };
         }
-        const CHARGE: &str = charge!();
-        const CHARGE_AND_RECEIPT: &str = concat!(
+        const CHARGE: &str = one_statement!(charge!());
+        const CHARGE_AND_RECEIPT: &str = one_statement!(
             charge!(),
             ",
              receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
@@ -61,7 +61,7 @@ impl Run for RecordCharge {
             Box::new(charge.receipt_email.as_ref().map(ToString::to_string)),
             Box::new(charge.created),
         ];
-        let ctes = match self.receipt.clone() {
+        let statement = match self.receipt.clone() {
             None => CHARGE,
             Some(receipt) => {
                 params.extend([
@@ -74,7 +74,7 @@ impl Run for RecordCharge {
             }
         };
         Some(OneStatement {
-            ctes,
+            statement,
             params,
             response: self.response.clone(),
         })
