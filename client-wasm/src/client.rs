@@ -46,19 +46,25 @@ impl Client {
         &self.store
     }
 
-    /// The operation's record when its key may be used; a new record,
-    /// stored, when there is none (or garbage, or an expired key no call
-    /// is sending with). Refuses a record of another client version.
-    pub(crate) fn usable_record(&self, operation: &str, now: u64) -> Result<Record, Failure> {
+    /// The operation's record when its key may be used; `None` when there
+    /// is none (or garbage, or an expired key no call is sending with).
+    /// Refuses a record of another client version.
+    pub(crate) fn live_record(&self, operation: &str, now: u64) -> Result<Option<Record>, Failure> {
         match self.store().get(operation) {
-            Slot::Ours(record) if record.is_usable(now) => Ok(record),
+            Slot::Ours(record) if record.is_usable(now) => Ok(Some(record)),
             Slot::Foreign => Err(foreign(operation)),
-            _ => {
-                let record = Record::new(new_key(), now, self.config.key_ttl_ms);
-                self.store().put(operation, &record);
-                Ok(record)
-            }
+            _ => Ok(None),
         }
+    }
+
+    /// The operation's live record, or a new one, stored.
+    pub(crate) fn usable_record(&self, operation: &str, now: u64) -> Result<Record, Failure> {
+        if let Some(record) = self.live_record(operation, now)? {
+            return Ok(record);
+        }
+        let record = Record::new(new_key(), now, self.config.key_ttl_ms);
+        self.store().put(operation, &record);
+        Ok(record)
     }
 
     /// `keyFor(operation)`.

@@ -43,10 +43,7 @@ impl Client {
 
     async fn run(&self, operation: &str, job: Job, call: &Call) -> Result<JsValue, Failure> {
         let timeout_ms = call.timeout_ms();
-        let mut record = self.prepare(operation, job, timeout_ms, call).await?;
-        let Some(request) = record.request.take() else {
-            return Err(Failure::invalid("no request".into()));
-        };
+        let (record, request) = self.prepare(operation, job, timeout_ms, call).await?;
         let call_name = text::call_name(&request.method, &request.path, operation);
         let failure = |kind, message, attempts, last_status| Failure {
             kind,
@@ -154,24 +151,26 @@ impl Client {
     /// ([`crate::lock`]), then stores the request in the record with a
     /// `busy` lease, before anything is sent, so that a reload can resume
     /// it. An abort until then rejects with nothing stored but the key.
+    /// Returns the record as stored and the request to send.
     async fn prepare(
         &self,
         operation: &str,
         job: Job,
         timeout_ms: f64,
         call: &Call,
-    ) -> Result<Record, Failure> {
+    ) -> Result<(Record, StoredRequest), Failure> {
         let now = js::now_ms();
         let (mut record, request) = match job {
             Job::Send(request) => (self.usable_record(operation, now)?, request),
-            Job::Resume => match self.store().get(operation) {
-                Slot::Ours(record) if record.is_usable(now) => match record.request.clone() {
-                    Some(request) => (record, request),
-                    None => return Err(nothing_to_resume(operation)),
-                },
-                Slot::Foreign => return Err(foreign(operation)),
-                Slot::Ours(_) | Slot::Empty => return Err(nothing_to_resume(operation)),
-            },
+            Job::Resume => {
+                let Some((record, request)) = self
+                    .live_record(operation, now)?
+                    .and_then(|mut record| record.request.take().map(|request| (record, request)))
+                else {
+                    return Err(nothing_to_resume(operation));
+                };
+                (record, request)
+            }
         };
 
         let age = now.saturating_sub(record.created_ms);
@@ -195,11 +194,11 @@ impl Client {
             return Err(failure);
         }
         refuse_other_pending(&record, &request, operation)?;
-        record.request = Some(request);
+        record.request = Some(request.clone());
         record.answered = false;
         record.busy_until_ms = Some(js::now_ms() + timeout_ms as u64 + LEASE_MARGIN_MS);
         self.store().put(operation, &record);
-        Ok(record)
+        Ok((record, request))
     }
 
     /// Renews the `busy` lease of the operation's record until `until_ms`
