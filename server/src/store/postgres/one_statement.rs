@@ -12,13 +12,14 @@ use tokio_postgres::types::ToSql;
 
 /// The whole statement of a [`OneStatement`], written at compile time:
 /// `one_statement!(CTE, ...)` with string literals (or macros that expand
-/// to them). It starts with the new key's claim, which also records the
+/// to them), each `name AS (...)`; the macro puts the commas between
+/// them. It starts with the new key's claim, which also records the
 /// (already known) answer: a finished, expired record counts as absent and
 /// the claim replaces it; a live one is left alone (and its transaction,
 /// if still running, waited for). The CTEs insert `FROM claim`, so only
 /// when the key was claimed, numbering their parameters from `$8`.
 macro_rules! one_statement {
-    ($($cte:expr),+ $(,)?) => {
+    ($first:expr $(, $cte:expr)* $(,)?) => {
         concat!(
             "WITH claim AS (INSERT INTO idempotency_keys
                (caller, key, fingerprint, recovery_point, status, headers, body, created_at,
@@ -32,7 +33,8 @@ macro_rules! one_statement {
                WHERE idempotency_keys.recovery_point = 'finished'
                  AND idempotency_keys.expires_at <= now()
              RETURNING 1), ",
-            $($cte),+,
+            $first,
+            $(", ", $cte,)*
             " SELECT count(*) FROM claim"
         )
     };

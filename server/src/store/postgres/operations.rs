@@ -45,8 +45,7 @@ impl Run for RecordCharge {
         const CHARGE: &str = one_statement!(charge!());
         const CHARGE_AND_RECEIPT: &str = one_statement!(
             charge!(),
-            ",
-             receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
+            "receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
                                              next_attempt_at)
                  SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
                  ON CONFLICT (message_id) DO NOTHING)"

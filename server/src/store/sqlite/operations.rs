@@ -35,7 +35,7 @@ impl Run for StartCharge {
 
 impl Run for FinishCharge {
     fn run_sqlite(&self, conn: &Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
-        let row = conn
+        let charge = conn
             .prepare_cached(&format!(
                 "UPDATE charges SET status = ?3, provider_charge = ?4
                  WHERE caller = ?1 AND id = ?2 RETURNING {CHARGE_COLUMNS}"
@@ -49,7 +49,7 @@ impl Run for FinishCharge {
                 ],
                 super::queries::charge,
             )?;
-        let (step, receipt) = charge::finished(&row, &self.verdict, self.receipts);
+        let (step, receipt) = charge::finished(&charge, &self.verdict, self.receipts);
         if let Some(receipt) = receipt {
             enqueue(conn, &receipt, at.now_ms)?;
         }
