@@ -123,7 +123,9 @@ impl MailDev {
     }
 
     /// Polls until `done` holds for the messages received, or `timeout`
-    /// passes (then an error that shows them). The messages it held for.
+    /// passes (then an error that shows them, or the last failed read). A
+    /// read that fails (MailDev busy, a dropped connection) is tried again
+    /// until then. The messages it held for.
     pub async fn wait_for(
         &self,
         timeout: Duration,
@@ -132,12 +134,19 @@ impl MailDev {
     ) -> Result<Vec<Email>> {
         let deadline = Instant::now() + timeout;
         loop {
-            let emails = self.emails().await?;
-            if done(&emails) {
-                return Ok(emails);
+            let read = self.emails().await;
+            if let Ok(emails) = &read {
+                if done(emails) {
+                    return read;
+                }
             }
             if Instant::now() >= deadline {
-                bail!("maildev: not {what} within {timeout:?}; received: {emails:#?}");
+                return match read {
+                    Ok(emails) => {
+                        bail!("maildev: not {what} within {timeout:?}; received: {emails:#?}")
+                    }
+                    Err(e) => Err(e.context(format!("maildev: not {what} within {timeout:?}"))),
+                };
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

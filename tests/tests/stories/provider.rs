@@ -52,12 +52,11 @@ async fn ensure_one_provider_charge_and_one_receipt(
         vec![EMAIL.to_owned()],
     );
     let maildev = scene.maildev()?;
-    e2e::eventually(
-        "the receipt in MailDev",
-        Duration::from_secs(30),
-        || async { Ok((!maildev.emails().await?.is_empty()).then_some(())) },
-    )
-    .await?;
+    maildev
+        .wait_for(Duration::from_secs(30), "the receipt", |emails| {
+            !emails.is_empty()
+        })
+        .await?;
     tokio::time::sleep(SECOND_RECEIPT_GRACE).await;
     let emails: Vec<_> = maildev
         .emails()
