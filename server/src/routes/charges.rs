@@ -14,30 +14,24 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// `POST /charges`: creates a charge, at most once per key: in one phase,
-/// or, with a provider, started here and finished around the provider call.
-#[utoipa::path(
-    post,
-    path = "/charges",
-    operation_id = "create_charge",
-    tag = "charges",
-    params(crate::openapi::KeyedHeaders),
-    request_body = crate::openapi::schemas::NewChargeBody,
-    responses(crate::openapi::responses::CreateChargeResponses),
-    security(("bearer" = []), ("session" = []))
-)]
-pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
-    let (phased, receipts) = (state.provider.is_some(), state.receipts);
-    idempotency::run(&state, keyed, |body| {
-        let request =
-            NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        Ok(if phased {
-            Arc::new(StartCharge { request }) as Arc<dyn Operation>
-        } else {
-            Arc::new(RecordCharge::new(request, receipts, now_ms() / 1000))
+keyed_post! {
+    path = "/charges", operation_id = "create_charge", tag = "charges",
+    body = NewChargeBody, answers = CreateChargeResponses,
+    /// `POST /charges`: creates a charge, at most once per key: in one phase,
+    /// or, with a provider, started here and finished around the provider call.
+    pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
+        let (phased, receipts) = (state.provider.is_some(), state.receipts);
+        idempotency::run(&state, keyed, |body| {
+            let request =
+                NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            Ok(if phased {
+                Arc::new(StartCharge { request }) as Arc<dyn Operation>
+            } else {
+                Arc::new(RecordCharge::new(request, receipts, now_ms() / 1000))
+            })
         })
-    })
-    .await
+        .await
+    }
 }
 
 /// A page of charges, fields in the order the contract shows them.

@@ -1,5 +1,33 @@
 //! One module per resource.
 
+/// A keyed operation's handler, declared to the OpenAPI document: a `POST`
+/// that takes the keyed headers (`Idempotency-Key`, `X-Chaos`), a JSON
+/// body and either credential, which every keyed operation shares and so
+/// is written here once. The route names the rest: its path, operation id
+/// and tag, its body's schema (in `openapi::schemas`) and its answers (in
+/// `openapi::responses`). The handler's doc comment is its description.
+// rustfmt indents an attribute inside a macro further on every run.
+#[rustfmt::skip]
+macro_rules! keyed_post {
+    (
+        path = $path:literal, operation_id = $id:literal, tag = $tag:literal,
+        body = $body:ident, answers = $answers:ident,
+        $handler:item
+    ) => {
+        #[utoipa::path(
+            post,
+            path = $path,
+            operation_id = $id,
+            tag = $tag,
+            params(crate::openapi::KeyedHeaders),
+            request_body = crate::openapi::schemas::$body,
+            responses(crate::openapi::responses::$answers),
+            security(("bearer" = []), ("session" = []))
+        )]
+        $handler
+    };
+}
+
 pub mod charges;
 pub mod config;
 pub mod health;
