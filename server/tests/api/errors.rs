@@ -61,7 +61,8 @@ async fn unknown_paths_and_methods_are_problem_json() {
     let app = TestApp::spawn().await;
     assert_problem(app.get("/no/such/thing").await, 404, "not-found").await;
     let r = app
-        .client
+        .server
+        .http()
         .delete(app.url("/charges"))
         .bearer_auth(&app.token)
         .send()
@@ -83,7 +84,8 @@ async fn malformed_credentials_are_401() {
         "Bearer",
     ] {
         let r = app
-            .client
+            .server
+            .http()
             .post(app.url("/charges"))
             .header("authorization", auth)
             .header("Idempotency-Key", new_key())
@@ -103,7 +105,9 @@ async fn a_slow_body_is_refused_with_408_and_stores_nothing() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = TestApp::spawn_with(&["--body-timeout", "300ms"]).await;
     let key = new_key();
-    let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(app.server.addr())
+        .await
+        .unwrap();
     let head = format!(
         "POST /charges HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nidempotency-key: {key}\r\n\
          content-type: application/json\r\ncontent-length: 40\r\n\r\n{{\"amount\": 1",
@@ -146,7 +150,9 @@ async fn a_ten_megabyte_body_is_413() {
         new_key(),
         huge.len()
     );
-    let stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(app.server.addr())
+        .await
+        .unwrap();
     let (mut reader, mut writer) = stream.into_split();
     let sender = tokio::spawn(async move {
         // The server may stop reading and close: the rest is not sent.
@@ -187,7 +193,8 @@ async fn undecodable_paths_and_posts_to_static_files_are_problem_json() {
     assert_problem(app.get("/inventory/%FF").await, 404, "not-found").await;
     for path in ["/", "/index.html", "/inventory/"] {
         let r = app
-            .client
+            .server
+            .http()
             .post(app.url(path))
             .body("x")
             .send()

@@ -5,9 +5,8 @@
 //! vocabulary (the app, the checkout with its provider, the assertions on
 //! their answers), which every test module imports from.
 
-use reqwest::{header, Client, RequestBuilder, Response};
+use reqwest::{header, RequestBuilder, Response};
 use serde_json::{json, Value};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use testkit::{Fault, LedgerRow, Psp, Server, ServerBuilder};
 
@@ -15,9 +14,8 @@ pub(crate) use testkit::{new_key, new_token};
 
 /// A running server and a caller of it.
 pub(crate) struct TestApp {
+    /// Its address and HTTP client are the server's.
     pub(crate) server: Server,
-    pub(crate) addr: SocketAddr,
-    pub(crate) client: Client,
     pub(crate) token: String,
 }
 
@@ -36,8 +34,6 @@ impl TestApp {
     pub(crate) async fn start(builder: ServerBuilder) -> Self {
         let server = builder.start().await.expect("the server starts");
         Self {
-            addr: server.addr(),
-            client: server.http().clone(),
             token: testkit::new_token(),
             server,
         }
@@ -92,7 +88,8 @@ impl TestApp {
     /// JSON, and no `Idempotency-Key`: to add the key a test is about, or
     /// none, and send.
     pub(crate) fn charge_request(&self, body: impl Into<reqwest::Body>) -> RequestBuilder {
-        self.client
+        self.server
+            .http()
             .post(self.url("/charges"))
             .bearer_auth(&self.token)
             .header(header::CONTENT_TYPE, "application/json")
@@ -121,7 +118,8 @@ impl TestApp {
 
     /// `GET path` with no credentials.
     pub(crate) async fn get(&self, path: &str) -> Response {
-        self.client
+        self.server
+            .http()
             .get(self.url(path))
             .send()
             .await
@@ -130,7 +128,8 @@ impl TestApp {
 
     /// `GET path` as the caller with bearer `token`.
     pub(crate) async fn get_as(&self, token: &str, path: &str) -> Response {
-        self.client
+        self.server
+            .http()
             .get(self.url(path))
             .bearer_auth(token)
             .send()

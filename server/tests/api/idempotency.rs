@@ -173,7 +173,8 @@ async fn refused_requests_leave_the_key_reusable() {
     let good = json!({"amount": 300, "currency": "usd"}).to_string();
 
     let post = || {
-        app.client
+        app.server
+            .http()
             .post(app.url("/charges"))
             .header("Idempotency-Key", &key)
     };
@@ -297,7 +298,8 @@ async fn the_session_cookie_from_the_page_identifies_the_caller() {
     let sid = cookie.split(';').next().unwrap().to_owned();
     let key = new_key();
     let post = |sid: String| {
-        app.client
+        app.server
+            .http()
             .post(app.url("/charges"))
             .header("cookie", sid)
             .header("Idempotency-Key", &key)
