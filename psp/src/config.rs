@@ -9,13 +9,9 @@ use std::time::Duration;
 /// The longest `--latency` accepted.
 const MAX_LATENCY: Duration = Duration::from_secs(600);
 
-/// The simulator's configuration.
+/// The simulator's configuration; `--help` opens with the crate's description.
 #[derive(Debug, Clone, Parser)]
-#[command(
-    name = "psp",
-    version,
-    about = "Payment provider simulator: Stripe-style charges with idempotency keys, a ledger and fault injection."
-)]
+#[command(version, about)]
 pub struct Config {
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(

@@ -6,13 +6,9 @@ use http::HeaderValue;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The server's configuration.
+/// The server's configuration; `--help` opens with the crate's description.
 #[derive(Debug, Clone, Parser)]
-#[command(
-    name = "server",
-    version,
-    about = "Exactly-once checkout API: every POST carries an Idempotency-Key, recorded in the same transaction as the charge."
-)]
+#[command(version, about)]
 pub struct Config {
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(
