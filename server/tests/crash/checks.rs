@@ -68,12 +68,12 @@ pub(crate) async fn operation(
         );
     }
     let answered = one_answer(op, answers);
-    if let (Some(answered), false) = (answered, op.declined) {
+    if let (Some(answered), false) = (answered, op.declined()) {
         let answered: Value = serde_json::from_slice(&answered.body).unwrap();
         assert_eq!(charge, &answered, "op {}: the charge is the answer", op.id);
     }
     let replayed = replay(op, mode, answered).await;
-    if answered.is_none() && !op.declined {
+    if answered.is_none() && !op.declined() {
         let replayed: Value = serde_json::from_slice(&replayed.body).unwrap();
         assert_eq!(&replayed, charge, "op {}: the replay is the charge", op.id);
     }

@@ -78,7 +78,7 @@ use fleet::{Fleet, Plan};
 use knobs::{knob, Seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sender::{Context, Mode, Operation};
+use sender::{Context, Kind, Mode, Operation};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,13 +230,17 @@ async fn run(mode: Mode, mix: Mix) {
             id,
             callers: callers[rng.random_range(0..CALLERS)].clone(),
             key: testkit::new_key(),
-            amount: rng.random_range(1..100_000),
-            declined: provider && rng.random_bool(0.15),
-            receipt_email: (provider && rng.random_bool(0.4))
-                .then(|| format!("op-{id}@shop.example")),
+            kind: if mix == Mix::ChargesAndReservations && rng.random_bool(1.0 / 8.0) {
+                Kind::Reserve(Reserve::random(&mut rng))
+            } else {
+                Kind::Charge {
+                    amount: rng.random_range(1..100_000),
+                    declined: provider && rng.random_bool(0.15),
+                    receipt_email: (provider && rng.random_bool(0.4))
+                        .then(|| format!("op-{id}@shop.example")),
+                }
+            },
             abandoned: provider && rng.random_bool(0.05),
-            reserve: (mix == Mix::ChargesAndReservations && rng.random_bool(1.0 / 8.0))
-                .then(|| Reserve::random(&mut rng)),
         };
         operations.push(op.clone());
         let senders = if op.abandoned {
@@ -299,7 +303,7 @@ async fn run(mode: Mode, mix: Mix) {
     let mut never_started = 0;
     let mut reservations = Vec::new();
     for op in &operations {
-        if op.reserve.is_some() {
+        if op.reservation().is_some() {
             reservations.push((op, checks::reservation(op, answers.get(&op.id)).await));
             continue;
         }
@@ -354,8 +358,14 @@ async fn run(mode: Mode, mix: Mix) {
         kills_done.mid_resume,
         fleet.restarts(),
         operations.len(),
-        count(|op| op.declined),
-        count(|op| op.receipt_email.is_some()),
+        count(Operation::declined),
+        count(|op| matches!(
+            op.kind,
+            Kind::Charge {
+                receipt_email: Some(_),
+                ..
+            }
+        )),
         count(|op| op.abandoned),
         reservations.len(),
         tally.attempts(),

@@ -28,17 +28,25 @@ pub(crate) struct Operation {
     /// Its customer, as seen by each instance.
     pub(crate) callers: Vec<Caller>,
     pub(crate) key: String,
-    pub(crate) amount: i64,
-    /// With the provider: declined or charged.
-    pub(crate) declined: bool,
-    /// With the provider: where its receipt goes.
-    pub(crate) receipt_email: Option<String>,
+    pub(crate) kind: Kind,
     /// Sent once, with `exit-before-provider` or `exit-after-provider`, by a
     /// client that never comes back: only the completer can finish it.
     pub(crate) abandoned: bool,
-    /// A reservation (`POST /reservations`) instead of a charge: the
-    /// charge's fields do not apply.
-    pub(crate) reserve: Option<Reserve>,
+}
+
+/// What an operation asks for.
+#[derive(Clone)]
+pub(crate) enum Kind {
+    /// `POST /charges`.
+    Charge {
+        amount: i64,
+        /// With the provider: declined or charged.
+        declined: bool,
+        /// With the provider: where its receipt goes.
+        receipt_email: Option<String>,
+    },
+    /// `POST /reservations`.
+    Reserve(Reserve),
 }
 
 impl Operation {
@@ -49,37 +57,51 @@ impl Operation {
 
     /// Where it is sent.
     pub(crate) fn path(&self) -> &'static str {
-        match self.reserve {
-            Some(_) => "/reservations",
-            None => "/charges",
+        match self.kind {
+            Kind::Charge { .. } => "/charges",
+            Kind::Reserve(_) => "/reservations",
         }
     }
 
     pub(crate) fn body(&self, mode: Mode) -> Value {
-        if let Some(reserve) = &self.reserve {
-            return reserve.body();
-        }
+        let (amount, declined, receipt_email) = match &self.kind {
+            Kind::Reserve(reserve) => return reserve.body(),
+            Kind::Charge {
+                amount,
+                declined,
+                receipt_email,
+            } => (amount, *declined, receipt_email),
+        };
         let mut body = json!({
-            "amount": self.amount, "currency": "usd", "description": self.description()
+            "amount": amount, "currency": "usd", "description": self.description()
         });
         if mode == Mode::Provider {
-            let card = if self.declined {
-                DECLINED
-            } else {
-                "pm_card_visa"
-            };
+            let card = if declined { DECLINED } else { "pm_card_visa" };
             body["payment_method"] = json!(card);
-            if let Some(email) = &self.receipt_email {
+            if let Some(email) = receipt_email {
                 body["receipt_email"] = json!(email);
             }
         }
         body
     }
 
+    /// A charge whose card declines.
+    pub(crate) fn declined(&self) -> bool {
+        matches!(self.kind, Kind::Charge { declined: true, .. })
+    }
+
+    /// What it reserves, if it is a reservation.
+    pub(crate) fn reservation(&self) -> Option<Reserve> {
+        match self.kind {
+            Kind::Reserve(reserve) => Some(reserve),
+            Kind::Charge { .. } => None,
+        }
+    }
+
     /// The final status its answers must have (a reservation's may also
     /// be a recorded 409 `insufficient-inventory`).
     pub(crate) fn final_status(&self) -> u16 {
-        if self.declined {
+        if self.declined() {
             402
         } else {
             201
@@ -88,7 +110,7 @@ impl Operation {
 
     /// The status its charge ends with.
     pub(crate) fn charge_status(&self) -> &'static str {
-        if self.declined {
+        if self.declined() {
             "failed"
         } else {
             "succeeded"
@@ -214,7 +236,7 @@ pub(crate) async fn send_until_answered(
                     op.id,
                     format!(
                         "{status} for a card that {}: {}",
-                        if op.declined { "declines" } else { "pays" },
+                        if op.declined() { "declines" } else { "pays" },
                         text()
                     ),
                 );
@@ -223,7 +245,7 @@ pub(crate) async fn send_until_answered(
             201 => return last(),
             402 if provider && kind == "card-declined" => return last(),
             // Not enough stock: recorded, replayed like any answer.
-            409 if op.reserve.is_some() && kind == "insufficient-inventory" => return last(),
+            409 if op.reservation().is_some() && kind == "insufficient-inventory" => return last(),
             409 if !cx.postgres && !provider => Some(format!("409 on SQLite: {}", text())),
             409 if !(kind == "idempotency-key-in-use" && retry_after) => {
                 Some(format!("409 (Retry-After: {retry_after}): {}", text()))

@@ -53,7 +53,7 @@ pub(crate) async fn check(
     let mut refused: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     let mut ids = Vec::new();
     for (op, answer) in reservations {
-        let reserve = op.reserve.expect("a reservation");
+        let reserve = op.reservation().expect("a reservation");
         let body: Value = serde_json::from_slice(&answer.body)
             .unwrap_or_else(|e| panic!("op {}: {answer:?}: {e}", op.id));
         match answer.status {
