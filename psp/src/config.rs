@@ -2,16 +2,19 @@
 //! (flags win). The names differ from the checkout server's (`LISTEN`,
 //! `DATABASE_URL`) so the demo can start both from one shell.
 
+use crate::domain::PaymentMethod;
 use clap::Parser;
+use std::fmt::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The longest `--latency` accepted.
 const MAX_LATENCY: Duration = Duration::from_secs(600);
 
-/// The simulator's configuration; `--help` opens with the crate's description.
+/// The simulator's configuration; `--help` opens with the crate's
+/// description and ends with the API in brief.
 #[derive(Debug, Clone, Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = api_summary())]
 pub struct Config {
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(
@@ -41,6 +44,26 @@ pub struct Config {
         value_parser = parse_latency
     )]
     pub latency: Duration,
+}
+
+/// What `--help` says after the flags: the endpoints, and the test cards
+/// from the card list itself, so a card added is a card shown.
+fn api_summary() -> String {
+    let mut text = String::from(
+        "API (docs/PSP.md):\n  \
+         POST /v1/charges    charges a test card, once per Idempotency-Key\n  \
+         GET  /v1/charges    the ledger, newest first\n  \
+         POST /admin/faults  the next charges fail, charge and drop the answer, wait, \
+         or find the provider down\n\n\
+         Test cards:\n",
+    );
+    for card in PaymentMethod::ALL {
+        let _ = match card.decline() {
+            None => writeln!(text, "  {:<41}succeeds", card.as_str()),
+            Some(d) => writeln!(text, "  {:<41}declined ({})", card.as_str(), d.decline_code),
+        };
+    }
+    text
 }
 
 fn parse_database(raw: &str) -> Result<PathBuf, String> {
@@ -93,6 +116,24 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:0");
         assert_eq!(c.database, PathBuf::from("/tmp/x/psp.db"));
         assert_eq!(c.latency, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn help_ends_with_the_endpoints_and_every_test_card() {
+        use clap::CommandFactory;
+        let help = Config::command().render_long_help().to_string();
+        for line in [
+            "POST /v1/charges",
+            "GET  /v1/charges",
+            "POST /admin/faults",
+            "pm_card_visa                             succeeds",
+            "pm_card_chargeDeclinedInsufficientFunds  declined (insufficient_funds)",
+        ] {
+            assert!(help.contains(line), "{line:?} is missing from:\n{help}");
+        }
+        for card in PaymentMethod::ALL {
+            assert!(help.contains(card.as_str()), "{card} is missing");
+        }
     }
 
     #[test]

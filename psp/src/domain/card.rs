@@ -26,7 +26,8 @@ pub struct Decline {
 }
 
 impl PaymentMethod {
-    const ALL: [Self; 4] = [
+    /// Every test card.
+    pub const ALL: [Self; 4] = [
         Self::Visa,
         Self::Mastercard,
         Self::ChargeDeclined,
