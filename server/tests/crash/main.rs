@@ -64,6 +64,10 @@
 //! random moments;
 //! `CRASH_SEED` replays a schedule (the seed is printed, and repeated on
 //! failure).
+//!
+//! This file, though over 400 lines, is the run told in order (the plan,
+//! the senders and the killer, then every check and the report); the
+//! modules below hold its parts.
 
 mod checks;
 mod fleet;
