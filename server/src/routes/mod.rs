@@ -6,6 +6,8 @@
 /// is written here once. The route names the rest: its path, operation id
 /// and tag, its body's schema (in `openapi::schemas`) and its answers (in
 /// `openapi::responses`). The handler's doc comment is its description.
+/// rustfmt leaves the handler inside the macro as written: keep it a few
+/// lines that hand the body to `idempotency::run`.
 // rustfmt indents an attribute inside a macro further on every run.
 #[rustfmt::skip]
 macro_rules! keyed_post {
