@@ -34,7 +34,8 @@ pub struct IdempotentClient {
 #[wasm_bindgen(js_class = IdempotentClient)]
 impl IdempotentClient {
     /// Makes a client; throws an `IdempotencyError` (`invalid`) naming a
-    /// wrong option. Expired keys under `storagePrefix` are deleted here.
+    /// wrong option. Touches no storage: expired keys under
+    /// `storagePrefix` are deleted at the client's first call.
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue) -> Result<IdempotentClient, JsValue> {
         let config = Config::read(&options)?;
