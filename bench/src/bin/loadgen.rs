@@ -87,7 +87,7 @@ async fn main() {
     let started = Instant::now();
     let deadline = started + args.duration;
     let mut workers = Vec::new();
-    for worker in 0..args.connections {
+    for _ in 0..args.connections {
         let addr = args.addr.clone();
         let storm_key = storm_key.clone();
         let remaining = remaining.clone();
@@ -99,7 +99,7 @@ async fn main() {
                 non_2xx: 0,
                 errors: 0,
             };
-            for i in 0.. {
+            loop {
                 let more = match scenario {
                     Scenario::Storm => remaining
                         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
@@ -112,7 +112,10 @@ async fn main() {
                 let key = match scenario {
                     Scenario::Storm => storm_key.clone(),
                     Scenario::Replay => "replay-key".to_owned(),
-                    _ => format!("{run_id}-{worker}-{i}"),
+                    // A UUID v4, as the browser client makes them: each
+                    // new key lands at a random place in the record's
+                    // B-tree, as in production.
+                    _ => uuid::Uuid::new_v4().to_string(),
                 };
                 let t = Instant::now();
                 match send(&mut conn, &addr, scenario, &key).await {
