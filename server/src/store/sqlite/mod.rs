@@ -1,6 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode.
 //!
-//! - [`writer`]: one writer thread, group commit, a savepoint per job.
+//! - [`writer`]: one writer thread, group commit, a savepoint per job;
+//!   [`checkpointer`]: the thread that copies the WAL into the file.
 //! - [`readers`]: read connections beside it, for replays and listings.
 //! - [`schema`]: connection settings, migrations, the file's identity
 //!   (a missing or replaced file is never silently recreated: 503 until it
@@ -10,6 +11,7 @@
 //!   each operation's business SQL; [`outbox`]: the receipts' SQL;
 //!   [`queries`]: the reads.
 
+mod checkpointer;
 mod operations;
 mod outbox;
 mod protocol;
@@ -89,6 +91,7 @@ impl SqliteStore {
             options.path.clone(),
             options.durability,
             generation.clone(),
+            checkpointer::Thresholds::default(),
         )?;
         Ok(Self {
             writer,

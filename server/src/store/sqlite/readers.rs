@@ -3,10 +3,10 @@
 //! reused, opened on demand, and dropped when the writer reopens the file.
 
 use super::classify;
-use super::schema::BUSY_TIMEOUT;
+use super::schema;
 use crate::store::Result;
 
-use rusqlite::{config::DbConfig, Connection, OpenFlags};
+use rusqlite::{config::DbConfig, Connection};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -61,11 +61,7 @@ impl ReadPool {
 }
 
 fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let conn = schema::open_existing(path)?;
     conn.pragma_update(None, "query_only", "ON")?;
     // Keep cached plans: without it SQLite re-prepares statements with a
     // bound LIMIT on every run.

@@ -6,7 +6,7 @@ use crate::config::Durability;
 use crate::store::schema::VERSION_QUERY;
 use crate::store::Result;
 use crate::store::{now_ms, StoreError};
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +14,18 @@ use std::time::Duration;
 /// How long a connection waits for another process's lock before giving up
 /// with a 503.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to the file at `path`, which must exist: it is never
+/// created here (that would forget every key). It waits
+/// [`BUSY_TIMEOUT`] for another connection's lock.
+pub(super) fn open_existing(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
 
 /// Settings of the writer's connection.
 pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {

@@ -6,16 +6,21 @@
 //! only then answers every job. A single writer also means two requests
 //! with the same key never run at once: the second finds the first's record.
 //!
+//! It does not checkpoint inside its commits: after each batch it lets the
+//! [`Checkpointer`] decide, which copies the WAL into the database file
+//! beside it.
+//!
 //! Each job carries its own typed reply ([`Writer::submit`] is generic over
 //! the job's result), so the thread never answers a question with the
 //! wrong kind of value.
 
+use super::checkpointer::{Checkpointer, Thresholds};
 use super::schema::{self, FileIdentity};
 use super::{classify, MIGRATIONS};
 use crate::config::Durability;
 use crate::store::Result;
 use crate::store::StoreError;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -119,13 +124,17 @@ impl Writer {
     /// `generation` is bumped whenever the writer reopens the file, so read
     /// connections to a replaced file are dropped.
     pub(super) fn start(
-        conn: Connection,
+        mut conn: Connection,
         path: PathBuf,
         durability: Durability,
         generation: Arc<AtomicU64>,
+        checkpoints: Thresholds,
     ) -> Result<Self> {
         let identity = schema::file_identity(&path)?;
         let (jobs, queue) = mpsc::channel(QUEUE_DEPTH);
+        let checkpointer = Checkpointer::start(path.clone(), checkpoints)
+            .map_err(|e| StoreError::internal("cannot start the checkpoint thread").caused_by(e))?;
+        checkpointer.watch(&mut conn).map_err(classify)?;
         let thread = WriterThread {
             path,
             durability,
@@ -133,6 +142,7 @@ impl Writer {
             identity: Some(identity),
             generation,
             last_failure: None,
+            checkpointer,
         };
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -212,6 +222,7 @@ struct WriterThread {
     generation: Arc<AtomicU64>,
     /// When a write last failed with a retryable error, and why.
     last_failure: Option<(Instant, StoreError)>,
+    checkpointer: Checkpointer,
 }
 
 impl WriterThread {
@@ -226,6 +237,10 @@ impl WriterThread {
                 }
             }
             self.run_batch(batch);
+            if let Some(conn) = &self.conn {
+                let generation = self.generation.load(Ordering::Acquire);
+                self.checkpointer.after_batch(conn, generation);
+            }
         }
         tracing::debug!("writer stopped: no senders left");
     }
@@ -358,10 +373,10 @@ impl WriterThread {
             return Ok(());
         }
         self.conn = None;
-        let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_WRITE)
-            .map_err(classify)?;
+        let mut conn = schema::open_existing(&self.path).map_err(classify)?;
         schema::configure_writer(&conn, self.durability).map_err(classify)?;
         MIGRATIONS.check(schema::version(&conn)?)?;
+        self.checkpointer.watch(&mut conn).map_err(classify)?;
         tracing::warn!(path = %self.path.display(), "database (re)opened");
         self.conn = Some(conn);
         self.identity = Some(identity);
