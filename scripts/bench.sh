@@ -4,6 +4,8 @@
 # bench/src/bin/floor.rs), back to back in one run, each on a fresh
 # database, and the ratio between them. Release builds, driven by loadgen.
 #   scripts/bench.sh                 all cases, 10 s each, SQLite
+#   PROVIDER=0 LIVE=0 SWEEP=0 scripts/bench.sh
+#       without the provider, the file of 2 M live records, the sweeper
 #   DURATION=5s CONNECTIONS=32 scripts/bench.sh
 #   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
 #       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
@@ -51,6 +53,22 @@ run() {
   rm -rf "$dir"
 }
 
+# filled_server FILL N [server flags...]: a server on a fresh SQLite file
+# that a first server run migrated and `loadgen --scenario FILL` then gave
+# N records; sets $dir, $pid and $addr.
+filled_server() {
+  local fill=$1 records=$2; shift 2
+  dir=$(mktemp -d)
+  "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --www "$dir" >"$dir/out" 2>/dev/null &
+  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
+  kill "$pid"; wait "$pid" || true
+  "$BIN/loadgen" --scenario "$fill" --addr unused --database "$dir/shop.db" --requests "$records"
+  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --durability "$DURABILITY" \
+    --www "$dir" "$@" >"$dir/out2" 2>"$dir/err" &
+  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out2" 2>/dev/null && break; sleep 0.05; done
+  addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
@@ -83,19 +101,28 @@ if [ "${PROVIDER:-1}" = 1 ]; then
   rm -rf "$pdir"
 fi
 
+if [ "${LIVE:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
+  # New keys on a file that already holds a day of records (LIVE_RECORDS
+  # live ones of loadgen's caller, random keys): each new key lands among
+  # them, as in production, where the fresh file of the case above flatters
+  # the record's B-tree. The floor appends its charges, so the size of its
+  # file does not change what an insert costs it.
+  LIVE_RECORDS=${LIVE_RECORDS:-2000000}
+  filled_server fill-live "$LIVE_RECORDS"
+  echo "# new-key on a file of $LIVE_RECORDS live records:"
+  line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
+  echo "server $line"
+  live=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
+  echo "ratio new-key on $LIVE_RECORDS records / insert floor: $(ratio "$live" "$insert_floor")"
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+fi
+
 if [ "${SWEEP:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
   # The sweeper under load: new-key p99 while 1 000 000 expired records are
   # deleted, against the same load without the backlog.
   RECORDS=${RECORDS:-1000000}
-  dir=$(mktemp -d)
-  "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --www "$dir" >"$dir/out" 2>/dev/null &
-  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
-  kill "$pid"; wait "$pid" || true
-  "$BIN/loadgen" --scenario fill-expired --addr unused --database "$dir/shop.db" --requests "$RECORDS"
-  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --durability "$DURABILITY" \
-    --sweep-interval 1s --www "$dir" >"$dir/out2" 2>"$dir/err" &
-  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out2" 2>/dev/null && break; sleep 0.05; done
-  addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
+  filled_server fill-expired "$RECORDS" --sweep-interval 1s
   sleep 1.2 # the first sweep starts
   echo "# new-key while the sweeper deletes $RECORDS expired records:"
   "$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION"

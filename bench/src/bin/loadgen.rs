@@ -9,6 +9,7 @@ use clap::{Parser, ValueEnum};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
+use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,10 +33,11 @@ struct Args {
     /// How long to run (ignored by `storm`).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// Requests in a `storm`; records for `fill-expired`.
+    /// Requests in a `storm`; records for `fill-expired` and `fill-live`.
     #[arg(long, default_value_t = 1000)]
     requests: usize,
-    /// For `fill-expired`: the SQLite file (already migrated by a server run).
+    /// For `fill-expired` and `fill-live`: the SQLite file (already
+    /// migrated by a server run).
     #[arg(long)]
     database: Option<std::path::PathBuf>,
 }
@@ -56,6 +58,10 @@ enum Scenario {
     /// Not a load: writes `--requests` already-expired records straight
     /// into `--database`, a backlog for the sweeper.
     FillExpired,
+    /// Not a load: writes `--requests` live records of loadgen's own caller
+    /// under random keys straight into `--database`: the file a day of
+    /// traffic leaves, which new keys then land among.
+    FillLive,
 }
 
 struct Sample {
@@ -67,12 +73,16 @@ struct Sample {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    if args.scenario == Scenario::FillExpired {
+    if let Some(fill) = match args.scenario {
+        Scenario::FillExpired => Some(Fill::Expired),
+        Scenario::FillLive => Some(Fill::Live),
+        _ => None,
+    } {
         let path = args
             .database
             .as_deref()
-            .expect("fill-expired needs --database");
-        return fill_expired(path, args.requests);
+            .expect("fill-expired and fill-live need --database");
+        return fill.write(path, args.requests);
     }
     let run_id = std::process::id();
     let storm_key = format!("storm-{run_id}");
@@ -201,45 +211,69 @@ async fn send(
     Ok(status)
 }
 
-/// Writes `count` records that expired an hour ago, as a day of traffic
-/// would leave them (random keys, one caller per 100 records).
-fn fill_expired(path: &std::path::Path, count: usize) {
-    let started = Instant::now();
-    let mut conn = rusqlite::Connection::open(path).expect("open the database");
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .expect("WAL");
-    let tx = conn.transaction().expect("begin");
-    {
-        let mut insert = tx
-            .prepare(
-                "INSERT INTO idempotency_keys
-                   (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 'finished', 201, ?4, ?5, ?6)",
-            )
-            .expect("prepare");
+/// Records written straight into a SQLite file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    /// Expired an hour ago, one caller per 100 records.
+    Expired,
+    /// Live for another day, all loadgen's own caller.
+    Live,
+}
+
+impl Fill {
+    /// Writes `count` records under random keys, as a day of traffic
+    /// would leave them.
+    fn write(self, path: &std::path::Path, count: usize) {
+        let started = Instant::now();
+        let mut conn = rusqlite::Connection::open(path).expect("open the database");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("WAL");
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let expired = now_ms - 3_600_000;
-        let body = br#"{"id":"ch_0","amount":1999,"currency":"usd","description":"cart 42","status":"succeeded","created":0}"#;
-        for i in 0..count {
-            let caller = [(i / 100) as u8; 32];
-            let key = uuid::Uuid::new_v4().to_string();
-            insert
-                .execute(rusqlite::params![
-                    &caller[..],
-                    key,
-                    &[0u8; 32][..],
-                    &body[..],
-                    expired - 86_400_000,
-                    expired
-                ])
-                .expect("insert");
+        let day = 86_400_000;
+        let (created, expires) = match self {
+            Fill::Expired => (now_ms - 3_600_000 - day, now_ms - 3_600_000),
+            Fill::Live => (now_ms, now_ms + day),
+        };
+        // The server's caller is the SHA-256 of the bearer token.
+        let own: [u8; 32] = Sha256::digest(TOKEN.trim_start_matches("Bearer ")).into();
+        let tx = conn.transaction().expect("begin");
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO idempotency_keys
+                       (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)
+                     VALUES (?1, ?2, ?3, 'finished', 201, ?4, ?5, ?6)",
+                )
+                .expect("prepare");
+            let body = br#"{"id":"ch_0","amount":1999,"currency":"usd","description":"cart 42","status":"succeeded","created":0}"#;
+            for i in 0..count {
+                let caller = match self {
+                    Fill::Expired => [(i / 100) as u8; 32],
+                    Fill::Live => own,
+                };
+                let key = uuid::Uuid::new_v4().to_string();
+                insert
+                    .execute(rusqlite::params![
+                        &caller[..],
+                        key,
+                        &[0u8; 32][..],
+                        &body[..],
+                        created,
+                        expires
+                    ])
+                    .expect("insert");
+            }
         }
+        tx.commit().expect("commit");
+        let kind = match self {
+            Fill::Expired => "expired",
+            Fill::Live => "live",
+        };
+        println!(
+            "filled {count} {kind} records in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
     }
-    tx.commit().expect("commit");
-    println!(
-        "filled {count} expired records in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
 }
