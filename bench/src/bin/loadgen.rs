@@ -221,6 +221,24 @@ enum Fill {
 }
 
 impl Fill {
+    /// The name printed, and the records' creation and expiry (Unix ms)
+    /// for a fill at `now_ms`.
+    fn shape(self, now_ms: i64) -> (&'static str, i64, i64) {
+        let day = 86_400_000;
+        match self {
+            Fill::Expired => ("expired", now_ms - 3_600_000 - day, now_ms - 3_600_000),
+            Fill::Live => ("live", now_ms, now_ms + day),
+        }
+    }
+
+    /// The caller of record `i`; `own` is loadgen's.
+    fn caller(self, i: usize, own: [u8; 32]) -> [u8; 32] {
+        match self {
+            Fill::Expired => [(i / 100) as u8; 32],
+            Fill::Live => own,
+        }
+    }
+
     /// Writes `count` records under random keys, as a day of traffic
     /// would leave them.
     fn write(self, path: &std::path::Path, count: usize) {
@@ -231,11 +249,7 @@ impl Fill {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let day = 86_400_000;
-        let (created, expires) = match self {
-            Fill::Expired => (now_ms - 3_600_000 - day, now_ms - 3_600_000),
-            Fill::Live => (now_ms, now_ms + day),
-        };
+        let (kind, created, expires) = self.shape(now_ms);
         // The server's caller is the SHA-256 of the bearer token.
         let own: [u8; 32] = Sha256::digest(TOKEN.trim_start_matches("Bearer ")).into();
         let tx = conn.transaction().expect("begin");
@@ -249,10 +263,7 @@ impl Fill {
                 .expect("prepare");
             let body = br#"{"id":"ch_0","amount":1999,"currency":"usd","description":"cart 42","status":"succeeded","created":0}"#;
             for i in 0..count {
-                let caller = match self {
-                    Fill::Expired => [(i / 100) as u8; 32],
-                    Fill::Live => own,
-                };
+                let caller = self.caller(i, own);
                 let key = uuid::Uuid::new_v4().to_string();
                 insert
                     .execute(rusqlite::params![
@@ -267,10 +278,6 @@ impl Fill {
             }
         }
         tx.commit().expect("commit");
-        let kind = match self {
-            Fill::Expired => "expired",
-            Fill::Live => "live",
-        };
         println!(
             "filled {count} {kind} records in {:.1}s",
             started.elapsed().as_secs_f64()
