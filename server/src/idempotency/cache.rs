@@ -19,12 +19,14 @@
 use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::idempotency::record::{Record, StoredResponse};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Copies kept at most, over all shards.
 const CAPACITY: usize = 65_536;
-/// Shards, each behind its own lock.
+/// Shards, each behind its own lock; a copy's shard is a hash of its
+/// caller and key, so one caller's copies spread over all of them.
 const SHARDS: usize = 16;
 /// Taken off every deadline: time between the database's reading and ours,
 /// and monotonic-clock drift.
@@ -49,26 +51,33 @@ struct Shard {
 /// Finished records of this process's recent requests.
 pub struct ReplayCache {
     shards: Vec<Mutex<Shard>>,
+    /// Picks a copy's shard.
+    hasher: RandomState,
 }
 
 impl Default for ReplayCache {
     fn default() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
         }
     }
 }
 
 impl ReplayCache {
-    fn shard(&self, caller: &Caller) -> &Mutex<Shard> {
-        // The caller is a SHA-256: any byte of it is uniform.
-        &self.shards[usize::from(caller.as_bytes()[0]) % SHARDS]
+    fn shard(&self, caller: &Caller, key: &IdempotencyKey) -> &Mutex<Shard> {
+        let hash = self.hasher.hash_one((caller, key));
+        // The remainder is below SHARDS, so it fits a usize.
+        &self.shards[(hash % SHARDS as u64) as usize]
     }
 
     /// The record of `key`, if a live copy of the store's current `epoch`
     /// is here.
     pub fn get(&self, caller: &Caller, key: &IdempotencyKey, epoch: u64) -> Option<Record> {
-        let shard = self.shard(caller).lock().unwrap_or_else(|e| e.into_inner());
+        let shard = self
+            .shard(caller, key)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let copy = shard.copies.get(&(*caller, key.clone()))?;
         (copy.deadline > Instant::now() && copy.epoch == epoch).then(|| Record {
             fingerprint: copy.fingerprint,
@@ -95,7 +104,10 @@ impl ReplayCache {
             return;
         }
         let cache_key = (*caller, key.clone());
-        let mut shard = self.shard(caller).lock().unwrap_or_else(|e| e.into_inner());
+        let mut shard = self
+            .shard(caller, key)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let copy = Copy {
             fingerprint: record.fingerprint,
             response: record.response.clone(),
@@ -164,15 +176,37 @@ mod tests {
 
     #[test]
     fn the_oldest_copies_are_forgotten_first() {
+        // Twice the capacity: every shard receives far more than its share
+        // (8 192 ± 90 of 4 096), so each has forgotten its oldest.
         let cache = ReplayCache::default();
-        let per_shard = CAPACITY / SHARDS;
-        for n in 0..=per_shard {
-            put(&cache, n, Instant::now(), Duration::from_secs(60), 0);
+        let since = Instant::now();
+        let written = 2 * CAPACITY;
+        for n in 0..written {
+            put(&cache, n, since, Duration::from_secs(60), 0);
         }
-        assert!(
-            cache.get(&caller(), &key(0), 0).is_none(),
-            "the oldest went"
-        );
-        assert!(cache.get(&caller(), &key(per_shard), 0).is_some());
+        let kept = |range: std::ops::Range<usize>| {
+            range
+                .filter(|&n| cache.get(&caller(), &key(n), 0).is_some())
+                .count()
+        };
+        assert_eq!(kept(0..CAPACITY / 4), 0, "the oldest went");
+        let newest = written - CAPACITY / 4..written;
+        assert_eq!(kept(newest.clone()), newest.len(), "the newest stayed");
+        assert!(kept(0..written) <= CAPACITY, "never more than the capacity");
+    }
+
+    #[test]
+    fn one_caller_may_fill_the_whole_cache() {
+        // A server-to-server client is one caller with many keys: its
+        // copies spread over every shard, not one sixteenth of the cache.
+        let cache = ReplayCache::default();
+        let since = Instant::now();
+        for n in 0..CAPACITY / 2 {
+            put(&cache, n, since, Duration::from_secs(60), 0);
+        }
+        let kept = (0..CAPACITY / 2)
+            .filter(|&n| cache.get(&caller(), &key(n), 0).is_some())
+            .count();
+        assert_eq!(kept, CAPACITY / 2, "every copy of one caller is kept");
     }
 }
