@@ -164,6 +164,39 @@ async fn fifty_concurrent_requests_with_one_key_make_one_charge_and_no_5xx() {
     assert_eq!(app.keyed_requests("replayed").await, 49.0);
 }
 
+/// Many keys at once, each sent twice, and one key sent with two different
+/// amounts: the requests that arrive together share a commit (SQLite's
+/// writer) or a statement (PostgreSQL), and still each key runs once, each
+/// copy gets its key's answer, and the reused key is 422 for exactly one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_sent_together_run_each_key_once_whatever_keys_they_share() {
+    let app = TestApp::spawn().await;
+    let caller = app.server.bearer(&app.token);
+    let keys: Vec<String> = (0..16).map(|_| new_key()).collect();
+    let reused = new_key();
+    let mut requests = Vec::new();
+    for (n, key) in keys.iter().enumerate() {
+        let body = json!({"amount": 100 + n, "currency": "usd"});
+        requests.push(caller.keyed("/charges", key).json(&body));
+        requests.push(caller.keyed("/charges", key).json(&body));
+    }
+    for amount in [7, 8] {
+        let body = json!({"amount": amount, "currency": "usd"});
+        requests.push(caller.keyed("/charges", &reused).json(&body));
+    }
+    let answers = testkit::at_once(requests).await.unwrap();
+
+    for (n, pair) in answers[..32].chunks(2).enumerate() {
+        testkit::exactly_one_run(pair).unwrap_or_else(|e| panic!("key {n}: {e}"));
+        assert_eq!(pair[0].json()["amount"], 100 + n, "key {n}'s own charge");
+    }
+    let mut reused_statuses: Vec<u16> = answers[32..].iter().map(|a| a.status).collect();
+    reused_statuses.sort_unstable();
+    assert_eq!(reused_statuses, [201, 422], "the reused key");
+    assert_eq!(app.charges().await.len(), 17, "one charge per key");
+    assert_eq!(app.keyed_requests("executed").await, 17.0);
+}
+
 /// Requests refused before they run store nothing: the key can be used
 /// again with a corrected request.
 #[tokio::test]

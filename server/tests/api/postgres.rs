@@ -55,6 +55,51 @@ async fn a_key_held_past_lock_timeout_is_409_in_use_with_retry_after() {
     );
 }
 
+/// Requests sent together share one statement; one of them waiting past
+/// `lock_timeout` for a key another transaction holds is 409, and only it:
+/// whoever shared its statement runs again on its own and is answered 201,
+/// charged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_key_is_409_only_for_its_own_request_among_those_sent_with_it() {
+    let app = TestApp::spawn_with(&[]).await;
+    let Some(mut other) = behind_the_back(&app).await else {
+        return;
+    };
+    let held = new_key();
+    let tx = other.transaction().await.unwrap();
+    tx.execute(
+        "INSERT INTO idempotency_keys (caller, key, fingerprint, recovery_point, created_at, expires_at)
+         VALUES ($1, $2, $3, 'claimed', now(), now() + interval '1 hour')",
+        &[&caller_hash(&app.token), &held, &vec![0u8; 32]],
+    )
+    .await
+    .unwrap();
+    let caller = app.server.bearer(&app.token);
+    let keys: Vec<String> = std::iter::once(held.clone())
+        .chain((0..15).map(|_| new_key()))
+        .collect();
+    let body = serde_json::json!({"amount": 100, "currency": "usd"});
+    let requests = keys
+        .iter()
+        .map(|key| caller.keyed("/charges", key).json(&body));
+    let answers = testkit::at_once(requests).await.unwrap();
+
+    assert_eq!(
+        answers[0].status,
+        409,
+        "the held key: {:?}",
+        answers[0].json()
+    );
+    let problem = answers[0].json();
+    let kind = problem["type"].as_str().unwrap_or_default();
+    assert!(kind.ends_with("/idempotency-key-in-use"), "{kind}");
+    for (key, answer) in keys.iter().zip(&answers).skip(1) {
+        assert_eq!(answer.status, 201, "{key}: {:?}", answer.json());
+    }
+    tx.rollback().await.unwrap();
+    assert_eq!(app.count("charges").await, 15, "one charge per free key");
+}
+
 /// An expired record whose row another transaction holds: the wait is the
 /// same wait as for a live key, and is answered the same (409 with
 /// `Retry-After`), not 503. (Before, the expired record was deleted by a

@@ -18,16 +18,18 @@
 //!    with `--durability full`) before the answer leaves.
 //!
 //! A charge without a provider skips the transaction: its claim, rows and
-//! answer are one statement ([`one_statement`]). Every expiry and lease is
-//! judged by the database's clock (`now()`), so instances with wrong clocks
-//! still agree. Group commit is PostgreSQL's own: concurrent commits share
-//! WAL flushes.
+//! answer are one statement ([`one_statement`]), and the charges that
+//! arrive together share one, a row each ([`batch`]: group commit, as
+//! SQLite's writer does it). Every expiry and lease is judged by the
+//! database's clock (`now()`), so instances with wrong clocks still agree.
 //!
 //! - [`protocol`]: the keyed protocol's SQL; [`one_statement`]: its
-//!   one-statement first phase; [`operations`]: each operation's business
+//!   one-statement first phase; [`batch`]: many requests to a statement;
+//!   [`operations`]: each operation's business
 //!   SQL; [`outbox`]: the receipts' SQL; [`schema`]: migrations under an
 //!   advisory lock.
 
+mod batch;
 mod one_statement;
 mod operations;
 mod outbox;
@@ -39,13 +41,13 @@ use crate::domain::{Caller, IdempotencyKey, ItemId, CHARGE_COLUMNS};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finished, FirstPhase,
-    Operation, OutboxItem, RunContext, Store, StoreError,
+    now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
+    FirstPhase, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-pub use one_statement::OneStatement;
+pub use one_statement::{OneStatement, Shape};
 use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +92,8 @@ pub struct PostgresOptions {
 /// The PostgreSQL store: a connection pool.
 pub struct PostgresStore {
     pool: Pool,
+    /// One-statement first phases, many to a statement.
+    batches: batch::Batches,
     ttl_secs: f64,
     lease_secs: f64,
 }
@@ -131,6 +135,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::internal("cannot build the pool").caused_by(e))?;
         let store = Self {
+            batches: batch::Batches::start(pool.clone()),
             pool,
             ttl_secs: options.key_ttl.as_secs_f64(),
             lease_secs: options.lease.as_secs_f64(),
@@ -180,12 +185,17 @@ impl Store for PostgresStore {
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
-        let mut client = self.client().await?;
         let clock = Clock {
             now_ms: now_ms(),
             ttl_secs: self.ttl_secs,
             lease_secs: self.lease_secs,
         };
+        if phase.finish == Finish::Commit {
+            if let Some(one) = phase.operation.one_statement() {
+                return self.batches.execute(phase.request, one, clock).await;
+            }
+        }
+        let mut client = self.client().await?;
         protocol::execute(&mut client, &phase, clock).await
     }
 

@@ -2,7 +2,7 @@
 //! records its key: charges (in one phase, in one statement with the claim,
 //! or started and finished around the provider) and reservations.
 
-use super::one_statement::{one_statement, OneStatement};
+use super::one_statement::{OneStatement, Shape};
 use super::outbox::enqueue;
 use super::{cached, classify, exec, Run};
 use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
@@ -30,27 +30,29 @@ pub(super) fn charge(row: &tokio_postgres::Row) -> Charge {
     Charge::from(columns)
 }
 
+/// A charge's row with its key's claim, and its receipt in the outbox when
+/// it has one (`c9` to `c12`, NULL without).
+static CHARGE: Shape = Shape::new(
+    &[
+        "text", "bigint", "text", "text", "text", "text", "text", "bigint", "text", "text", "text",
+        "text",
+    ],
+    &[
+        "charge AS (INSERT INTO charges (caller, id, amount, currency, description, status,
+                                        payment_method, receipt_email, created)
+             SELECT caller, c1, c2, c3, c4, c5, c6, c7, c8 FROM claimed)",
+        "receipt AS (INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+             SELECT c9, c10, c11, c12, now() FROM claimed WHERE c9 IS NOT NULL
+             ON CONFLICT (message_id) DO NOTHING)",
+    ],
+);
+
 #[async_trait]
 impl Run for RecordCharge {
     fn one_statement(&self) -> Option<OneStatement> {
         let charge = &self.charge;
-        macro_rules! charge {
-            () => {
-                "charge AS (INSERT INTO charges (caller, id, amount, currency, description,
-                                                status, payment_method, receipt_email, created)
-                     SELECT $1, $8::text, $9::bigint, $10::text, $11::text, $12::text,
-                            $13::text, $14::text, $15::bigint FROM claim)"
-            };
-        }
-        const CHARGE: &str = one_statement!(charge!());
-        const CHARGE_AND_RECEIPT: &str = one_statement!(
-            charge!(),
-            "receipt AS (INSERT INTO outbox (message_id, recipient, subject, body,
-                                             next_attempt_at)
-                 SELECT $16::text, $17::text, $18::text, $19::text, now() FROM claim
-                 ON CONFLICT (message_id) DO NOTHING)"
-        );
-        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+        let receipt = self.receipt.as_ref();
+        let params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
             Box::new(charge.id.to_string()),
             Box::new(charge.amount.get()),
             Box::new(charge.currency.to_string()),
@@ -59,21 +61,13 @@ impl Run for RecordCharge {
             Box::new(charge.payment_method.to_string()),
             Box::new(charge.receipt_email.as_ref().map(ToString::to_string)),
             Box::new(charge.created),
+            Box::new(receipt.map(|r| r.message_id.clone())),
+            Box::new(receipt.map(|r| r.recipient.clone())),
+            Box::new(receipt.map(|r| r.subject.clone())),
+            Box::new(receipt.map(|r| r.body.clone())),
         ];
-        let statement = match self.receipt.clone() {
-            None => CHARGE,
-            Some(receipt) => {
-                params.extend([
-                    Box::new(receipt.message_id) as Box<dyn ToSql + Sync + Send>,
-                    Box::new(receipt.recipient),
-                    Box::new(receipt.subject),
-                    Box::new(receipt.body),
-                ]);
-                CHARGE_AND_RECEIPT
-            }
-        };
         Some(OneStatement {
-            statement,
+            shape: &CHARGE,
             params,
             response: self.response.clone(),
         })

@@ -3,7 +3,6 @@
 //! decide; later phases under a lease; taking an abandoned operation over.
 //! Every expiry and lease is the database's `now()`.
 
-use super::one_statement::execute_one_statement;
 use super::{cached, classify, exec};
 use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::idempotency::record::{Lease, Record, RecoveryPoint, Step, StoredResponse};
@@ -40,11 +39,6 @@ pub(super) async fn execute(
     clock: Clock,
 ) -> Result<Execution> {
     let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
-    if finish == Finish::Commit {
-        if let Some(one) = operation.one_statement() {
-            return execute_one_statement(client, request, one, clock).await;
-        }
-    }
     let tx = client.transaction().await.map_err(classify)?;
     let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
     let key = request.key.as_ref();
