@@ -19,6 +19,24 @@ async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
     Some(client)
 }
 
+/// Another transaction claims `key` for the app's caller and does not
+/// finish until the returned transaction ends.
+async fn hold<'a>(
+    other: &'a mut tokio_postgres::Client,
+    app: &TestApp,
+    key: &str,
+) -> tokio_postgres::Transaction<'a> {
+    let tx = other.transaction().await.unwrap();
+    tx.execute(
+        "INSERT INTO idempotency_keys (caller, key, fingerprint, recovery_point, created_at, expires_at)
+         VALUES ($1, $2, $3, 'claimed', now(), now() + interval '1 hour')",
+        &[&caller_hash(&app.token), &key, &vec![0u8; 32]],
+    )
+    .await
+    .unwrap();
+    tx
+}
+
 /// A request that waits for its key longer than `lock_timeout` (5 s)
 /// because another transaction holds it is answered 409
 /// `idempotency-key-in-use` with `Retry-After`, and nothing runs.
@@ -29,15 +47,7 @@ async fn a_key_held_past_lock_timeout_is_409_in_use_with_retry_after() {
         return;
     };
     let key = new_key();
-    // Another transaction claims the key and does not finish.
-    let tx = other.transaction().await.unwrap();
-    tx.execute(
-        "INSERT INTO idempotency_keys (caller, key, fingerprint, recovery_point, created_at, expires_at)
-         VALUES ($1, $2, $3, 'claimed', now(), now() + interval '1 hour')",
-        &[&caller_hash(&app.token), &key, &vec![0u8; 32]],
-    )
-    .await
-    .unwrap();
+    let tx = hold(&mut other, &app, &key).await;
     let started = Instant::now();
     let r = app.charge(&key, 100).await;
     assert!(
@@ -66,14 +76,7 @@ async fn a_held_key_is_409_only_for_its_own_request_among_those_sent_with_it() {
         return;
     };
     let held = new_key();
-    let tx = other.transaction().await.unwrap();
-    tx.execute(
-        "INSERT INTO idempotency_keys (caller, key, fingerprint, recovery_point, created_at, expires_at)
-         VALUES ($1, $2, $3, 'claimed', now(), now() + interval '1 hour')",
-        &[&caller_hash(&app.token), &held, &vec![0u8; 32]],
-    )
-    .await
-    .unwrap();
+    let tx = hold(&mut other, &app, &held).await;
     let caller = app.server.bearer(&app.token);
     let keys: Vec<String> = std::iter::once(held.clone())
         .chain((0..15).map(|_| new_key()))
