@@ -9,7 +9,6 @@ use super::cached;
 use super::protocol::Clock;
 use crate::idempotency::record::StoredResponse;
 use crate::store::{IdempotentRequest, StoreError};
-use std::fmt::Write as _;
 use std::sync::OnceLock;
 use tokio_postgres::types::ToSql;
 
@@ -29,15 +28,16 @@ const CLAIM_COLUMNS: [(&str, &str); 7] = [
 ];
 
 /// What an operation adds to its key's claim: its own columns, named `c1`,
-/// `c2`, … in each row (given here by SQL type), and the CTEs that write
-/// them, each `name AS (INSERT … SELECT … FROM claimed …)`. `claimed` holds
-/// the rows whose key was claimed (`caller`, `key`, `c1`, …), so nothing
-/// is written for a key that another request holds.
+/// `c2`, … in each row (given here by SQL type; their values travel as
+/// text), and the CTEs that write them, each `name AS (INSERT … SELECT …
+/// FROM claimed …)`. `claimed` holds the rows whose key was claimed
+/// (`caller`, `key`, `c1`, …, each column of its type), so nothing is
+/// written for a key that another request holds.
 pub struct Shape {
     columns: &'static [&'static str],
     ctes: &'static [&'static str],
-    /// The statement's text for each number of rows, written once.
-    texts: [OnceLock<String>; MAX_ROWS],
+    /// The statement's text, written once.
+    text: OnceLock<String>,
 }
 
 impl Shape {
@@ -46,41 +46,54 @@ impl Shape {
         Self {
             columns,
             ctes,
-            texts: [const { OnceLock::new() }; MAX_ROWS],
+            text: OnceLock::new(),
         }
     }
 
-    /// The statement for `rows` requests (1 to [`MAX_ROWS`]): `$1` is the
-    /// TTL in seconds, then each row's [`CLAIM_COLUMNS`] and the
-    /// operation's columns. The claim also records the (already known)
-    /// answer: a finished, expired record counts as absent and the claim
-    /// replaces it; a live one is left alone (and its transaction, if still
-    /// running, waited for). Rows are claimed in key order, so two
-    /// statements that share keys take their locks in the same order and
-    /// never deadlock. It returns the numbers of the rows claimed.
-    fn text(&self, rows: usize) -> &str {
-        self.texts[rows - 1].get_or_init(|| {
-            let types: Vec<&str> = CLAIM_COLUMNS
+    /// An operation of this shape, with its columns' values (as text,
+    /// `None` for NULL, one per column) and the answer it records.
+    pub fn with(
+        &'static self,
+        params: Vec<Option<String>>,
+        response: StoredResponse,
+    ) -> OneStatement {
+        assert_eq!(params.len(), self.columns.len(), "one value per column");
+        OneStatement {
+            shape: self,
+            params,
+            response,
+        }
+    }
+
+    /// The statement, for any number of rows: `$1` is the TTL in seconds,
+    /// then one array per column ([`CLAIM_COLUMNS`], then the operation's
+    /// as text), a row being the same index in every array. One text per
+    /// shape, so each connection prepares it once whatever the number of
+    /// rows. The claim also records the (already known) answer: a
+    /// finished, expired record counts as absent and the claim replaces it;
+    /// a live one is left alone (and its transaction, if still running,
+    /// waited for). Rows are claimed in key order, so two statements that
+    /// share keys take their locks in the same order and never deadlock.
+    /// It returns the numbers of the rows claimed.
+    fn text(&self) -> &str {
+        self.text.get_or_init(|| {
+            let claim = CLAIM_COLUMNS
                 .iter()
-                .map(|(_, ty)| *ty)
-                .chain(self.columns.iter().copied())
-                .collect();
-            let names: Vec<String> = CLAIM_COLUMNS
+                .map(|(name, ty)| (name.to_string(), *ty));
+            let own = (1..=self.columns.len()).map(|i| (format!("c{i}"), "text"));
+            let (names, arrays): (Vec<String>, Vec<String>) = claim
+                .chain(own)
+                .enumerate()
+                .map(|(i, (name, ty))| (name, format!("${}::{ty}[]", i + 2)))
+                .unzip();
+            let typed: Vec<String> = self
+                .columns
                 .iter()
-                .map(|(name, _)| (*name).to_owned())
-                .chain((1..=self.columns.len()).map(|i| format!("c{i}")))
+                .enumerate()
+                .map(|(i, ty)| format!("c{n}::{ty} AS c{n}", n = i + 1))
                 .collect();
-            let mut values = String::new();
-            for row in 0..rows {
-                values.push_str(if row == 0 { "(" } else { ", (" });
-                for (i, ty) in types.iter().enumerate() {
-                    let sep = if i == 0 { "" } else { ", " };
-                    let _ = write!(values, "{sep}${}::{ty}", 2 + row * types.len() + i);
-                }
-                values.push(')');
-            }
             format!(
-                "WITH input ({names}) AS (VALUES {values}),
+                "WITH input AS (SELECT * FROM unnest({arrays}) AS input ({names})),
                  claim AS (INSERT INTO idempotency_keys
                      (caller, key, fingerprint, recovery_point, status, headers, body,
                       created_at, expires_at)
@@ -96,10 +109,13 @@ impl Shape {
                      WHERE idempotency_keys.recovery_point = 'finished'
                        AND idempotency_keys.expires_at <= now()
                    RETURNING caller, key),
-                 claimed AS (SELECT input.* FROM input JOIN claim USING (caller, key)),
+                 claimed AS (SELECT n, caller, key, {typed}
+                             FROM input JOIN claim USING (caller, key)),
                  {ctes}
                  SELECT n FROM claimed",
+                arrays = arrays.join(", "),
                 names = names.join(", "),
+                typed = typed.join(", "),
                 ctes = self.ctes.join(", "),
             )
         })
@@ -113,27 +129,18 @@ impl Shape {
 pub struct OneStatement {
     /// The operation's columns and CTEs; requests of one shape share a
     /// statement.
-    pub shape: &'static Shape,
-    /// The values of the shape's columns, in order.
-    pub params: Vec<Box<dyn ToSql + Sync + Send>>,
+    pub(super) shape: &'static Shape,
+    /// The values of the shape's columns, in order, as text (`None`:
+    /// NULL); the statement casts each to its column's type.
+    params: Vec<Option<String>>,
     /// The answer recorded with the key.
-    pub response: StoredResponse,
+    pub(super) response: StoredResponse,
 }
 
 /// One request's row: its key and its operation's statement.
 pub(super) struct Row<'a> {
     pub(super) request: &'a IdempotentRequest,
     pub(super) one: &'a OneStatement,
-}
-
-/// The claim's values of one row, owned while the statement runs.
-struct ClaimValues<'a> {
-    n: i32,
-    key: &'a str,
-    fingerprint: &'a [u8],
-    status: i16,
-    headers: Option<String>,
-    body: &'a [u8],
 }
 
 /// Runs `rows` (at least one, at most [`MAX_ROWS`], all of one shape, no
@@ -145,32 +152,42 @@ pub(super) async fn execute(
     clock: Clock,
 ) -> std::result::Result<Vec<bool>, StatementError> {
     let shape = rows[0].one.shape;
-    let values: Vec<ClaimValues<'_>> = rows
+    let count = i32::try_from(rows.len()).expect("at most MAX_ROWS rows");
+    let numbers: Vec<i32> = (0..count).collect();
+    let callers: Vec<&[u8]> = rows
         .iter()
-        .enumerate()
-        .map(|(n, row)| ClaimValues {
-            n: i32::try_from(n).expect("at most MAX_ROWS rows"),
-            key: row.request.key.as_ref(),
-            fingerprint: &row.request.fingerprint.as_bytes()[..],
-            status: row.one.response.status as i16,
-            headers: row.one.response.encoded_headers(),
-            body: &row.one.response.body[..],
+        .map(|r| &r.request.caller.as_bytes()[..])
+        .collect();
+    let keys: Vec<&str> = rows.iter().map(|r| r.request.key.as_ref()).collect();
+    let fingerprints: Vec<&[u8]> = rows
+        .iter()
+        .map(|r| &r.request.fingerprint.as_bytes()[..])
+        .collect();
+    let statuses: Vec<i16> = rows.iter().map(|r| r.one.response.status as i16).collect();
+    let headers: Vec<Option<String>> = rows
+        .iter()
+        .map(|r| r.one.response.encoded_headers())
+        .collect();
+    let bodies: Vec<&[u8]> = rows.iter().map(|r| &r.one.response.body[..]).collect();
+    let own: Vec<Vec<Option<&str>>> = (0..shape.columns.len())
+        .map(|column| {
+            rows.iter()
+                .map(|r| r.one.params[column].as_deref())
+                .collect()
         })
         .collect();
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&clock.ttl_secs];
-    for (row, claim) in rows.iter().zip(&values) {
-        params.extend([
-            &claim.n as &(dyn ToSql + Sync),
-            &row.request.caller,
-            &claim.key,
-            &claim.fingerprint,
-            &claim.status,
-            &claim.headers,
-            &claim.body,
-        ]);
-        params.extend(row.one.params.iter().map(|p| &**p as &(dyn ToSql + Sync)));
-    }
-    let statement = cached(client, shape.text(rows.len()))
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &clock.ttl_secs,
+        &numbers,
+        &callers,
+        &keys,
+        &fingerprints,
+        &statuses,
+        &headers,
+        &bodies,
+    ];
+    params.extend(own.iter().map(|column| column as &(dyn ToSql + Sync)));
+    let statement = cached(client, shape.text())
         .await
         .map_err(StatementError::NotRun)?;
     let claimed_rows = client

@@ -12,7 +12,6 @@ use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
 use crate::store::{Result, RunContext};
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
-use tokio_postgres::types::ToSql;
 
 /// A charge, from a row of [`CHARGE_COLUMNS`].
 pub(super) fn charge(row: &tokio_postgres::Row) -> Charge {
@@ -52,25 +51,21 @@ impl Run for RecordCharge {
     fn one_statement(&self) -> Option<OneStatement> {
         let charge = &self.charge;
         let receipt = self.receipt.as_ref();
-        let params: Vec<Box<dyn ToSql + Sync + Send>> = vec![
-            Box::new(charge.id.to_string()),
-            Box::new(charge.amount.get()),
-            Box::new(charge.currency.to_string()),
-            Box::new(charge.description.as_ref().map(ToString::to_string)),
-            Box::new(charge.status.as_str()),
-            Box::new(charge.payment_method.to_string()),
-            Box::new(charge.receipt_email.as_ref().map(ToString::to_string)),
-            Box::new(charge.created),
-            Box::new(receipt.map(|r| r.message_id.clone())),
-            Box::new(receipt.map(|r| r.recipient.clone())),
-            Box::new(receipt.map(|r| r.subject.clone())),
-            Box::new(receipt.map(|r| r.body.clone())),
+        let params = vec![
+            Some(charge.id.to_string()),
+            Some(charge.amount.get().to_string()),
+            Some(charge.currency.to_string()),
+            charge.description.as_ref().map(ToString::to_string),
+            Some(charge.status.as_str().to_owned()),
+            Some(charge.payment_method.to_string()),
+            charge.receipt_email.as_ref().map(ToString::to_string),
+            Some(charge.created.to_string()),
+            receipt.map(|r| r.message_id.clone()),
+            receipt.map(|r| r.recipient.clone()),
+            receipt.map(|r| r.subject.clone()),
+            receipt.map(|r| r.body.clone()),
         ];
-        Some(OneStatement {
-            shape: &CHARGE,
-            params,
-            response: self.response.clone(),
-        })
+        Some(CHARGE.with(params, self.response.clone()))
     }
 
     async fn run_postgres(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<Step> {
