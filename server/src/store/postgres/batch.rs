@@ -25,8 +25,8 @@ use tokio_postgres::error::SqlState;
 
 /// Statements running at once, each on a pooled connection of its own.
 /// Measured on 2 cores with PostgreSQL beside the server (docs/BENCHMARKS.md):
-/// 2 gave 0.81-0.92× the plain-INSERT floor, 1 and 3 about 0.8×, 4
-/// 0.73-0.78×, 8 and 16 less; fewer statements carry more rows each.
+/// 2 gave 0.81-0.92× the plain-INSERT floor, 1 0.74-0.83×, 3 0.79-0.80×,
+/// 4 0.67-0.73×, 8 and 16 less; fewer statements carry more rows each.
 const CONCURRENT: usize = 2;
 /// Requests queued for a statement, at most; more wait to be queued.
 const QUEUED: usize = 1024;
@@ -145,7 +145,12 @@ async fn many(client: &Object, jobs: Vec<Job>) {
     drop(rows);
     match result {
         Ok(claimed) => {
-            for (job, claimed) in jobs.into_iter().zip(claimed) {
+            // The claimed first: their answers need nothing more.
+            let (ran, others): (Vec<_>, Vec<_>) = jobs
+                .into_iter()
+                .zip(claimed)
+                .partition(|(_, claimed)| *claimed);
+            for (job, claimed) in ran.into_iter().chain(others) {
                 answer(client, job, claimed).await;
             }
         }
