@@ -47,7 +47,7 @@ use crate::store::{
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-pub use one_statement::{OneStatement, Shape};
+pub use one_statement::OneStatement;
 use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;

@@ -33,7 +33,7 @@ const CLAIM_COLUMNS: [(&str, &str); 7] = [
 /// FROM claimed …)`. `claimed` holds the rows whose key was claimed
 /// (`caller`, `key`, `c1`, …, each column of its type), so nothing is
 /// written for a key that another request holds.
-pub struct Shape {
+pub(super) struct Shape {
     columns: &'static [&'static str],
     ctes: &'static [&'static str],
     /// The statement's text, written once.
@@ -42,7 +42,10 @@ pub struct Shape {
 
 impl Shape {
     /// A shape with `columns` (SQL types) written by `ctes`.
-    pub const fn new(columns: &'static [&'static str], ctes: &'static [&'static str]) -> Self {
+    pub(super) const fn new(
+        columns: &'static [&'static str],
+        ctes: &'static [&'static str],
+    ) -> Self {
         Self {
             columns,
             ctes,
@@ -52,7 +55,7 @@ impl Shape {
 
     /// An operation of this shape, with its columns' values (as text,
     /// `None` for NULL, one per column) and the answer it records.
-    pub fn with(
+    pub(super) fn with(
         &'static self,
         params: Vec<Option<String>>,
         response: StoredResponse,
