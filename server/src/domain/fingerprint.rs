@@ -197,6 +197,21 @@ mod tests {
     }
 
     #[test]
+    fn a_fingerprint_never_changes_from_one_version_to_the_next() {
+        // Records outlive upgrades: if the canonical form changed, every
+        // retry of a key written before the upgrade would be a 422. The
+        // digest was computed independently (Python: json.dumps with
+        // sort_keys, compact separators, ensure_ascii=False).
+        let body = r#"{ "currency": "usd", "amount": 1999,
+            "description": "caf\u00e9 \"quoted\"\n\ttab \u0001 \\ \/",
+            "metadata": {"z": [1, -2.5, true, null, {"b": "x", "a": 0.125}], "a": ""} }"#;
+        assert_eq!(
+            hex::encode(fp(Method::POST, "/charges", body).as_bytes()),
+            "81139754254432aed098164109e80a26af3a4a55866af71b0d6e5e219f33b84a"
+        );
+    }
+
+    #[test]
     fn a_json_literal_example() {
         let v = json!({"b": 1, "a": [true, null, "x"]});
         let mut out = Vec::new();
