@@ -5,6 +5,7 @@
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use http::Method;
 use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
@@ -61,7 +62,7 @@ struct ResumedLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
-    method: String,
+    method: &'static str,
     route: String,
     status: u16,
 }
@@ -219,10 +220,23 @@ pub async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
         .into_response()
 }
 
+/// A method's label: its name if HTTP defines it, otherwise `_OTHER` (as
+/// the OpenTelemetry conventions have it), so that made-up methods cannot
+/// add series without end.
+fn method_label(method: &Method) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|known| *known == method.as_str())
+        .unwrap_or("_OTHER")
+}
+
 /// Middleware recording each request's latency by route.
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().as_str().to_owned();
+    let method = method_label(request.method());
     let route = request
         .extensions()
         .get::<MatchedPath>()

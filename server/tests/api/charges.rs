@@ -59,6 +59,29 @@ async fn bad_listing_parameters_are_refused() {
     assert_problem(app.get("/charges").await, 401, "unauthorized").await;
 }
 
+/// A method no route takes is counted under one label, `_OTHER` (as the
+/// OpenTelemetry conventions name it): a client sending made-up methods
+/// cannot add series to `/metrics`, and memory to the server, without end.
+#[tokio::test]
+async fn made_up_methods_share_one_metrics_label() {
+    let app = TestApp::spawn().await;
+    let client = reqwest::Client::new();
+    for method in ["FOO", "BAR", "BAZ"] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = client.request(method, app.url("/charges")).send().await;
+        assert_eq!(response.unwrap().status(), 405);
+    }
+    let labels = [
+        ("method", "_OTHER"),
+        ("route", "/charges"),
+        ("status", "405"),
+    ];
+    let series = "http_request_duration_seconds_count";
+    assert_eq!(app.counter(series, &labels).await, 3.0);
+    let text = app.server.metrics().await.unwrap();
+    assert!(!text.text().contains("FOO"), "{}", text.text());
+}
+
 /// A fresh database holds the contract's inventory; unknown items are 404.
 #[tokio::test]
 async fn a_fresh_database_holds_the_seeded_inventory() {
