@@ -42,7 +42,9 @@ impl fmt::Debug for Fingerprint {
 }
 
 /// Writes `value` with sorted object keys and no insignificant whitespace,
-/// whatever map type serde_json was built with.
+/// whatever map type serde_json was built with. Strings and numbers are
+/// written by serde_json's own serializer, whose escaping is canonical (one
+/// spelling per string), straight into `out`: no allocation per value.
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
@@ -53,7 +55,7 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_string(key, out);
+                write_scalar(key, out);
                 out.push(b':');
                 write_canonical(value, out);
             }
@@ -69,14 +71,12 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        Value::String(s) => write_string(s, out),
-        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+        scalar => write_scalar(scalar, out),
     }
 }
 
-fn write_string(s: &str, out: &mut Vec<u8>) {
-    // serde_json's string escaping is canonical: one spelling per string.
-    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+fn write_scalar(scalar: &(impl serde::Serialize + ?Sized), out: &mut Vec<u8>) {
+    serde_json::to_writer(out, scalar).expect("a string or a number always serializes");
 }
 
 #[cfg(test)]
