@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tower::ServiceBuilder;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -156,35 +157,40 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
 serve::app!(Application, Config, StartupError);
 
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
+///
+/// The layers every request passes through are one stack, applied once:
+/// each `Router::layer` call wraps every route in another boxed service
+/// that a request clones on its way in, so five separate calls cost some
+/// 40 allocations per request (docs/BENCHMARKS.md, "Per-request CPU").
 pub fn router(state: AppState, config: &Config) -> Router {
     let (api, _) = api_routes().split_for_parts();
-    let api = api
-        .method_not_allowed_fallback(routes::method_not_allowed)
+    let cors = (!config.cors_origins.is_empty()).then(|| {
+        CorsLayer::new()
+            .allow_origin(config.cors_origins.clone())
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([
+                HeaderName::from_static("idempotency-key"),
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("x-chaos"),
+            ])
+            .expose_headers([IDEMPOTENT_REPLAYED.clone(), header::RETRY_AFTER])
+            .max_age(Duration::from_secs(600))
+    });
+    api.method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
+        // Routes only: the metric's label is the matched route.
         .route_layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
             metrics::track,
-        ));
-    let api = if config.cors_origins.is_empty() {
-        api
-    } else {
-        api.layer(
-            CorsLayer::new()
-                .allow_origin(config.cors_origins.clone())
-                .allow_methods([Method::GET, Method::POST])
-                .allow_headers([
-                    HeaderName::from_static("idempotency-key"),
-                    header::AUTHORIZATION,
-                    header::CONTENT_TYPE,
-                    HeaderName::from_static("x-chaos"),
-                ])
-                .expose_headers([IDEMPOTENT_REPLAYED.clone(), header::RETRY_AFTER])
-                .max_age(Duration::from_secs(600)),
+        ))
+        .layer(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new_for_http())
+                .layer(axum::middleware::from_fn(error::log_server_errors))
+                .option_layer(cors)
+                .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
+                .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
-    };
-    api.layer(axum::middleware::from_fn(error::log_server_errors))
-        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
