@@ -179,16 +179,16 @@ pub fn router(state: AppState, config: &Config) -> Router {
     });
     api.method_not_allowed_fallback(routes::method_not_allowed)
         .fallback_service(routes::www::service(&config.www_dir))
-        // Routes only: the metric's label is the matched route.
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.metrics.clone(),
-            metrics::track,
-        ))
         .layer(
             ServiceBuilder::new()
                 .layer(TraceLayer::new_for_http())
                 .layer(axum::middleware::from_fn(error::log_server_errors))
                 .option_layer(cors)
+                // Inside the router's layer, so it sees the matched route.
+                .layer(axum::middleware::from_fn_with_state(
+                    state.metrics.clone(),
+                    metrics::track,
+                ))
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
