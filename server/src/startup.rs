@@ -8,7 +8,7 @@ use crate::metrics::{self, Metrics};
 use crate::openapi;
 use crate::provider::Provider;
 use crate::routes;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{SqliteOptions, SqliteStore};
 use crate::store::{Store, StoreError};
@@ -84,14 +84,14 @@ impl Application {
             .psp_url
             .as_deref()
             .map(|url| Arc::new(Provider::new(url, config.psp_timeout, metrics.clone())));
-        let state = AppState {
+        let state = AppState::from(Shared {
             store,
             metrics,
             chaos: config.chaos,
             provider,
             receipts: config.smtp_url.is_some(),
             cache: Arc::default(),
-        };
+        });
         let router = router(state.clone(), &config);
         let listener = serve::bind(&config.listen).await?;
         if config.chaos {

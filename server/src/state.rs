@@ -4,11 +4,17 @@ use crate::idempotency::cache::ReplayCache;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::store::Store;
+use std::ops::Deref;
 use std::sync::Arc;
 
-/// Shared application state.
+/// Shared application state: one reference-counted pointer, since every
+/// request clones it (and a clone of each handle inside would be one
+/// atomic increment and decrement each).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// What [`AppState`] points to.
+pub struct Shared {
     /// The database.
     pub store: Arc<dyn Store>,
     /// Counters and histograms for `/metrics`.
@@ -21,6 +27,20 @@ pub struct AppState {
     pub receipts: bool,
     /// Finished records recently seen, answered from memory.
     pub cache: Arc<ReplayCache>,
+}
+
+impl From<Shared> for AppState {
+    fn from(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
 }
 
 impl axum::extract::FromRef<AppState> for Arc<Metrics> {

@@ -4,7 +4,7 @@
 use super::app::App;
 use crate::metrics::Metrics;
 use crate::startup;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use axum::body::Body;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::BodyExt;
@@ -69,14 +69,14 @@ pub fn request(data: &[u8]) {
     let app = App::get();
     let db = app.fresh_database();
     let router = startup::router(
-        AppState {
+        AppState::from(Shared {
             store: db.store.clone(),
             metrics: Arc::new(Metrics::new()),
             chaos: false,
             provider: None,
             receipts: false,
             cache: Arc::default(),
-        },
+        }),
         &app.config,
     );
     let mut answered: Vec<(&FuzzRequest, Answer)> = Vec::with_capacity(requests.len());
