@@ -25,15 +25,7 @@ pub enum CallerError {
 impl SessionToken {
     /// Parses a token, refusing anything outside the contract's alphabet.
     pub fn parse(raw: &str) -> Result<Self, CallerError> {
-        let ok_len = (16..=256).contains(&raw.len());
-        let ok_chars = raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b));
-        if ok_len && ok_chars {
-            Ok(Self(raw.to_owned()))
-        } else {
-            Err(CallerError::Malformed)
-        }
+        checked(raw).map(|raw| Self(raw.to_owned()))
     }
 
     /// A fresh random token for a new browser session (64 hex characters).
@@ -61,7 +53,12 @@ pub struct Caller([u8; 32]);
 impl Caller {
     /// The caller a token stands for.
     pub fn from_token(token: &SessionToken) -> Self {
-        Self(Sha256::digest(token.0.as_bytes()).into())
+        Self::of(&token.0)
+    }
+
+    /// The caller of a token already checked, hashed where it lies.
+    fn of(token: &str) -> Self {
+        Self(Sha256::digest(token.as_bytes()).into())
     }
 
     /// Identifies the caller of a request from its `Authorization` header
@@ -73,11 +70,10 @@ impl Caller {
             if !scheme.eq_ignore_ascii_case("bearer") {
                 return Err(CallerError::NotBearer);
             }
-            return SessionToken::parse(token.trim_start_matches(' '))
-                .map(|t| Self::from_token(&t));
+            return checked(token.trim_start_matches(' ')).map(Self::of);
         }
         match session_cookie(headers) {
-            Some(raw) => SessionToken::parse(raw).map(|t| Self::from_token(&t)),
+            Some(raw) => checked(raw).map(Self::of),
             None => Err(CallerError::Missing),
         }
     }
@@ -90,6 +86,19 @@ impl Caller {
     /// Rebuilds a caller from its stored hash.
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
+    }
+}
+
+/// `raw`, if it is a token: 16 to 256 characters of the contract's alphabet.
+fn checked(raw: &str) -> Result<&str, CallerError> {
+    let ok_len = (16..=256).contains(&raw.len());
+    let ok_chars = raw
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b));
+    if ok_len && ok_chars {
+        Ok(raw)
+    } else {
+        Err(CallerError::Malformed)
     }
 }
 

@@ -82,12 +82,38 @@ fn is_json(headers: &http::HeaderMap) -> bool {
     else {
         return false;
     };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let (kind, subtype) = essence.split_once('/').unwrap_or((essence, ""));
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype
+                .get(subtype.len().saturating_sub(5)..)
+                .is_some_and(|suffix| suffix.eq_ignore_ascii_case("+json")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_any_json_suffix_are_json_in_any_case() {
+        for (value, json) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            (" application/json ;charset=utf-8", true),
+            ("application/problem+json", true),
+            ("application/vnd.api+JSON", true),
+            ("text/json", false),
+            ("application/jsonx", false),
+            ("application/json+x", false),
+            ("application/x-www-form-urlencoded", false),
+            ("json", false),
+            ("", false),
+        ] {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            assert_eq!(is_json(&headers), json, "{value:?}");
+        }
+        assert!(!is_json(&http::HeaderMap::new()));
+    }
 }
