@@ -159,9 +159,10 @@ serve::app!(Application, Config, StartupError);
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
 ///
 /// The layers every request passes through are one stack, applied once:
-/// each `Router::layer` call wraps every route in another boxed service
-/// that a request clones on its way in, so five separate calls cost some
-/// 40 allocations per request (docs/BENCHMARKS.md, "Per-request CPU").
+/// each `Router::layer` or `route_layer` call wraps every route in another
+/// boxed service that a request clones on its way in; six such calls cost
+/// a replay 28 of its 93 allocations (docs/BENCHMARKS.md, "Per-request
+/// CPU").
 pub fn router(state: AppState, config: &Config) -> Router {
     let (api, _) = api_routes().split_for_parts();
     let cors = (!config.cors_origins.is_empty()).then(|| {
