@@ -151,3 +151,22 @@ async fn a_transaction_rolled_back_mid_batch_is_answered_truthfully_and_retries_
 async fn stored_count(app: &TestApp) -> usize {
     stored(app).await.len()
 }
+
+/// A server error reaches the log once, with the request's method and
+/// path and the cause the answer's body leaves out.
+#[tokio::test]
+async fn a_server_error_is_logged_once_with_its_request_and_cause() {
+    let app = sqlite_app().await;
+    poison(&app, 4242, "ABORT").await;
+    let status = app.charge(&new_key(), 4242).await.status();
+    assert!(status.is_server_error(), "answered {status}");
+    let log = app.server.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("request failed; nothing was done"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    for part in ["POST", "/charges", "poisoned for this test"] {
+        assert!(lines[0].contains(part), "{part} is not in {}", lines[0]);
+    }
+}
