@@ -1,14 +1,12 @@
 //! One error type for the whole API, rendered as `application/problem+json`
 //! (RFC 9457). Internal details are logged, never sent: rendering is free
 //! of side effects and leaves a server error in the response's extensions,
-//! where [`log_server_errors`] logs it once with its whole source chain
+//! where [`log_server_error`] logs it once with its whole source chain
 //! (axum's error-handling example).
 
 use crate::domain::{CallerError, IdempotencyKeyError};
 use crate::idempotency::record::StoredResponse;
 use crate::store::{StoreError, StoreErrorKind};
-use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
@@ -249,12 +247,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Middleware: logs the server error a response carries, once, with its
-/// whole source chain (the body says only "nothing was done").
-pub async fn log_server_errors(request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let response = next.run(request).await;
+/// Logs the server error a response carries, once, with its whole source
+/// chain (the body says only "nothing was done").
+pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
     if let Some(error) = response.extensions().get::<Arc<ApiError>>() {
         tracing::error!(
             %method,
@@ -264,5 +259,4 @@ pub async fn log_server_errors(request: Request, next: Next) -> Response {
             "request failed; nothing was done"
         );
     }
-    response
 }

@@ -32,7 +32,8 @@
 //!   the shared retry policy; [`completer`]: resumes abandoned operations;
 //!   [`outbox`]: the receipt relay (`--smtp-url`).
 //! * [`sweeper`]: deletes expired records in small batches.
-//! * [`metrics`]: Prometheus metrics. Logs, the accept loop and the
+//! * [`metrics`]: Prometheus metrics; [`observe`]: the middleware that
+//!   records each request's latency and logs its server error. Logs, the accept loop and the
 //!   binary's `main` are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
@@ -49,6 +50,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod idempotency;
 pub mod metrics;
+pub mod observe;
 pub mod openapi;
 pub mod operation;
 pub mod outbox;

@@ -2,17 +2,16 @@
 //! sweeper deleted, how long requests took, and the side effects outside
 //! the database: provider calls, operations resumed, receipts.
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::Method;
+use http::{Method, StatusCode};
 use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
 };
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
@@ -193,6 +192,24 @@ impl Metrics {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
+    /// A request to `route` (`None`: no route matched, the demo page or a
+    /// 404) was answered `status` after `took`.
+    pub fn request_done(
+        &self,
+        method: &Method,
+        route: Option<&str>,
+        status: StatusCode,
+        took: Duration,
+    ) {
+        self.latency
+            .get_or_create(&RouteLabels {
+                method: method_label(method),
+                route: route.unwrap_or("static").to_owned(),
+                status: status.as_u16(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
     /// The Prometheus (OpenMetrics) text.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -231,24 +248,4 @@ fn method_label(method: &Method) -> &'static str {
         .into_iter()
         .find(|known| *known == method.as_str())
         .unwrap_or("_OTHER")
-}
-
-/// Middleware recording each request's latency by route.
-pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = method_label(request.method());
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "static".to_owned(), |p| p.as_str().to_owned());
-    let response = next.run(request).await;
-    metrics
-        .latency
-        .get_or_create(&RouteLabels {
-            method,
-            route,
-            status: response.status().as_u16(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    response
 }

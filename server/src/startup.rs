@@ -2,9 +2,9 @@
 //! the bound listener. Tests and the binary start it the same way.
 
 use crate::config::{Config, DatabaseUrl, SmtpUrl};
-use crate::error;
 use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
 use crate::metrics::{self, Metrics};
+use crate::observe::ObserveLayer;
 use crate::openapi;
 use crate::provider::Provider;
 use crate::routes;
@@ -183,13 +183,9 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(TraceLayer::new_for_http())
-                .layer(axum::middleware::from_fn(error::log_server_errors))
-                .option_layer(cors)
                 // Inside the router's layer, so it sees the matched route.
-                .layer(axum::middleware::from_fn_with_state(
-                    state.metrics.clone(),
-                    metrics::track,
-                ))
+                .layer(ObserveLayer::new(state.metrics.clone()))
+                .option_layer(cors)
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
