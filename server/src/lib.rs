@@ -33,8 +33,8 @@
 //!   [`outbox`]: the receipt relay (`--smtp-url`).
 //! * [`sweeper`]: deletes expired records in small batches.
 //! * [`metrics`]: Prometheus metrics; [`observe`]: the middleware that
-//!   records each request's latency and logs its server error. Logs, the accept loop and the
-//!   binary's `main` are the workspace's `serve` crate.
+//!   records each request's latency and logs its server error. Logs, the
+//!   accept loop and the binary's `main` are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
 //! `cargo fuzz` targets (replayed by a test). The benchmark's tools (load
