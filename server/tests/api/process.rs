@@ -386,3 +386,58 @@ async fn a_full_disk_answers_503_writes_nothing_half_and_the_keys_finish_once_af
     // Writes commit again, so the server says it is healthy again.
     assert_eq!(server.health().await.unwrap(), 200);
 }
+
+/// SQLite keeps a savepoint's journal in memory only up to 64 KiB and then
+/// spills it to a file in its temporary directory. A container with a
+/// read-only root filesystem, or a full `/tmp`, has nowhere to put it, so
+/// every job that changes many pages at once (a sweep of 100 records, a
+/// charge that splits B-tree pages) failed with its whole batch. The
+/// server keeps its temporary files in memory: with a full temporary
+/// directory, expired records are still swept and charges still commit.
+#[tokio::test]
+async fn a_full_temporary_directory_fails_no_sweep_and_no_charge() {
+    const EXPIRED: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let temp = SmallDisk::mount(&dir.path().join("tmp"));
+    temp.fill();
+    let database = Database::sqlite_at(dir.path().join("shop.db"));
+    let server = Server::builder()
+        .database(database)
+        .env("SQLITE_TMPDIR", dir.path().join("tmp"))
+        .flags(["--sweep-interval", "1s"])
+        .start()
+        .await
+        .unwrap();
+    let alice = server.caller();
+    assert_eq!(
+        charge(&alice, &new_key(), None).await.unwrap().status(),
+        201
+    );
+    // Random keys and 2 KB answers: one sweep of 100 records changes about
+    // as many pages, far past what SQLite journals in memory by default.
+    let sql = format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {EXPIRED})
+         INSERT INTO idempotency_keys
+           (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)
+         SELECT randomblob(32), hex(randomblob(16)), randomblob(32), 'finished', 201,
+                randomblob(2000), 0, 1
+         FROM n;"
+    );
+    server.database().sql(&sql, "SQLite only").await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.database().count("idempotency_keys").await.unwrap() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "expired records were not swept:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for _ in 0..20 {
+        assert_eq!(
+            charge(&alice, &new_key(), None).await.unwrap().status(),
+            201
+        );
+    }
+}

@@ -16,15 +16,27 @@ use std::time::Duration;
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection to the file at `path`, which must exist: it is never
-/// created here (that would forget every key). It waits
-/// [`BUSY_TIMEOUT`] for another connection's lock.
+/// created here (that would forget every key). Configured as [`configure`]
+/// says.
 pub(super) fn open_existing(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    configure(&conn)?;
     Ok(conn)
+}
+
+/// What every connection of ours is set to: it waits [`BUSY_TIMEOUT`] for
+/// another connection's lock, and it keeps its temporary files in memory.
+/// SQLite otherwise spills a savepoint's journal past 64 KiB (a job that
+/// changes many pages: a sweep, a charge that splits B-tree pages) to a
+/// file in `/var/tmp` or `/tmp`; where those are read-only (a container's
+/// read-only root filesystem) or full, that job failed and took its whole
+/// batch with it. The journal holds one job's changed pages at most.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")
 }
 
 /// How much of the file the writer reads through a memory map (SQLite
@@ -40,7 +52,7 @@ const MMAP_SIZE: i64 = 1 << 31;
 
 /// Settings of the writer's connection.
 pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    configure(conn)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     let synchronous = match durability {
         Durability::Full => "FULL",
