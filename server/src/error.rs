@@ -247,16 +247,20 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Logs the server error a response carries, once, with its whole source
-/// chain (the body says only "nothing was done").
+/// Logs a server error once: the error a response carries with its whole
+/// source chain (the body says only "nothing was done"), or, for a 5xx
+/// that carries none (the static files' service), its status alone.
 pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
+    let status = response.status().as_u16();
     if let Some(error) = response.extensions().get::<Arc<ApiError>>() {
         tracing::error!(
             %method,
             path,
-            status = response.status().as_u16(),
+            status,
             error = %Chain(error.as_ref()),
             "request failed; nothing was done"
         );
+    } else if response.status().is_server_error() {
+        tracing::error!(%method, path, status, "request failed");
     }
 }

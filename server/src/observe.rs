@@ -1,7 +1,7 @@
 //! The one middleware every request passes on its way out: its latency, by
-//! route, for `/metrics` ([`Metrics::request_done`]), and the server error
-//! it carries, if any, logged once with its whole source chain
-//! ([`error::log_server_error`]).
+//! route, for `/metrics` ([`Metrics::request_done`]), and a server error
+//! logged once, with the whole source chain of the error it carries
+//! ([`error::log_server_error`]; the trace layer's own failure line is off).
 //!
 //! A tower service with its own future rather than two
 //! `axum::middleware::from_fn`: each of those boxes every request's future

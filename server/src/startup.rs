@@ -182,7 +182,9 @@ pub fn router(state: AppState, config: &Config) -> Router {
         .fallback_service(routes::www::service(&config.www_dir))
         .layer(
             ServiceBuilder::new()
-                .layer(TraceLayer::new_for_http())
+                // Server errors are logged once, with their cause, by
+                // `observe`; the trace layer's own line would be a second.
+                .layer(TraceLayer::new_for_http().on_failure(()))
                 // Inside the router's layer, so it sees the matched route.
                 .layer(ObserveLayer::new(state.metrics.clone()))
                 .option_layer(cors)
