@@ -5,7 +5,6 @@
 
 use crate::helpers::{new_key, TestApp};
 use serde_json::json;
-use std::collections::HashSet;
 use testkit::{at_once, Database, Server};
 
 /// Charges of `amount` sent at once under fresh keys (each charge's
@@ -37,13 +36,26 @@ fn amounts(poisoned: i64) -> Vec<i64> {
 /// Where the poisoned request sits in a burst.
 const POISONED: usize = 15;
 
-/// The descriptions (keys) of the caller's stored charges.
-async fn stored(app: &TestApp) -> HashSet<String> {
+/// The descriptions (keys) of the caller's stored charges, one per row: a
+/// key charged twice is there twice.
+async fn stored(app: &TestApp) -> Vec<String> {
     app.charges()
         .await
         .iter()
         .map(|c| c["description"].as_str().unwrap_or_default().to_owned())
         .collect()
+}
+
+/// Every charge row has its key's record and no key has two charges:
+/// `expected` of each.
+async fn assert_charged_once_each(app: &TestApp, expected: usize) {
+    let mut stored = stored(app).await;
+    assert_eq!(stored.len(), expected, "charges");
+    stored.sort();
+    stored.dedup();
+    assert_eq!(stored.len(), expected, "a key charged twice");
+    assert_eq!(app.count("charges").await, expected as i64);
+    assert_eq!(app.count("idempotency_keys").await, expected as i64);
 }
 
 /// A trigger that makes one charge's INSERT fail: `raise` is `ABORT`
@@ -87,7 +99,7 @@ async fn a_failing_request_in_a_batch_rolls_back_only_itself() {
         assert_eq!(answer.status, status, "request {i}");
         assert_eq!(stored.contains(key), charged, "request {i} stored");
     }
-    assert_eq!(stored.len(), 30);
+    assert_charged_once_each(&app, 30).await;
 }
 
 /// A failure that rolls the whole transaction back in the middle of a
@@ -133,11 +145,7 @@ async fn a_transaction_rolled_back_mid_batch_is_answered_truthfully_and_retries_
                 ),
             }
         }
-        assert_eq!(
-            stored_count(&app).await,
-            30 * round,
-            "every good request charged once"
-        );
+        assert_charged_once_each(&app, 30 * round).await;
         if told_to_retry > 0 {
             break;
         }
@@ -146,10 +154,6 @@ async fn a_transaction_rolled_back_mid_batch_is_answered_truthfully_and_retries_
         told_to_retry > 0,
         "no round put the poisoned request in a batch with others"
     );
-}
-
-async fn stored_count(app: &TestApp) -> usize {
-    stored(app).await.len()
 }
 
 /// A server error reaches the log once, with the request's method and
