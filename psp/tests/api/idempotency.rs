@@ -90,15 +90,21 @@ async fn fifty_concurrent_requests_with_different_keys_make_fifty_charges() {
     assert!(replies
         .iter()
         .all(|r| r.status == StatusCode::CREATED && !r.replayed));
-    let mut keys: Vec<String> = psp
+    // One row per key, each with its own request's amount: the ledger's
+    // key column is not unique, so a key charged twice would be two rows.
+    let mut charged: Vec<(String, i64)> = psp
         .ledger()
         .await
         .iter()
-        .map(|c| c["idempotency_key"].as_str().unwrap().to_owned())
+        .map(|c| {
+            let key = c["idempotency_key"].as_str().unwrap().to_owned();
+            (key, c["amount"].as_i64().unwrap())
+        })
         .collect();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(keys.len(), 50, "one charge per key");
+    charged.sort();
+    let mut expected: Vec<(String, i64)> = (0..50).map(|i| (format!("key-{i}"), 100 + i)).collect();
+    expected.sort();
+    assert_eq!(charged, expected, "one charge per key, with its amount");
 }
 
 /// `n` charge requests sent at once, the `i`th with the key and body
