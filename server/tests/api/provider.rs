@@ -139,7 +139,8 @@ async fn a_key_reused_with_another_payment_method_is_422_and_nothing_runs() {
 /// key with another card is 422, and the first request still resumes.
 #[tokio::test]
 async fn a_waiting_operation_reused_with_another_payment_method_is_422_and_still_resumes() {
-    let shop = Checkout::start(&[]).await;
+    // No completer during the test: the retry below is what resumes.
+    let shop = Checkout::start(&["--complete-interval", "1h"]).await;
     let key = new_key();
     shop.fault(Fault::Down, 3).await;
     assert_refused(
@@ -147,12 +148,27 @@ async fn a_waiting_operation_reused_with_another_payment_method_is_422_and_still
         503,
         "provider-unavailable",
     );
+    let pending = shop.app.charges().await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["status"], "pending");
     let reused = shop.pay(&key, &paying(900, "pm_card_mastercard")).await;
     assert_refused(&reused, 422, "idempotency-key-mismatch");
     assert_eq!(shop.ledger().await, vec![], "nothing ran");
+    assert_eq!(
+        shop.app.charges().await,
+        pending,
+        "the waiting charge is as it was"
+    );
 
     let resumed = shop.pay(&key, &paying(900, "pm_card_visa")).await;
-    shop.assert_charged_once(&resumed).await;
+    let charge = shop.assert_charged_once(&resumed).await;
+    assert!(!resumed.replayed, "it ran now");
+    assert_eq!(
+        charge["id"], pending[0]["id"],
+        "the waiting charge resumed, not a new one"
+    );
+    assert_eq!(shop.resumed("retry").await, 1.0);
+    assert_eq!(shop.app.charges().await, vec![charge]);
 }
 
 /// The provider down: `503 provider-unavailable` with Retry-After, nothing
