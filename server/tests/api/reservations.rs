@@ -2,6 +2,7 @@
 
 use crate::helpers::{assert_recorded_problem, new_key, TestApp};
 use serde_json::{json, Value};
+use testkit::Server;
 
 /// Ten buyers with different keys race for three posters: three win, stock
 /// ends at zero and never below.
@@ -39,21 +40,49 @@ async fn ten_buyers_for_three_posters_get_three_reservations_and_stock_ends_at_z
 }
 
 /// "Not enough stock" is an outcome: recorded with the key and replayed,
-/// even after stock comes back.
+/// even after stock comes back. The retry after the restock goes to a
+/// second server on the same database, which has no copy of the answer in
+/// memory, so what it replays is the stored record.
 #[tokio::test]
 async fn insufficient_inventory_is_recorded_and_replayed() {
     let app = TestApp::spawn().await;
+    let key = new_key();
     let too_many = json!({"item_id": "sku-poster", "quantity": 4});
-    assert_recorded_problem(
+    let refused = assert_recorded_problem(
         &app,
         "/reservations",
-        &new_key(),
+        &key,
         &too_many,
         409,
         "insufficient-inventory",
     )
     .await;
     assert_eq!(app.available("sku-poster").await, 3);
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "the 409 is recorded"
+    );
+
+    let restock = "UPDATE inventory SET available = 10 WHERE item_id = 'sku-poster'";
+    app.sql(restock, restock).await;
+    let other = TestApp {
+        server: Server::builder()
+            .database(app.server.database().clone())
+            .start()
+            .await
+            .expect("a second server starts"),
+        token: app.token.clone(),
+    };
+    let retry = other.post("/reservations", &key, &too_many).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        retry.json::<Value>().await.unwrap(),
+        refused,
+        "the stored 409"
+    );
+    assert_eq!(app.available("sku-poster").await, 10, "nothing reserved");
+    assert_eq!(app.count("reservations").await, 0);
 }
 
 /// A reservation of an unknown item is a recorded 404: the retry replays
