@@ -317,8 +317,19 @@ async fn run(mode: Mode, mix: Mix) {
         duplicates += charges.len().saturating_sub(1);
         if op.abandoned {
             // Its one attempt may have died before the start committed: then
-            // the operation never happened.
-            never_started += usize::from(charges.is_empty());
+            // the operation never happened, and nothing of it is stored. A
+            // record without its charge is one the completer lost.
+            if charges.is_empty() {
+                never_started += 1;
+                let stored = database
+                    .count(&format!(
+                        "idempotency_keys WHERE key = '{}'",
+                        op.key.replace('\'', "''")
+                    ))
+                    .await
+                    .unwrap();
+                lost += usize::try_from(stored).unwrap();
+            }
         } else {
             lost += usize::from(charges.is_empty());
         }
@@ -402,10 +413,14 @@ async fn run(mode: Mode, mix: Mix) {
         in_flight_at_kills.len()
     );
     // The completer is seen in the log, which `TEST_LOG` sends elsewhere.
+    // A kill counts only if it came before the completer logged the
+    // operation done (in practice every one does: 10 of 10 in two runs).
     if mode == Mode::Provider && std::env::var_os("TEST_LOG").is_none() {
         assert!(
-            kills_done.in_recovery > 0,
-            "no kill found the completer resuming an operation"
+            kills_done.mid_resume > 0,
+            "no kill found the completer in the middle of resuming an operation \
+             ({} found it resuming or done)",
+            kills_done.in_recovery
         );
     }
     std::mem::forget(report_seed);
