@@ -6,8 +6,9 @@
 
 use crate::helpers::{assert_refused, charges_until, pay_until_free, visa};
 use crate::helpers::{Checkout, Reply};
+use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use testkit::{new_key, Fault, LedgerRow};
 
 /// `crash-before-commit` with the provider: the start phase rolls back, so
@@ -187,7 +188,16 @@ async fn a_stale_lease_holder_cannot_record_while_another_holds_the_lease() {
 /// charge instead of starting a new one.
 #[tokio::test]
 async fn an_unfinished_operation_outlives_its_key_ttl() {
-    let shop = Checkout::start(&["--key-ttl", "1s", "--sweep-interval", "1s"]).await;
+    // No completer during the test: the retry below is what resumes.
+    let shop = Checkout::start(&[
+        "--key-ttl",
+        "1s",
+        "--sweep-interval",
+        "1s",
+        "--complete-interval",
+        "1h",
+    ])
+    .await;
     let key = new_key();
     shop.fault(Fault::Down, 3).await;
     assert_refused(
@@ -196,7 +206,24 @@ async fn an_unfinished_operation_outlives_its_key_ttl() {
         "provider-unavailable",
     );
     let pending = shop.app.charges().await;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A finished record beside it, with the same TTL: once a sweep has
+    // deleted that one, the unfinished one has been past its TTL in a sweep.
+    let beside = json!({"item_id": "sku-tee", "quantity": 1});
+    let reserved = shop.app.post("/reservations", &new_key(), &beside).await;
+    assert_eq!(reserved.status(), 201);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shop.app.count("idempotency_keys").await > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no sweep deleted the finished record"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        shop.app.count("idempotency_keys").await,
+        1,
+        "the unfinished one stays"
+    );
 
     let resumed = shop.pay(&key, &visa(450)).await;
     let charge = shop.assert_charged_once(&resumed).await;
