@@ -398,6 +398,20 @@ impl Checkout {
         assert_charged(reply, &ledger[0].id)
     }
 
+    /// Asserts that `resumed`, a retry, resumed the operation whose charge
+    /// was `pending`: that same charge, charged once, counted as resumed by
+    /// a retry, and the only one listed.
+    pub(crate) async fn assert_resumed_by_retry(&self, resumed: &Reply, pending: &Value) {
+        let charge = self.assert_charged_once(resumed).await;
+        assert!(!resumed.replayed, "it ran now");
+        assert_eq!(
+            charge["id"], pending["id"],
+            "the same charge, not a new one"
+        );
+        assert_eq!(self.resumed("retry").await, 1.0);
+        assert_eq!(self.app.charges().await, vec![charge]);
+    }
+
     /// Sets a provider fault for the next `count` charge requests.
     pub(crate) async fn fault(&self, fault: Fault, count: u32) {
         self.psp

@@ -161,14 +161,7 @@ async fn a_waiting_operation_reused_with_another_payment_method_is_422_and_still
     );
 
     let resumed = shop.pay(&key, &paying(900, "pm_card_visa")).await;
-    let charge = shop.assert_charged_once(&resumed).await;
-    assert!(!resumed.replayed, "it ran now");
-    assert_eq!(
-        charge["id"], pending[0]["id"],
-        "the waiting charge resumed, not a new one"
-    );
-    assert_eq!(shop.resumed("retry").await, 1.0);
-    assert_eq!(shop.app.charges().await, vec![charge]);
+    shop.assert_resumed_by_retry(&resumed, &pending[0]).await;
 }
 
 /// The provider down: `503 provider-unavailable` with Retry-After, nothing
@@ -198,14 +191,7 @@ async fn provider_down_is_503_with_the_charge_pending_and_the_retry_resumes_it_o
 
     shop.psp.clear_faults().await.unwrap();
     let resumed = shop.pay(&key, &visa(2500)).await;
-    let charge = shop.assert_charged_once(&resumed).await;
-    assert!(!resumed.replayed, "it ran now");
-    assert_eq!(
-        charge["id"], pending[0]["id"],
-        "the same charge, not a new one"
-    );
-    assert_eq!(shop.resumed("retry").await, 1.0);
-    assert_eq!(shop.app.charges().await, vec![charge]);
+    shop.assert_resumed_by_retry(&resumed, &pending[0]).await;
 
     let replay = shop.pay(&key, &visa(2500)).await;
     assert!(replay.replayed);
