@@ -43,8 +43,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 /// clamps it to its own limit, 2 GiB less 64 KiB). A new key lands on a
 /// random leaf of the record B-tree, which SQLite's 2 MB page cache rarely
 /// still holds on a file of a day's records; through the map that leaf is
-/// a page-cache hit in the kernel instead of a `pread` (a 9% higher new-key
-/// rate on a file of 2 million records, no change on an empty file: see
+/// a page-cache hit in the kernel instead of a `pread` (9-24% more new keys
+/// per second on a file of 2 million records, none on an empty file: see
 /// docs/BENCHMARKS.md). Writes still go through the WAL. The price is
 /// SQLite's: a disk error on a mapped read kills the process with `SIGBUS`
 /// instead of failing one batch, and a killed server loses nothing.
