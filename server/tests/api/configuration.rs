@@ -85,7 +85,8 @@ async fn charge_from(app: &TestApp, origin: &str) -> reqwest::Response {
 
 /// With `--cors-origin` (or `CORS_ORIGINS`, a comma list), a listed origin
 /// may send keyed requests and read the replay headers; an origin not
-/// listed gets no CORS headers at all, so its browser refuses the answer.
+/// listed gets no `Access-Control-Allow-Origin`, on the preflight or the
+/// answer, so its browser refuses the answer.
 #[tokio::test]
 async fn only_listed_origins_may_call_the_api_from_another_page() {
     let app = TestApp::start(
