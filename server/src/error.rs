@@ -75,6 +75,16 @@ pub enum ApiError {
          may not have been done; retry with the same Idempotency-Key to get its real outcome"
     )]
     OutcomeUnknown(#[source] BoxError),
+    /// A later phase of an operation in phases failed (the database, or a
+    /// provider answer that makes no sense): the operation is recorded at
+    /// its recovery point, and may have moved money already. Never
+    /// "nothing was done": the same key, sent again, resumes it and gets
+    /// its outcome.
+    #[error(
+        "this operation was started and has not finished, so its outcome is not known yet; \
+         send the same request with the same Idempotency-Key again to get it"
+    )]
+    Unfinished(#[source] BoxError),
     /// A bug or an unexpected database error: everything was rolled back.
     #[error("internal error; nothing was done")]
     Internal(#[source] BoxError),
@@ -103,6 +113,29 @@ impl ApiError {
     /// A bug: `what` went wrong, nothing was done.
     pub fn internal(what: impl Into<String>) -> Self {
         Self::Internal(what.into().into())
+    }
+
+    /// What a failure of a later phase (after the first phase committed)
+    /// tells the caller: that the provider is unavailable, when it is, and
+    /// otherwise that the outcome is not known yet ([`ApiError::Unfinished`]),
+    /// whatever the failure would have said of a first phase.
+    pub fn in_later_phase(self) -> Self {
+        match self {
+            kept @ (Self::ProviderUnavailable(_) | Self::Unfinished(_)) => kept,
+            Self::Unavailable(e) | Self::OutcomeUnknown(e) | Self::Internal(e) => {
+                Self::Unfinished(e)
+            }
+            other => Self::Unfinished(other.to_string().into()),
+        }
+    }
+
+    /// True when the answer says that nothing was done, which a log line
+    /// may then repeat.
+    fn nothing_done(&self) -> bool {
+        !matches!(
+            self,
+            Self::OutcomeUnknown(_) | Self::Unfinished(_) | Self::ProviderUnavailable(_)
+        )
     }
 }
 
@@ -162,7 +195,7 @@ impl ApiError {
                 "provider-unavailable",
                 "Payment provider unavailable",
             ),
-            Unavailable(_) | OutcomeUnknown(_) => (
+            Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
@@ -231,6 +264,7 @@ impl IntoResponse for ApiError {
         match self {
             ApiError::Unavailable(_)
             | ApiError::OutcomeUnknown(_)
+            | ApiError::Unfinished(_)
             | ApiError::ProviderUnavailable(_)
             | ApiError::IdempotencyKeyInUse => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
@@ -248,18 +282,17 @@ impl IntoResponse for ApiError {
 }
 
 /// Logs a server error once: the error a response carries with its whole
-/// source chain (the body says only "nothing was done"), or, for a 5xx
+/// source chain (the body leaves the cause out), or, for a 5xx
 /// that carries none (the static files' service), its status alone.
 pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
     let status = response.status().as_u16();
     if let Some(error) = response.extensions().get::<Arc<ApiError>>() {
-        tracing::error!(
-            %method,
-            path,
-            status,
-            error = %Chain(error.as_ref()),
-            "request failed; nothing was done"
-        );
+        let error = error.as_ref();
+        if error.nothing_done() {
+            tracing::error!(%method, path, status, error = %Chain(error), "request failed; nothing was done");
+        } else {
+            tracing::error!(%method, path, status, error = %Chain(error), "request failed; its outcome is not known yet");
+        }
     } else if response.status().is_server_error() {
         tracing::error!(%method, path, status, "request failed");
     }

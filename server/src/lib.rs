@@ -31,7 +31,8 @@
 //! * [`provider`]: the payment provider client (`--psp-url`), retried by
 //!   the shared retry policy; [`completer`]: resumes abandoned operations;
 //!   [`outbox`]: the receipt relay (`--smtp-url`).
-//! * [`sweeper`]: deletes expired records in small batches.
+//! * [`sweeper`]: deletes expired records in small batches; [`clock`]: the
+//!   boot clock, which no one sets, for every duration that matters.
 //! * [`metrics`]: Prometheus metrics; [`observe`]: the middleware that
 //!   records each request's latency and logs its server error. Logs, the
 //!   accept loop and the binary's `main` are the workspace's `serve` crate.
@@ -41,6 +42,7 @@
 //! generator, floor servers) are another package, `bench/`.
 
 pub mod chaos;
+pub mod clock;
 pub mod completer;
 pub mod config;
 pub mod domain;

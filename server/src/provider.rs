@@ -84,19 +84,30 @@ impl Provider {
                         .get(http::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| parse_retry_after(v, unix_ms()));
-                    let body: Value = answer.json().await.unwrap_or(Value::Null);
-                    if let Some(reply) = self.final_reply(status, &body) {
-                        return reply;
+                    match read_json(answer).await {
+                        Ok(body) => {
+                            if let Some(reply) = self.final_reply(status, &body) {
+                                return reply;
+                            }
+                            let why = format!("the provider answered {status}: {body}");
+                            (
+                                Attempt::Answer {
+                                    status,
+                                    problem_type: None,
+                                },
+                                retry_after,
+                                why,
+                            )
+                        }
+                        // An answer cut off or garbled on the way, a 201
+                        // included (the card may be charged): asked again
+                        // with the same key, the provider repeats it.
+                        Err(e) => (
+                            Attempt::Network,
+                            None,
+                            format!("the provider's {status} answer could not be read: {e}"),
+                        ),
                     }
-                    let why = format!("the provider answered {status}: {body}");
-                    (
-                        Attempt::Answer {
-                            status,
-                            problem_type: None,
-                        },
-                        retry_after,
-                        why,
-                    )
                 }
                 Err(e) if e.is_timeout() => (
                     Attempt::Timeout,
@@ -154,6 +165,16 @@ impl Provider {
         });
         Some(reply)
     }
+}
+
+/// The whole body of an answer, as JSON: an error when it was cut off or is
+/// not JSON at all (an empty body reads as `null`).
+async fn read_json(answer: reqwest::Response) -> Result<Value, String> {
+    let bytes = answer.bytes().await.map_err(|e| format!("{e}"))?;
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("not JSON ({e})"))
 }
 
 fn unix_ms() -> f64 {

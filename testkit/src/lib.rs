@@ -73,6 +73,7 @@ pub mod server;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
+pub use clock::SteppedClock;
 pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;

@@ -20,10 +20,26 @@ impl OperationId {
         Self(hash.finalize().into())
     }
 
-    /// The `Idempotency-Key` this operation sends downstream (to the
-    /// payment provider): derived from the caller and the key alone, so
-    /// every attempt, resumption and instance sends the same one.
-    pub fn downstream_key(&self) -> String {
+    /// The `Idempotency-Key` one run of this operation sends downstream
+    /// (to the payment provider): derived from the caller, the key and the
+    /// run (`run`, what the run's first phase recorded, such as the id of
+    /// the charge it created), so every attempt, resumption and instance of
+    /// that run sends the same one, and a run after the record expired (a
+    /// new operation, by the contract) sends another, never a key the
+    /// provider already holds with other parameters.
+    pub fn downstream_key(&self, run: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"exactly-once downstream\0");
+        hash.update(self.0);
+        hash.update(run.as_bytes());
+        format!("eo_{}", hex::encode(hash.finalize()))
+    }
+
+    /// The downstream key of a run whose first phase was recorded by a
+    /// release that derived it from the caller and the key alone (before
+    /// runs had keys of their own): such a run must go on with the key it
+    /// may already have sent.
+    pub fn legacy_downstream_key(&self) -> String {
         format!("eo_{}", hex::encode(self.0))
     }
 }
@@ -44,15 +60,32 @@ mod tests {
         let key = IdempotencyKey::parse(b"8e03c5a2-1f4b").unwrap();
         let ada = caller("ada-token-0123456789");
         let bob = caller("bob-token-0123456789");
+        let run = "ch_0192f0c4a2b07c3d9e8f";
         assert_eq!(
-            OperationId::new(&ada, &key).downstream_key(),
-            OperationId::new(&ada, &key.clone()).downstream_key()
+            OperationId::new(&ada, &key).downstream_key(run),
+            OperationId::new(&ada, &key.clone()).downstream_key(run)
         );
         assert_ne!(OperationId::new(&ada, &key), OperationId::new(&bob, &key));
         let other = IdempotencyKey::parse(b"8e03c5a2-1f4c").unwrap();
         assert_ne!(OperationId::new(&ada, &key), OperationId::new(&ada, &other));
-        let downstream = OperationId::new(&ada, &key).downstream_key();
+        let downstream = OperationId::new(&ada, &key).downstream_key(run);
         assert_eq!(downstream.len(), 67);
         assert!(!downstream.contains("ada"));
+    }
+
+    /// A key sent again after its record expired is a new run: it must not
+    /// send the provider the key of the first run (which the provider holds
+    /// with the first run's parameters), and no run sends the legacy key.
+    #[test]
+    fn two_runs_of_one_key_send_two_downstream_keys() {
+        let key = IdempotencyKey::parse(b"8e03c5a2-1f4b").unwrap();
+        let op = OperationId::new(&caller("ada-token-0123456789"), &key);
+        let (first, second) = (
+            op.downstream_key("ch_first"),
+            op.downstream_key("ch_second"),
+        );
+        assert_ne!(first, second);
+        assert_ne!(first, op.legacy_downstream_key());
+        assert_eq!(op.legacy_downstream_key().len(), 67);
     }
 }

@@ -4,24 +4,28 @@
 //! and the database's clock decides that, not this process's (instances on
 //! one PostgreSQL database may disagree about the time by minutes).
 //!
-//! So every copy carries a deadline on this process's **monotonic** clock:
-//! the record's remaining life as the database measured it when the copy
-//! was made (or, for a record this process just wrote, the whole TTL from
-//! before the write was sent), minus a margin. A copy is never served past
-//! it, so the cache never replays a record that the database would call
-//! expired, whatever any wall clock says; a record the database has not
+//! So every copy carries a deadline on this machine's **boot clock**
+//! ([`crate::clock`]): the record's remaining life as the database measured
+//! it when the copy was made (or, for a record this process just wrote, the
+//! whole TTL from before the write was sent), minus a margin. A copy is
+//! never served past it, so the cache never replays a record that the
+//! database would call expired, whatever any wall clock says, and however
+//! long the host was suspended meanwhile (the boot clock counts a suspend;
+//! the monotonic clock, which an earlier release used, stops during one, so
+//! a copy outlived the database's expiry by the pause). A record the database has not
 //! expired is never deleted by anyone (the sweepers delete only expired
 //! records). A store that can change under the cache (a SQLite file
 //! replaced on disk) bumps its epoch, and copies of older epochs are misses.
 //!
 //! The size is bounded: each shard forgets its oldest copies first.
 
+use crate::clock::BootInstant;
 use crate::domain::{Caller, Fingerprint, IdempotencyKey};
 use crate::idempotency::record::{Record, StoredResponse};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Copies kept at most, over all shards.
 const CAPACITY: usize = 65_536;
@@ -37,7 +41,7 @@ type CacheKey = (Caller, IdempotencyKey);
 struct Copy {
     fingerprint: Fingerprint,
     response: StoredResponse,
-    deadline: Instant,
+    deadline: BootInstant,
     epoch: u64,
 }
 
@@ -79,28 +83,26 @@ impl ReplayCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let copy = shard.copies.get(&(*caller, key.clone()))?;
-        (copy.deadline > Instant::now() && copy.epoch == epoch).then(|| Record {
+        (copy.deadline > BootInstant::now() && copy.epoch == epoch).then(|| Record {
             fingerprint: copy.fingerprint,
             response: copy.response.clone(),
         })
     }
 
     /// Keeps a copy of a finished record that the database will keep for at
-    /// least `life` from `since` (an instant taken before the database was
-    /// asked).
+    /// least `life` from `since` (a reading of the boot clock taken before
+    /// the database was asked).
     pub fn put(
         &self,
         caller: &Caller,
         key: &IdempotencyKey,
         record: &Record,
-        since: Instant,
+        since: BootInstant,
         life: Duration,
         epoch: u64,
     ) {
-        let Some(deadline) = since.checked_add(life.saturating_sub(MARGIN)) else {
-            return;
-        };
-        if deadline <= Instant::now() {
+        let deadline = since.after(life.saturating_sub(MARGIN));
+        if deadline <= BootInstant::now() {
             return;
         }
         let cache_key = (*caller, key.clone());
@@ -147,21 +149,21 @@ mod tests {
     }
 
     /// Keeps a copy of [`record`] for key `n` of [`caller`], `life` from `since`.
-    fn put(cache: &ReplayCache, n: usize, since: Instant, life: Duration, epoch: u64) {
+    fn put(cache: &ReplayCache, n: usize, since: BootInstant, life: Duration, epoch: u64) {
         cache.put(&caller(), &key(n), &record(), since, life, epoch);
     }
 
     #[test]
     fn a_copy_lives_until_its_deadline_less_the_margin_and_no_longer() {
         let cache = ReplayCache::default();
-        let now = Instant::now();
+        let now = BootInstant::now();
         put(&cache, 1, now, Duration::from_secs(60), 0);
         assert!(cache.get(&caller(), &key(1), 0).is_some());
         // A record with less life left than the margin is not kept at all.
         put(&cache, 2, now, Duration::from_millis(900), 0);
         assert!(cache.get(&caller(), &key(2), 0).is_none());
         // A copy whose deadline has passed is a miss.
-        let long_ago = now - Duration::from_secs(120);
+        let long_ago = now.before(Duration::from_secs(120));
         put(&cache, 3, long_ago, Duration::from_secs(60), 0);
         assert!(cache.get(&caller(), &key(3), 0).is_none());
     }
@@ -169,7 +171,7 @@ mod tests {
     #[test]
     fn a_copy_of_another_epoch_is_a_miss() {
         let cache = ReplayCache::default();
-        put(&cache, 1, Instant::now(), Duration::from_secs(60), 3);
+        put(&cache, 1, BootInstant::now(), Duration::from_secs(60), 3);
         assert!(cache.get(&caller(), &key(1), 3).is_some());
         assert!(cache.get(&caller(), &key(1), 4).is_none());
     }
@@ -179,7 +181,7 @@ mod tests {
         // Twice the capacity: every shard receives far more than its share
         // (8 192 ± 90 of 4 096), so each has forgotten its oldest.
         let cache = ReplayCache::default();
-        let since = Instant::now();
+        let since = BootInstant::now();
         let written = 2 * CAPACITY;
         for n in 0..written {
             put(&cache, n, since, Duration::from_secs(60), 0);
@@ -200,7 +202,7 @@ mod tests {
         // A server-to-server client is one caller with many keys: its
         // copies spread over every shard, not one sixteenth of the cache.
         let cache = ReplayCache::default();
-        let since = Instant::now();
+        let since = BootInstant::now();
         for n in 0..CAPACITY / 2 {
             put(&cache, n, since, Duration::from_secs(60), 0);
         }

@@ -41,6 +41,7 @@ pub mod record;
 pub use keyed::{Keyed, MAX_BODY_BYTES};
 
 use crate::chaos::Chaos;
+use crate::clock::BootInstant;
 use crate::domain::OperationId;
 use crate::error::ApiError;
 use crate::metrics::ResumedBy;
@@ -52,7 +53,6 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use phases::Ended;
 use record::{Lease, Record, StoredResponse, Verdict};
 use std::sync::Arc;
-use std::time::Instant;
 use tracing::Instrument;
 
 /// The header that marks a replayed answer.
@@ -100,7 +100,7 @@ async fn run_in_span(
         // The record decides before the body's fields do: a key reused
         // with a body that does not even parse is a 422, not a 400.
         Err(refused) => {
-            let since = Instant::now();
+            let since = BootInstant::now();
             return match state.store.lookup(&caller, &key).await? {
                 Some(found) => {
                     state
@@ -112,7 +112,7 @@ async fn run_in_span(
             };
         }
     };
-    let since = Instant::now();
+    let since = BootInstant::now();
     match state
         .store
         .execute(FirstPhase {
@@ -167,16 +167,27 @@ async fn run_in_span(
 
 /// Runs a stopped operation to its end and answers; if another holder got
 /// the lease meanwhile, answers what the record says now.
+///
+/// The operation's start is committed, so whatever fails from here on is
+/// answered as what it is: the outcome is not known yet, and the same key
+/// sent again gets it ([`ApiError::in_later_phase`]), never "nothing was
+/// done".
 async fn go_on(state: &AppState, lease: Lease, chaos: &Chaos) -> Result<Response, ApiError> {
     let (caller, key) = (lease.caller, lease.key.clone());
-    match phases::run_to_end(state, lease, chaos).await? {
+    let ended = phases::run_to_end(state, lease, chaos)
+        .await
+        .map_err(ApiError::in_later_phase)?;
+    match ended {
         Ended::Finished(response) => finished(response, chaos).await,
-        Ended::LeaseLost => match state.store.lookup(&caller, &key).await? {
-            Some(found) => Ok(respond(found.record.response, true)),
-            None => {
+        Ended::LeaseLost => match state.store.lookup(&caller, &key).await {
+            // Another holder finished it: its answer is this request's first
+            // (so not marked replayed).
+            Ok(Some(found)) => Ok(respond(found.record.response, false)),
+            Ok(None) => {
                 state.metrics.in_conflict();
                 Err(ApiError::IdempotencyKeyInUse)
             }
+            Err(e) => Err(ApiError::from(e).in_later_phase()),
         },
     }
 }

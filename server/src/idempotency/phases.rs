@@ -53,7 +53,15 @@ async fn next_phase(state: &AppState, lease: &Lease, chaos: &Chaos) -> Result<Ad
     let phase = match lease.point {
         RecoveryPoint::ChargeCreated => charge_at_provider(state, lease, chaos).await?,
     };
-    let advanced = state.store.advance(lease, phase).await?;
+    let advanced = match state.store.advance(lease, phase).await {
+        Ok(advanced) => advanced,
+        Err(e) => {
+            // Recorded nothing: the operation stays where it was, and a
+            // retry may go on as soon as the database is back.
+            give_up(state, lease).await;
+            return Err(e.into());
+        }
+    };
     match &advanced {
         Advanced::Finished(response) => tracing::info!(status = response.status, "finished"),
         Advanced::Stopped(next) => tracing::info!(next = next.point.as_str(), "stopped"),
@@ -81,7 +89,7 @@ async fn charge_at_provider(
         ));
     };
     chaos.before_provider();
-    let key = OperationId::new(&lease.caller, &lease.key).downstream_key();
+    let key = pending.downstream_key(&OperationId::new(&lease.caller, &lease.key));
     match provider.charge(&key, &pending).await {
         Reply::Verdict(verdict) => {
             chaos.after_provider();

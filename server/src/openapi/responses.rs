@@ -93,8 +93,9 @@ fn retry_after(response: ResponseBuilder) -> ResponseBuilder {
 fn unavailable(types: &[&str]) -> ResponseBuilder {
     retry_after(problem(
         types,
-        "Unavailable: nothing was done (or, for a provider, the operation waits at \
-         its recovery point); retry later.",
+        "Unavailable: retry later with the same key. Before the operation started, nothing \
+         was done; once it started (with a provider), or when a commit's outcome is unknown, \
+         the detail says so and the same key gets the real outcome.",
     ))
 }
 

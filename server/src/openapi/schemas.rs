@@ -207,7 +207,8 @@ pub enum ProblemType {
     /// 404: no such item, or nothing served at the path.
     #[serde(rename = "/problems/not-found")]
     NotFound,
-    /// 503: the database cannot be reached; nothing was done.
+    /// 503: the database cannot be reached, a commit's outcome is unknown,
+    /// or a started operation has not finished; retry with the same key.
     #[serde(rename = "/problems/unavailable")]
     Unavailable,
     /// 500: a bug; everything was rolled back.

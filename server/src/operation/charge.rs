@@ -10,7 +10,8 @@
 
 use super::receipt::Receipt;
 use crate::domain::{
-    Amount, Charge, ChargeId, ChargeStatus, Currency, NewCharge, PaymentMethod, ProviderChargeId,
+    Amount, Charge, ChargeId, ChargeStatus, Currency, NewCharge, OperationId, PaymentMethod,
+    ProviderChargeId,
 };
 use crate::error::Problem;
 use crate::idempotency::record::{RecoveryPoint, Step, StoredResponse};
@@ -65,6 +66,12 @@ pub struct FinishCharge {
 /// charge. Stored as JSON with the recovery point.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingCharge {
+    /// How the provider call's `Idempotency-Key` is derived. A state
+    /// recorded by an earlier release has no such field: it is
+    /// [`KeyScheme::PerOperation`], and goes on with the key it may have
+    /// sent already.
+    #[serde(default)]
+    pub key_scheme: KeyScheme,
     /// Our charge's id.
     pub id: String,
     /// Minor units.
@@ -73,6 +80,20 @@ pub struct PendingCharge {
     pub currency: String,
     /// The card, as the provider knows it.
     pub payment_method: String,
+}
+
+/// How a stopped charge's downstream key is derived.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyScheme {
+    /// From the caller and the key alone (releases before per-run keys):
+    /// only ever read from states those releases stored.
+    #[default]
+    PerOperation,
+    /// From the caller, the key and the charge this run created, so that a
+    /// key reused after its record expired is a new charge at the provider
+    /// too.
+    PerRun,
 }
 
 /// The provider's final word on a charge.
@@ -116,6 +137,7 @@ impl StartCharge {
     /// Where the start phase stops, for a charge just recorded as pending.
     pub fn stop(charge: &Charge) -> Step {
         let pending = PendingCharge {
+            key_scheme: KeyScheme::PerRun,
             id: charge.id.to_string(),
             amount: charge.amount.get(),
             currency: charge.currency.to_string(),
@@ -129,6 +151,15 @@ impl StartCharge {
 }
 
 impl PendingCharge {
+    /// The `Idempotency-Key` the provider is sent for this charge: the same
+    /// for every attempt, resumption and instance of this run.
+    pub fn downstream_key(&self, operation: &OperationId) -> String {
+        match self.key_scheme {
+            KeyScheme::PerOperation => operation.legacy_downstream_key(),
+            KeyScheme::PerRun => operation.downstream_key(&self.id),
+        }
+    }
+
     /// Reads the state a start phase stored.
     pub fn from_state(state: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(state)
@@ -187,4 +218,31 @@ pub fn created_response(charge: &Charge) -> StoredResponse {
         "application/json",
         serde_json::to_vec(charge).expect("a charge always serialises"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A charge stopped by a release before per-run keys has no
+    /// `key_scheme`: it goes on with the key it may already have sent the
+    /// provider, or the provider would charge the card a second time.
+    #[test]
+    fn a_state_stored_before_per_run_keys_keeps_its_downstream_key() {
+        let stored = r#"{"id":"ch_0192f0c4a2b07c3d9e8f1a2b3c4d5e6f","amount":1999,"currency":"usd","payment_method":"pm_card_visa"}"#;
+        let pending = PendingCharge::from_state(stored).unwrap();
+        assert_eq!(pending.key_scheme, KeyScheme::PerOperation);
+        let caller = crate::domain::Caller::from_bytes([7; 32]);
+        let key = crate::domain::IdempotencyKey::parse(b"8e03c5a2").unwrap();
+        let op = OperationId::new(&caller, &key);
+        assert_eq!(pending.downstream_key(&op), op.legacy_downstream_key());
+
+        let fresh = PendingCharge {
+            key_scheme: KeyScheme::PerRun,
+            ..pending.clone()
+        };
+        let back = PendingCharge::from_state(&serde_json::to_string(&fresh).unwrap()).unwrap();
+        assert_eq!(back, fresh);
+        assert_eq!(back.downstream_key(&op), op.downstream_key(&pending.id));
+    }
 }

@@ -59,7 +59,8 @@ impl<T> Operation for T where T: sqlite::Run + postgres::Run + fmt::Debug + Send
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,
-    /// The transaction's time, Unix milliseconds.
+    /// The transaction's time on the wall clock, Unix milliseconds (for
+    /// what people read; leases and expiries are the store's own clock).
     pub now_ms: i64,
 }
 

@@ -5,11 +5,13 @@
 
 mod chaos;
 mod charges;
+mod clocks;
 mod configuration;
 mod errors;
 mod group_commit;
 mod helpers;
 mod idempotency;
+mod later_phases;
 mod migration;
 mod openapi;
 mod postgres;

@@ -182,6 +182,7 @@ fn every_api_error() -> Vec<ApiError> {
         ApiError::ProviderUnavailable("no answer".into()),
         ApiError::Unavailable("down".into()),
         ApiError::OutcomeUnknown("cut".into()),
+        ApiError::Unfinished("started".into()),
         ApiError::internal("bug"),
     ];
     for error in &errors {
@@ -201,6 +202,7 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::ProviderUnavailable(_)
             | ApiError::Unavailable(_)
             | ApiError::OutcomeUnknown(_)
+            | ApiError::Unfinished(_)
             | ApiError::Internal(_) => {}
         }
     }

@@ -13,7 +13,7 @@
 //! runs leaves the outcome of all its requests unknown, as during a COMMIT.
 
 use super::one_statement::{self, Row, StatementError, MAX_ROWS};
-use super::protocol::{decide, Clock};
+use super::protocol::{backend_lost, classify_commit, decide, Clock};
 use super::{classify, OneStatement};
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
@@ -154,7 +154,7 @@ async fn many(client: &Object, jobs: Vec<Job>) {
                 answer(client, job, claimed).await;
             }
         }
-        Err(StatementError::Failed(e)) if e.code().is_none() => {
+        Err(StatementError::Failed(e)) if backend_lost(&e) => {
             let error = outcome_unknown(e);
             for job in jobs {
                 let _ = job.reply.send(Err(error.clone()));
@@ -179,7 +179,7 @@ async fn alone(client: &Object, job: Job) {
     let error = match result {
         Ok(claimed) => return answer(client, job, claimed[0]).await,
         Err(StatementError::NotRun(error)) => error,
-        Err(StatementError::Failed(e)) if e.code().is_none() => outcome_unknown(e),
+        Err(StatementError::Failed(e)) if backend_lost(&e) => outcome_unknown(e),
         Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
             let _ = job.reply.send(Ok(Execution::InUse));
             return;
@@ -200,6 +200,5 @@ async fn answer(client: &Object, job: Job, claimed: bool) {
 }
 
 fn outcome_unknown(e: tokio_postgres::Error) -> StoreError {
-    StoreError::outcome_unknown("the connection broke during a statement that commits on its own")
-        .caused_by(e)
+    classify_commit(e, "a statement that commits on its own")
 }

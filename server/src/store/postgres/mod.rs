@@ -144,6 +144,15 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// This call's times: every expiry and lease is the database's `now()`.
+    fn clock(&self) -> Clock {
+        Clock {
+            now_ms: now_ms(),
+            ttl_secs: self.ttl_secs,
+            lease_secs: self.lease_secs,
+        }
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool
             .get()
@@ -185,11 +194,7 @@ impl Store for PostgresStore {
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
-        let clock = Clock {
-            now_ms: now_ms(),
-            ttl_secs: self.ttl_secs,
-            lease_secs: self.lease_secs,
-        };
+        let clock = self.clock();
         if phase.finish == Finish::Commit {
             if let Some(one) = phase.operation.one_statement() {
                 return self.batches.execute(phase.request, one, clock).await;
@@ -202,7 +207,7 @@ impl Store for PostgresStore {
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
-        protocol::advance(tx, lease, phase.as_ref(), self.lease_secs, now_ms()).await
+        protocol::advance(tx, lease, phase.as_ref(), self.clock()).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {

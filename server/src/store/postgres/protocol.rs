@@ -87,7 +87,7 @@ pub(super) async fn execute(
     let step = operation.run_postgres(&tx, &context).await?;
     let execution = match step {
         Step::Finished(response) => {
-            record_response(&tx, &request.caller, &request.key, &response).await?;
+            record_response(&tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
         Step::Stopped(point, state) => {
@@ -176,17 +176,34 @@ pub(super) async fn decide(
     )
 }
 
-/// Commits. A connection that breaks during the commit leaves its outcome
+/// Commits. A commit that fails by losing its backend leaves its outcome
 /// unknown: it may have committed. That is never answered as "nothing was
 /// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
 async fn commit(tx: Transaction<'_>) -> Result<()> {
-    tx.commit().await.map_err(|e| {
-        if e.code().is_none() {
-            StoreError::outcome_unknown("the connection broke during COMMIT").caused_by(e)
-        } else {
-            classify(e)
-        }
-    })
+    tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
+}
+
+/// Sorts an error of a statement that commits (`COMMIT`, or a statement
+/// that commits on its own, `what`). When the backend was lost (no
+/// SQLSTATE: the connection broke; class 08, connection exception; class
+/// 57, operator intervention), the commit may have happened: a backend
+/// killed while its COMMIT waits for a synchronous standby has committed
+/// locally and answers 57P01. That is outcome unknown. Any other error is
+/// the server's refusal, and nothing was committed.
+pub(super) fn classify_commit(e: tokio_postgres::Error, what: &str) -> StoreError {
+    if backend_lost(&e) {
+        StoreError::outcome_unknown(format!("the database backend was lost during {what}"))
+            .caused_by(e)
+    } else {
+        classify(e)
+    }
+}
+
+/// True when `e` says the statement's backend was lost (see
+/// [`classify_commit`]).
+pub(super) fn backend_lost(e: &tokio_postgres::Error) -> bool {
+    e.code()
+        .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
 }
 
 /// `None` when the statement gave up waiting for a lock another
@@ -199,17 +216,22 @@ pub(super) fn in_use_or<T>(result: Result<T, tokio_postgres::Error>) -> Result<O
     }
 }
 
+/// Records the answer; the record lives `ttl_secs` from now, the moment
+/// its answer is recorded (an operation the completer finishes after an
+/// outage longer than the TTL is not born expired).
 async fn record_response(
     tx: &Transaction<'_>,
     caller: &Caller,
     key: &IdempotencyKey,
     response: &StoredResponse,
+    ttl_secs: f64,
 ) -> Result<()> {
     exec(
         tx,
         "UPDATE idempotency_keys
          SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
-             status = $3, headers = $4, body = $5
+             status = $3, headers = $4, body = $5,
+             expires_at = now() + $6 * interval '1 second'
          WHERE caller = $1 AND key = $2",
         &[
             &caller,
@@ -217,6 +239,7 @@ async fn record_response(
             &(response.status as i16),
             &response.encoded_headers(),
             &&response.body[..],
+            &ttl_secs,
         ],
     )
     .await?;
@@ -230,9 +253,9 @@ pub(super) async fn advance(
     tx: Transaction<'_>,
     lease: &Lease,
     phase: &dyn Operation,
-    lease_secs: f64,
-    now_ms: i64,
+    clock: Clock,
 ) -> Result<Advanced> {
+    let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
     let held = tx
         .query_opt(
             &cached(
@@ -256,7 +279,7 @@ pub(super) async fn advance(
     };
     let advanced = match phase.run_postgres(&tx, &context).await? {
         Step::Finished(response) => {
-            record_response(&tx, &lease.caller, &lease.key, &response).await?;
+            record_response(&tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
         Step::Stopped(point, state) => {

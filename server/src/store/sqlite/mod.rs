@@ -12,6 +12,7 @@
 //!   [`queries`]: the reads.
 
 mod checkpointer;
+mod clock;
 mod operations;
 mod outbox;
 mod protocol;
@@ -30,6 +31,7 @@ use crate::store::{
     FirstPhase, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
+use clock::DbClock;
 use protocol::Clock;
 use readers::ReadPool;
 use rusqlite::{Connection, ErrorCode};
@@ -43,6 +45,7 @@ use writer::{Keep, Kind, Writer};
 const MIGRATIONS: Migrations = Migrations(&[
     (1, include_str!("../../../migrations/0001_init.sql")),
     (2, include_str!("../../../migrations/0002_phases.sql")),
+    (3, include_str!("../../../migrations/0003_clock.sql")),
 ]);
 
 /// An operation's business change in SQLite, inside the savepoint that
@@ -69,6 +72,8 @@ pub struct SqliteOptions {
 pub struct SqliteStore {
     writer: Writer,
     readers: ReadPool,
+    /// What every lease and expiry is measured on ([`clock`]).
+    clock: DbClock,
     ttl_ms: i64,
     lease_ms: i64,
 }
@@ -85,6 +90,7 @@ impl SqliteStore {
         let mut conn = Connection::open(&options.path).map_err(classify)?;
         schema::configure_writer(&conn, options.durability).map_err(classify)?;
         schema::migrate(&mut conn).map_err(classify)?;
+        let clock = DbClock::open(&conn).map_err(classify)?;
         let generation = Arc::new(AtomicU64::new(0));
         let writer = Writer::start(
             conn,
@@ -96,6 +102,7 @@ impl SqliteStore {
         Ok(Self {
             writer,
             readers: ReadPool::new(options.path, generation),
+            clock,
             ttl_ms: millis(options.key_ttl),
             lease_ms: millis(options.lease),
         })
@@ -103,7 +110,8 @@ impl SqliteStore {
 
     fn clock(&self) -> Clock {
         Clock {
-            now: now_ms(),
+            now: self.clock.now(),
+            wall: now_ms(),
             ttl: self.ttl_ms,
             lease: self.lease_ms,
         }
@@ -127,7 +135,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         self.readers
-            .with(|conn| queries::live_record(conn, caller, key, now_ms()))
+            .with(|conn| queries::live_record(conn, caller, key, self.clock.now()))
     }
 
     fn epoch(&self) -> u64 {
@@ -168,7 +176,7 @@ impl Store for SqliteStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {
-        let (lease, now) = (lease.clone(), now_ms());
+        let (lease, now) = (lease.clone(), self.clock.now());
         self.write(Kind::Write, move |conn| {
             protocol::release(conn, &lease, now)
         })
@@ -176,7 +184,7 @@ impl Store for SqliteStore {
     }
 
     async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
-        let now = now_ms();
+        let now = self.clock.now();
         let rows = self
             .readers
             .with(|conn| protocol::abandoned(conn, now, limit))?;
@@ -201,9 +209,12 @@ impl Store for SqliteStore {
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
-        let now = now_ms();
-        self.write(Kind::Other, move |conn| protocol::sweep(conn, now, limit))
-            .await
+        let clock = self.clock;
+        self.write(Kind::Other, move |conn| {
+            clock.refresh(conn)?;
+            protocol::sweep(conn, clock.now(), limit)
+        })
+        .await
     }
 
     async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {

@@ -9,11 +9,15 @@ use crate::store::{Advanced, Execution, Finished, IdempotentRequest, Operation, 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
 
-/// Times and durations of one job, in Unix milliseconds.
+/// Times and durations of one job, in milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Clock {
-    /// The job's "now".
+    /// The job's "now" on the database's clock ([`super::clock`]), which
+    /// every lease and expiry is measured on.
     pub(super) now: i64,
+    /// The job's "now" on the wall clock (Unix ms), for what people read
+    /// (a charge's `created`) and the outbox's schedule.
+    pub(super) wall: i64,
     /// How long a new record lives.
     pub(super) ttl: i64,
     /// How long a lease lasts.
@@ -52,7 +56,7 @@ pub(super) fn execute(
 
     let context = RunContext {
         caller: &request.caller,
-        now_ms: clock.now,
+        now_ms: clock.wall,
     };
     let step = operation.run_sqlite(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
@@ -206,14 +210,14 @@ pub(super) fn advance(
     }
     let context = RunContext {
         caller: &lease.caller,
-        now_ms: clock.now,
+        now_ms: clock.wall,
     };
     match phase.run_sqlite(conn, &context)? {
         Step::Finished(response) => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys
                  SET recovery_point = 'finished', state = NULL, lease_token = NULL,
-                     leased_until = NULL, status = ?3, headers = ?4, body = ?5
+                     leased_until = NULL, status = ?3, headers = ?4, body = ?5, expires_at = ?6
                  WHERE caller = ?1 AND key = ?2",
             )?
             .execute(params![
@@ -222,6 +226,10 @@ pub(super) fn advance(
                 response.status,
                 response.encoded_headers(),
                 &response.body[..],
+                // A record's life counts from its answer: an operation the
+                // completer finishes after an outage longer than the TTL is
+                // not born expired.
+                clock.now.saturating_add(clock.ttl),
             ])?;
             Ok(Advanced::Finished(response))
         }

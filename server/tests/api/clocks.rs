@@ -1,0 +1,127 @@
+//! CONTRACT section 3, a record's life and a lease, against clocks that
+//! jump and hosts that sleep: a wall clock set a day off, while the server
+//! runs or between two of its runs, neither holds a lease past
+//! `--operation-lease` nor lets a record expire early; and a copy kept in
+//! memory is not served past the record's life because the host was
+//! suspended meanwhile. The server's clocks are stepped by the test kit's
+//! `LD_PRELOAD` shim ([`SteppedClock`]), the production binary unchanged.
+//! PostgreSQL measures both on the database's `now()`, so there the wall
+//! clock of the server's host moves nothing either; every test runs on both.
+
+use crate::helpers::{pay_until_free, visa, Checkout, TestApp};
+use serde_json::Value;
+use testkit::{new_key, Server, ServerBuilder, SteppedClock};
+
+/// A day and an hour: past the default `--key-ttl` of a day.
+const DAY_AND_AN_HOUR_MS: i64 = 25 * 3_600_000;
+
+/// `builder` on `clock`.
+fn on(clock: &SteppedClock, mut builder: ServerBuilder) -> ServerBuilder {
+    for (name, value) in clock.env().unwrap() {
+        builder = builder.env(name, value);
+    }
+    builder
+}
+
+/// A process whose clock ran a day ahead left its operation at a recovery
+/// point under a lease (it exited before the provider was called); the
+/// clock is set right and the server restarted. The lease runs out after
+/// `--operation-lease` (2 s), not after a day: the retry resumes it.
+#[tokio::test]
+async fn a_lease_taken_while_the_clock_was_a_day_ahead_runs_out_on_time_once_it_is_set_right() {
+    let clock = SteppedClock::new().unwrap();
+    clock.set_wall(DAY_AND_AN_HOUR_MS).unwrap();
+    let mut shop = Checkout::start_with(on(
+        &clock,
+        Server::builder().flags(["--operation-lease", "2s", "--complete-interval", "1h"]),
+    ))
+    .await;
+    let key = new_key();
+    shop.pay_and_exit(&key, &visa(5100), "exit-before-provider")
+        .await;
+    clock.set_wall(0).unwrap();
+    shop.app.server.restart().unwrap();
+    let pending = shop.app.charges().await;
+    // Within 15 s, or pay_until_free gives up: the lease held.
+    let resumed = pay_until_free(&shop, &key, &visa(5100)).await;
+    shop.assert_resumed_by_retry(&resumed, &pending[0]).await;
+}
+
+/// Pays once with `key` as `app`'s caller, steps the wall clock by
+/// `step_ms` (the server keeps running, then restarts, so nothing of it is
+/// answered from memory), and pays again: the retry is a replay of the same
+/// charge, since no time passed for the record.
+async fn a_step_of_the_wall_clock_expires_nothing(start_ms: i64, step_ms: i64) {
+    let clock = SteppedClock::new().unwrap();
+    clock.set_wall(start_ms).unwrap();
+    let mut app = TestApp::start(on(&clock, Server::builder())).await;
+    let key = new_key();
+    let first = app.charge(&key, 2500).await;
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().await.unwrap();
+    clock.set_wall(start_ms + step_ms).unwrap();
+    app.server.kill().unwrap();
+    app.server.restart().unwrap();
+    let retry = app.charge(&key, 2500).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(
+        retry
+            .headers()
+            .get("idempotent-replayed")
+            .map(|v| v.as_bytes()),
+        Some(&b"true"[..]),
+        "the record was live: a replay"
+    );
+    let retry: Value = retry.json().await.unwrap();
+    assert_eq!(
+        retry["id"], first["id"],
+        "the same charge, not a second one"
+    );
+    assert_eq!(app.charges().await.len(), 1, "one charge");
+}
+
+/// A record written while the clock ran a day behind is not expired once
+/// the clock is set right: the retry replays it instead of charging again.
+#[tokio::test]
+async fn a_record_written_while_the_clock_was_a_day_behind_does_not_expire_when_it_is_set_right() {
+    a_step_of_the_wall_clock_expires_nothing(-DAY_AND_AN_HOUR_MS, DAY_AND_AN_HOUR_MS).await;
+}
+
+/// A wall clock that jumps a day ahead expires nothing either.
+#[tokio::test]
+async fn a_wall_clock_that_jumps_a_day_ahead_expires_no_record() {
+    a_step_of_the_wall_clock_expires_nothing(0, DAY_AND_AN_HOUR_MS).await;
+}
+
+/// A copy in memory outlives nothing: a finished record is kept in memory
+/// (a different request under its key is refused from that copy while the
+/// database no longer has the record); the host is then suspended for
+/// longer than the record's life. Afterwards the copy is not served: the
+/// database decides, and since it has no record the request runs.
+#[tokio::test]
+async fn a_copy_in_memory_is_not_served_after_the_host_slept_past_the_records_life() {
+    let clock = SteppedClock::new().unwrap();
+    let app = TestApp::start(on(&clock, Server::builder().flags(["--key-ttl", "30s"]))).await;
+    let key = new_key();
+    assert_eq!(app.charge(&key, 100).await.status(), 201);
+    // Gone from the database (as a sweeper after its expiry would leave
+    // it); the copy in memory still answers for it.
+    app.sql(
+        "DELETE FROM idempotency_keys",
+        "DELETE FROM idempotency_keys",
+    )
+    .await;
+    assert_eq!(
+        app.charge(&key, 200).await.status(),
+        422,
+        "the copy in memory answers while the record's life lasts"
+    );
+    clock.suspend(60_000).unwrap();
+    let after = app.charge(&key, 200).await;
+    assert_eq!(
+        after.status(),
+        201,
+        "the copy outlived the record's life: {}",
+        after.text().await.unwrap()
+    );
+}
