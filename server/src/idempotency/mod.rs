@@ -108,7 +108,12 @@ async fn run_in_span(
                         .put(&caller, &key, &found.record, since, found.life, epoch);
                     answer(state, found.record.verdict(&fingerprint))
                 }
-                None => Err(refused),
+                // Unfinished, the key's operation is another request all
+                // the same: 422, as it is once finished.
+                None => match state.store.unfinished(&caller, &key).await? {
+                    Some(running) if running != fingerprint => answer(state, Verdict::Mismatch),
+                    _ => Err(refused),
+                },
             };
         }
     };

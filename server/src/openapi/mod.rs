@@ -9,6 +9,7 @@ pub mod responses;
 pub mod schemas;
 
 use crate::state::AppState;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header;
 use schemas::ChaosHeader;
@@ -90,10 +91,13 @@ pub struct KeyedHeaders {
     /// Names one logical operation of this caller: 1 to 255 visible ASCII
     /// characters (0x21 to 0x7E), bare or as a structured-field string
     /// (`"…"`, with `\"` and `\\` escapes); both spell the same key.
+    ///
+    /// No example is given on purpose: a key is one operation, and a fixed
+    /// example offered to every request (as a generator of test requests
+    /// uses it) would make valid requests 422.
     #[param(
         rename = "Idempotency-Key",
-        pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#,
-        example = "8e03978e-40d5-43e8-bc93-6894a57f9324"
+        pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#
     )]
     pub idempotency_key: String,
     /// Chaos mode (`--chaos` only): where this request should fail.
@@ -101,11 +105,20 @@ pub struct KeyedHeaders {
     pub x_chaos: Option<String>,
 }
 
-/// The document, as served.
-pub fn document() -> serde_json::Value {
+/// The document, as a server with `--chaos` (`chaos`) or without serves
+/// it: without, `X-Chaos` is ignored whatever its value, and the document
+/// says so instead of a pattern the server would not enforce.
+pub fn document(chaos: bool) -> serde_json::Value {
     let mut document = serde_json::to_value(crate::startup::api_routes().into_openapi())
         .expect("the document always serialises");
     camel_case_links(&mut document);
+    if !chaos {
+        document["components"]["schemas"][<ChaosHeader as utoipa::ToSchema>::name().as_ref()] = serde_json::json!({
+            "type": "string",
+            "description": "Ignored, whatever its value: this server runs without `--chaos` \
+                            (docs/CONTRACT.md section 5)."
+        });
+    }
     document
 }
 
@@ -143,8 +156,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
 }
 
-static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    serde_json::to_string_pretty(&document()).expect("the document always serialises")
+/// The document of a server with `--chaos`, and of one without.
+static DOCUMENTS: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [false, true]
+        .map(|chaos| serde_json::to_string_pretty(&document(chaos)).expect("it serialises"))
 });
 
 /// `GET /openapi.json`.
@@ -155,10 +170,10 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
     tag = "operations",
     responses(responses::DocumentResponses)
 )]
-pub async fn serve() -> Response {
+pub async fn serve(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        DOCUMENT.as_str(),
+        DOCUMENTS[usize::from(state.chaos)].as_str(),
     )
         .into_response()
 }

@@ -303,6 +303,16 @@ pub trait Store: Send + Sync + 'static {
     /// waiting for writers.
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>>;
 
+    /// The request fingerprint of `key`'s operation while it is unfinished
+    /// (stopped at a recovery point), read without waiting for writers:
+    /// what a request under the key that cannot even be parsed is
+    /// measured against.
+    async fn unfinished(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Fingerprint>>;
+
     /// Changes whenever the store may have lost records behind a cache's
     /// back (a SQLite file replaced on disk); copies of another epoch are
     /// not served.

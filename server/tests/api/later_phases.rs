@@ -175,3 +175,42 @@ fn cut_first_reply(upstream: SocketAddr) -> SocketAddr {
     });
     addr
 }
+
+/// A body that does not even parse, sent under the key of an operation
+/// that is still running (its provider call is slow), is another request
+/// under that key: 422, as it is once the operation has finished, not the
+/// 400 a key of its own would get.
+#[tokio::test]
+async fn a_body_that_does_not_parse_under_an_unfinished_operations_key_is_422() {
+    let shop = Checkout::start(&[]).await;
+    shop.fault(Fault::Delay(Duration::from_secs(2)), 1).await;
+    let key = new_key();
+    let running = async { shop.pay(&key, &visa(3300)).await };
+    let meddling = async {
+        charges_until(&shop.app, Duration::from_secs(10), |c| c.len() == 1).await;
+        let broken = shop
+            .app
+            .post_raw(
+                &shop.app.token,
+                "/charges",
+                &key,
+                r#"{"amount": "lots"}"#,
+                &[],
+            )
+            .await;
+        crate::helpers::assert_problem(broken, 422, "idempotency-key-mismatch").await;
+    };
+    let (paid, ()) = tokio::join!(running, meddling);
+    shop.assert_charged_once(&paid).await;
+    let finished = shop
+        .app
+        .post_raw(
+            &shop.app.token,
+            "/charges",
+            &key,
+            r#"{"amount": "lots"}"#,
+            &[],
+        )
+        .await;
+    crate::helpers::assert_problem(finished, 422, "idempotency-key-mismatch").await;
+}

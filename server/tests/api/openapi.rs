@@ -299,7 +299,58 @@ async fn the_chaos_values_are_the_ones_the_server_parses() {
     }
 }
 
-// Findings of scripts/schemathesis.sh (docs/OPENAPI.md), one test each.
+// Findings of scripts/schemathesis.sh (docs/OPENAPI.md), and of
+// schemathesis run with its defaults against `GET /openapi.json`, one test
+// each.
+
+/// A key is one operation, so the document offers no fixed example of one:
+/// a generator that reuses a documented example for every request it makes
+/// turns valid requests into 422s (schemathesis's defaults did, twice).
+#[tokio::test]
+async fn the_document_offers_no_fixed_idempotency_key() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    for path in ["/charges", "/reservations"] {
+        let key = header_parameters(operation(&doc, "post", path))[0];
+        assert_eq!(key["name"], "Idempotency-Key");
+        for field in ["example", "examples"] {
+            assert!(key.get(field).is_none(), "{path}: {key}");
+            assert!(key["schema"].get(field).is_none(), "{path}: {key}");
+        }
+    }
+}
+
+/// Without `--chaos` the server ignores `X-Chaos` whatever its value
+/// (CONTRACT section 5), and its document says so rather than a pattern it
+/// would not enforce; with `--chaos` the document has the values it parses.
+#[tokio::test]
+async fn without_chaos_the_document_says_x_chaos_is_ignored_and_it_is() {
+    let plain = TestApp::spawn_with(&[]).await;
+    let doc = document(&plain).await;
+    let schema = &doc["components"]["schemas"]["ChaosFault"];
+    assert_eq!(schema["type"], "string", "{schema}");
+    assert!(
+        schema.get("oneOf").is_none() && schema.get("pattern").is_none(),
+        "{schema}"
+    );
+    assert!(
+        schema["description"].as_str().unwrap().contains("Ignored"),
+        "{schema}"
+    );
+    let outside = plain
+        .post_raw(
+            &plain.token,
+            "/charges",
+            &new_key(),
+            r#"{"amount": 100, "currency": "usd"}"#,
+            &[("X-Chaos", "no such fault")],
+        )
+        .await;
+    assert_eq!(outside.status(), 201, "ignored, as documented");
+
+    let chaos = document(&TestApp::spawn().await).await;
+    assert!(chaos["components"]["schemas"]["ChaosFault"]["oneOf"].is_array());
+}
 
 /// A POST of `body` as it is written, with a fresh key.
 async fn send(app: &TestApp, path: &str, body: &'static str) -> reqwest::Response {

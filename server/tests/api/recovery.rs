@@ -158,15 +158,17 @@ async fn stale_holder_and_retry(shop: Checkout, provider_calls_delayed: u32) -> 
 
 /// A holder whose lease ran out answers what the record says: its
 /// provider call outlasts the lease, a retry takes the operation over and
-/// finishes it first, and the stale holder then replays the retry's
-/// answer. One charge, one first run, the same answer twice.
+/// finishes it first, and the stale holder then answers with the retry's
+/// record. One charge, one first run, the same answer twice. The stale
+/// holder's answer is its request's first, so it is not marked
+/// `Idempotent-Replayed` (the contract says a first response never is).
 #[tokio::test]
 async fn a_stale_lease_holder_answers_the_record_another_holder_finished() {
     let shop = Checkout::start(&lease_of("1s")).await;
     // Only the stale holder's provider call is slow.
     let (stale, retry) = stale_holder_and_retry(shop, 1).await;
     assert_eq!(stale.status, 201);
-    assert!(stale.replayed, "the stale holder recorded nothing");
+    assert!(!stale.replayed, "the first answer to its request");
     assert_eq!(stale.body, retry.body, "both answers are the record");
 }
 

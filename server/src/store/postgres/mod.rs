@@ -37,7 +37,7 @@ mod protocol;
 mod schema;
 
 use crate::config::Durability;
-use crate::domain::{Caller, IdempotencyKey, ItemId, CHARGE_COLUMNS};
+use crate::domain::{Caller, Fingerprint, IdempotencyKey, ItemId, CHARGE_COLUMNS};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::Result;
 use crate::store::{
@@ -185,6 +185,35 @@ impl Store for PostgresStore {
                 record: protocol::record(&row)?,
                 life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
             })
+        })
+        .transpose()
+    }
+
+    async fn unfinished(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Fingerprint>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &cached(
+                    &client,
+                    "SELECT fingerprint FROM idempotency_keys
+                     WHERE caller = $1 AND key = $2
+                       AND recovery_point NOT IN ('finished', 'claimed')",
+                )
+                .await?,
+                &[&caller, &key.as_ref()],
+            )
+            .await
+            .map_err(classify)?;
+        row.map(|row| {
+            let bytes: &[u8] = row.get(0);
+            bytes
+                .try_into()
+                .map(Fingerprint::from_bytes)
+                .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))
         })
         .transpose()
     }

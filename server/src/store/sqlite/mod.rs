@@ -22,7 +22,7 @@ mod schema;
 mod writer;
 
 use crate::config::Durability;
-use crate::domain::{Caller, IdempotencyKey, ItemId};
+use crate::domain::{Caller, Fingerprint, IdempotencyKey, ItemId};
 use crate::idempotency::record::{Lease, Step};
 use crate::store::schema::Migrations;
 use crate::store::Result;
@@ -136,6 +136,15 @@ impl Store for SqliteStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         self.readers
             .with(|conn| queries::live_record(conn, caller, key, self.clock.now()))
+    }
+
+    async fn unfinished(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Fingerprint>> {
+        self.readers
+            .with(|conn| queries::unfinished(conn, caller, key))
     }
 
     fn epoch(&self) -> u64 {

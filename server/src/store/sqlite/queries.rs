@@ -3,7 +3,9 @@
 //! savepoint).
 
 use super::protocol::{life_left, record};
-use crate::domain::{Caller, Charge, ChargeRow, IdempotencyKey, ItemId, CHARGE_COLUMNS};
+use crate::domain::{
+    Caller, Charge, ChargeRow, Fingerprint, IdempotencyKey, ItemId, CHARGE_COLUMNS,
+};
 use crate::store::{ChargeQuery, Finished};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -28,6 +30,22 @@ pub(super) fn live_record(
             record: record(row, 0)?,
             life: life_left(row.get(4)?, now),
         })
+    })
+    .optional()
+}
+
+/// The fingerprint of the key's operation if it is unfinished.
+pub(super) fn unfinished(
+    conn: &Connection,
+    caller: &Caller,
+    key: &IdempotencyKey,
+) -> rusqlite::Result<Option<Fingerprint>> {
+    conn.prepare_cached(
+        "SELECT fingerprint FROM idempotency_keys
+         WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
+    )?
+    .query_row(params![&caller, key.as_ref()], |row| {
+        Ok(Fingerprint::from_bytes(row.get(0)?))
     })
     .optional()
 }
