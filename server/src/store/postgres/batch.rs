@@ -14,7 +14,7 @@
 
 use super::one_statement::{self, Row, StatementError, MAX_ROWS};
 use super::protocol::{backend_lost, classify_commit, decide, Clock};
-use super::{classify, OneStatement};
+use super::{classify, OneStatement, LOCK_TIMEOUT};
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
 use deadpool_postgres::{Object, Pool};
@@ -160,6 +160,26 @@ async fn many(client: &Object, jobs: Vec<Job>) {
                 let _ = job.reply.send(Err(error.clone()));
             }
         }
+        // A key of the statement is held by another transaction, and every
+        // row has waited `lock_timeout` for it already: each runs again on
+        // its own, waiting only a moment more, so the blocked row's 409
+        // comes after one `lock_timeout`, not two.
+        Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+            let shortened = client
+                .batch_execute(&format!("SET lock_timeout = '{RETRY_LOCK_TIMEOUT}'"))
+                .await
+                .is_ok();
+            for job in jobs {
+                alone(client, job).await;
+            }
+            if shortened {
+                // If this fails the connection is broken, and the pool
+                // drops it.
+                let _ = client
+                    .batch_execute(&format!("SET lock_timeout = '{LOCK_TIMEOUT}'"))
+                    .await;
+            }
+        }
         // Nothing was committed: each runs again on its own.
         Err(_) => {
             for job in jobs {
@@ -168,6 +188,10 @@ async fn many(client: &Object, jobs: Vec<Job>) {
         }
     }
 }
+
+/// How long a row of a statement that gave up waiting for a lock waits
+/// again when it runs on its own.
+const RETRY_LOCK_TIMEOUT: &str = "100ms";
 
 /// One request in a statement of its own.
 async fn alone(client: &Object, job: Job) {

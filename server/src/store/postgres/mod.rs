@@ -59,7 +59,7 @@ use tokio_postgres::NoTls;
 const POOL_SIZE: usize = 32;
 /// How long a request waits for another transaction holding its key (or
 /// a stock row) before answering 409 / 503.
-const LOCK_TIMEOUT: &str = "5s";
+pub(super) const LOCK_TIMEOUT: &str = "5s";
 
 /// An operation's business change in PostgreSQL, inside the transaction
 /// that also records its key (or, for a later phase, advances its record).
