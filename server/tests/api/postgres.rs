@@ -149,3 +149,85 @@ fn caller_hash(token: &str) -> Vec<u8> {
     use sha2::{Digest, Sha256};
     Sha256::digest(token.as_bytes()).to_vec()
 }
+
+/// A backend killed while its COMMIT waits for a synchronous standby has
+/// committed locally: the reservation's answer is "outcome unknown, retry
+/// with the same key", never "nothing was done", and the retry replays the
+/// reservation that was committed. The backend sends 57P01 (terminating
+/// connection due to administrator command) as it goes; tokio-postgres
+/// reports that either as the error of the COMMIT or as a closed connection
+/// (here, so far, always the latter), and both are outcome unknown. On a
+/// cluster of its own (its standby is a name that never connects, so every
+/// COMMIT waits), where PostgreSQL is installed (`TEST_POSTGRES_URL` set).
+#[tokio::test]
+async fn a_commit_killed_while_it_waits_for_a_synchronous_standby_is_outcome_unknown() {
+    if std::env::var_os("TEST_POSTGRES_URL").is_none() {
+        return;
+    }
+    let cluster = testkit::Postgres::start().unwrap();
+    let database = testkit::Database::postgres_on(&cluster.url())
+        .await
+        .unwrap();
+    let app = TestApp::start(
+        testkit::Server::builder()
+            .durability_full()
+            .database(database),
+    )
+    .await;
+    let (admin, connection) = tokio_postgres::connect(&cluster.url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    for sql in [
+        "ALTER SYSTEM SET synchronous_standby_names = 'absent_standby'",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.batch_execute(sql).await.unwrap();
+    }
+    // The checkpointer takes the new setting in on its own time.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // A reservation commits with COMMIT (a charge without a provider is
+    // a statement that commits on its own).
+    let key = new_key();
+    let reservation = serde_json::json!({"item_id": "sku-poster", "quantity": 1});
+    let paying = app.post("/reservations", &key, &reservation);
+    let killing = async {
+        for _ in 0..200 {
+            let killed = admin
+                .query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                     WHERE wait_event = 'SyncRep'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            if !killed.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no COMMIT waited for the standby");
+    };
+    let (answer, ()) = tokio::join!(paying, killing);
+    for sql in [
+        "ALTER SYSTEM RESET synchronous_standby_names",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.batch_execute(sql).await.unwrap();
+    }
+    assert!(answer.headers().contains_key("retry-after"), "Retry-After");
+    let problem = assert_problem(answer, 503, "unavailable").await;
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(!detail.contains("nothing was done"), "{detail}");
+    assert!(detail.contains("may or may not have been done"), "{detail}");
+
+    let retry = app.post("/reservations", &key, &reservation).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(
+        retry.headers()["idempotent-replayed"],
+        "true",
+        "it had committed"
+    );
+    assert_eq!(app.count("reservations").await, 1);
+}
