@@ -21,8 +21,6 @@ use std::time::Duration;
 
 /// Receipts claimed at once.
 const BATCH: u32 = 20;
-/// How long a claimed receipt is the relay's before another may send it.
-const CLAIM: Duration = Duration::from_secs(60);
 /// How often the relay looks at the outbox when it is idle.
 const POLL: Duration = Duration::from_millis(500);
 /// Backoff between sends of one receipt: from a second up to ten minutes.
@@ -35,8 +33,19 @@ const BACKOFF: Policy = Policy {
 /// Who receipts come from.
 const FROM: &str = "Once Shop <receipts@exactly-once.invalid>";
 
+/// What the relay is told.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The SMTP server (`--smtp-url`).
+    pub smtp: SmtpUrl,
+    /// How long a claimed receipt is the relay's before another may send
+    /// it (`--receipt-claim`).
+    pub claim: Duration,
+}
+
 /// Relays receipts until the process stops.
-pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, smtp: SmtpUrl) {
+pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, settings: Settings) {
+    let Settings { smtp, claim } = settings;
     let mailer = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host)
         .port(smtp.port)
         .timeout(Some(Duration::from_secs(10)))
@@ -47,7 +56,7 @@ pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, smtp: SmtpUrl) {
             Ok(waiting) => metrics.outbox_waiting(waiting),
             Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
-        let due = match store.due_receipts(BATCH, CLAIM).await {
+        let due = match store.due_receipts(BATCH, claim).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the outbox; trying again");
