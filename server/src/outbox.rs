@@ -2,12 +2,20 @@
 //! SMTP server, each with its stable `Message-ID`, and marks each sent once
 //! the server has accepted it. A failed send is tried again later, with
 //! exponential backoff and full jitter (the project's retry policy). A
-//! receipt is claimed for a while before it is sent, so that two relays
-//! (two instances on one PostgreSQL database) do not send it at once.
+//! receipt is claimed for a while (`--receipt-claim`) before it is sent, so
+//! that two relays (two instances on one database) do not send it at once.
 //!
-//! Delivery is at least once: the only way to a second copy is a crash
-//! between the SMTP server's acceptance and the mark, and that copy has the
-//! same `Message-ID`.
+//! A claim is kept, not just taken: the relay starts a send only in the
+//! first half of its claim, and gives up a send that takes more than a
+//! quarter of it, so every send it makes has ended, and been marked, before
+//! the claim runs out and another relay may take the receipt. A mark names
+//! its claim, and one whose claim ran out anyway (the database was slow to
+//! take it) writes nothing.
+//!
+//! Delivery is at least once: the only ways to a second copy are a crash
+//! between the SMTP server's acceptance and the mark, and a server that
+//! accepts a message after the relay gave up waiting for its answer; that
+//! copy has the same `Message-ID`.
 
 use crate::config::SmtpUrl;
 use crate::metrics::Metrics;
@@ -17,7 +25,7 @@ use lettre::message::header::ContentType;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use retry_policy::Policy;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Receipts claimed at once.
 const BATCH: u32 = 20;
@@ -56,6 +64,7 @@ pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, settings: Setting
             Ok(waiting) => metrics.outbox_waiting(waiting),
             Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
+        let window = Window::new(Instant::now(), claim);
         let due = match store.due_receipts(BATCH, claim).await {
             Ok(due) => due,
             Err(e) => {
@@ -68,8 +77,36 @@ pub async fn run(store: Arc<dyn Store>, metrics: Arc<Metrics>, settings: Setting
             continue;
         }
         for item in due {
-            send(&*store, &metrics, &mailer, item).await;
+            let Some(limit) = window.send_limit(Instant::now()) else {
+                // The rest waits for the claim to run out.
+                tracing::debug!("the claim is half gone; leaving the rest of the batch");
+                break;
+            };
+            send(&*store, &metrics, &mailer, item, limit).await;
         }
+    }
+}
+
+/// The time a claim leaves for sending: sends start in its first half,
+/// and each may take a quarter, so the last one ends a quarter before the
+/// claim does, which leaves that quarter for its mark.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    claimed_at: Instant,
+    claim: Duration,
+}
+
+impl Window {
+    /// A claim for `claim` asked for at `claimed_at` (before the database
+    /// wrote its deadline, so the window ends no later than the claim).
+    fn new(claimed_at: Instant, claim: Duration) -> Self {
+        Self { claimed_at, claim }
+    }
+
+    /// How long a send that starts at `now` may take; `None` once sends
+    /// may no longer start.
+    fn send_limit(&self, now: Instant) -> Option<Duration> {
+        (now.saturating_duration_since(self.claimed_at) < self.claim / 2).then_some(self.claim / 4)
     }
 }
 
@@ -78,32 +115,41 @@ async fn send(
     metrics: &Metrics,
     mailer: &AsyncSmtpTransport<Tokio1Executor>,
     item: OutboxItem,
+    limit: Duration,
 ) {
     let result = match message(&item.receipt) {
-        Ok(message) => mailer
-            .send(message)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
+        Ok(message) => match tokio::time::timeout(limit, mailer.send(message)).await {
+            Ok(sent) => sent.map(|_| ()).map_err(|e| e.to_string()),
+            Err(_) => Err(format!("the SMTP server took longer than {limit:?}")),
+        },
         Err(e) => Err(e),
     };
     let settled = match result {
         Ok(()) => {
             metrics.receipt_sent();
             tracing::info!(message_id = %item.receipt.message_id, "receipt sent");
-            store.receipt_sent(item.id).await
+            store.receipt_sent(&item).await
         }
         Err(error) => {
             let retry = BACKOFF.backoff_ms(item.attempts, rand::random());
             let retry_in = Duration::from_secs_f64(retry.max(BACKOFF.base_ms) / 1000.0);
             tracing::warn!(message_id = %item.receipt.message_id, %error, ?retry_in, "receipt not sent; trying again later");
-            store.receipt_failed(item.id, retry_in, &error).await
+            store.receipt_failed(&item, retry_in, &error).await
         }
     };
-    if let Err(e) = settled {
+    match settled {
+        Ok(true) => {}
+        // The claim ran out before the mark: another relay has the receipt
+        // and sends it again, with the same Message-ID.
+        Ok(false) => tracing::warn!(
+            message_id = %item.receipt.message_id,
+            "the claim ran out before the receipt was marked"
+        ),
         // Sent and not marked: the claim runs out and it is sent again,
         // with the same Message-ID.
-        tracing::warn!(error = %e, message_id = %item.receipt.message_id, "cannot mark the receipt");
+        Err(e) => {
+            tracing::warn!(error = %e, message_id = %item.receipt.message_id, "cannot mark the receipt")
+        }
     }
 }
 
@@ -120,4 +166,20 @@ fn message(receipt: &Receipt) -> Result<Message, String> {
         .header(ContentType::TEXT_PLAIN)
         .body(receipt.body.clone())
         .map_err(|e| format!("cannot build the message: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_start_in_the_first_half_of_a_claim_and_take_a_quarter_at_most() {
+        let at = Instant::now();
+        let window = Window::new(at, Duration::from_secs(60));
+        let limit = Some(Duration::from_secs(15));
+        assert_eq!(window.send_limit(at), limit);
+        assert_eq!(window.send_limit(at + Duration::from_millis(29_999)), limit);
+        assert_eq!(window.send_limit(at + Duration::from_secs(30)), None);
+        assert_eq!(window.send_limit(at + Duration::from_secs(90)), None);
+    }
 }

@@ -6,7 +6,7 @@
 use crate::helpers::{Checkout, Reply, TestApp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use testkit::{new_key, Email, MailDev, Server};
+use testkit::{new_key, Database, Email, MailDev, Proxy, Server};
 
 /// How long a receipt may take to arrive.
 const DELIVERY: Duration = Duration::from_secs(20);
@@ -177,4 +177,83 @@ async fn a_receipt_waits_for_an_smtp_server_that_is_down_and_is_sent_once() {
     metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
     assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 1.0);
     assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
+}
+
+/// Two instances on one database (two processes on one SQLite file, or
+/// one PostgreSQL database), each with its relay, and an SMTP server that
+/// takes 100 ms over every reply (a proxy before MailDev): a relay's 4 s
+/// claim on the receipts runs out before it could send them all, and the
+/// other relay claims what is left. A relay whose claim ran out sends no
+/// more, and every receipt arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_relays_behind_a_slow_smtp_server_send_each_receipt_once() {
+    const RECEIPTS: usize = 12;
+    const CLAIM: Duration = Duration::from_secs(4);
+    let maildev = MailDev::start().await.unwrap();
+    let slow = Proxy::start(maildev.smtp_addr()).unwrap();
+    slow.delay_replies(Duration::from_millis(100));
+    let database = Database::fresh().await.unwrap();
+    let relay = Server::builder()
+        .database(database)
+        .flag("--smtp-url")
+        .flag(format!("smtp://{}", slow.addr()))
+        .flag("--receipt-claim")
+        .flag(format!("{}s", CLAIM.as_secs()));
+    let instances = [
+        relay.clone().start().await.unwrap(),
+        relay.start().await.unwrap(),
+    ];
+    let caller = instances[0].caller();
+    let mut ids = Vec::new();
+    for i in 0..RECEIPTS {
+        let email = format!("shopper{i}@shop.example");
+        let paid = caller
+            .post_keyed("/charges", &new_key(), &with_receipt(100, &email))
+            .await
+            .unwrap();
+        assert_eq!(paid.status(), 201);
+        ids.push(message_id(&paid.json().await.unwrap()));
+    }
+
+    maildev
+        .wait_for(Duration::from_secs(40), "every receipt", |emails| {
+            ids.iter().all(|id| !copies(emails, id).is_empty())
+        })
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while instances[0]
+        .metrics()
+        .await
+        .unwrap()
+        .counter("outbox_waiting", &[])
+        .unwrap()
+        != 0.0
+    {
+        assert!(Instant::now() < deadline, "receipts left unmarked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Whatever a relay still held is sent by the time its claim ends.
+    tokio::time::sleep(CLAIM).await;
+    let emails = maildev.emails().await.unwrap();
+    let twice: Vec<_> = ids
+        .iter()
+        .map(|id| (id, copies(&emails, id).len()))
+        .filter(|(_, n)| *n != 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "receipts not sent exactly once: {twice:?}"
+    );
+    assert_eq!(emails.len(), RECEIPTS);
+    let mut sent = 0.0;
+    for instance in &instances {
+        sent += instance
+            .metrics()
+            .await
+            .unwrap()
+            .counter("receipts_sent_total", &[])
+            .unwrap();
+    }
+    assert_eq!(sent, RECEIPTS as f64, "acceptances counted");
 }
