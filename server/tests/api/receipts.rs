@@ -257,3 +257,40 @@ async fn two_relays_behind_a_slow_smtp_server_send_each_receipt_once() {
     }
     assert_eq!(sent, RECEIPTS as f64, "acceptances counted");
 }
+
+/// An SMTP server that takes the connection and never answers: the relay
+/// gives the send up within its claim (`--receipt-claim 2s`), and sends
+/// the receipt once over a new connection when the server answers again.
+#[tokio::test]
+async fn a_receipt_to_an_smtp_server_that_never_answers_is_sent_once_it_does() {
+    let maildev = MailDev::start().await.unwrap();
+    let silent = Proxy::start(maildev.smtp_addr()).unwrap();
+    silent.blackhole(true);
+    let app = TestApp::start(
+        Server::builder()
+            .flag("--smtp-url")
+            .flag(format!("smtp://{}", silent.addr()))
+            .flags(["--receipt-claim", "2s"]),
+    )
+    .await;
+    let paid = Reply::read(
+        app.post(
+            "/charges",
+            &new_key(),
+            &with_receipt(700, "eve@shop.example"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(paid.status, 201);
+    let id = message_id(&paid.json());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(app.counter("outbox_waiting", &[]).await, 1.0);
+    assert!(maildev.emails().await.unwrap().is_empty());
+
+    silent.blackhole(false);
+    let emails = received(&maildev, &id).await;
+    assert_eq!(emails[0].to, vec!["eve@shop.example"]);
+    metric_reaches(&app, "outbox_waiting", 0.0).await;
+    assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
+}
