@@ -96,7 +96,8 @@ pub struct Config {
     pub psp_timeout: Duration,
 
     /// Beyond the contract: how long the receipts a relay claims are its
-    /// own before another relay may send them (at least 1s).
+    /// own before another relay may send them (at least 1s); it sends in
+    /// the first half of a claim and gives a send up after a quarter.
     #[arg(long, env = "RECEIPT_CLAIM", default_value = "60s", value_name = "DUR", value_parser = receipt_claim)]
     pub receipt_claim: Duration,
 }
