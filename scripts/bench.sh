@@ -10,6 +10,10 @@
 #   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
 #       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
 #       starts a throwaway cluster)
+#   RECEIPTS=0 scripts/bench.sh
+#       without the receipts cases at the end (scripts/bench-receipts.sh:
+#       receipts/s against MailDev's own intake, and the provider case's
+#       outbox backlog; RECEIPT_MESSAGES sets their size)
 # Nothing else may run on the machine meanwhile: the figures are CPU-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -129,4 +133,8 @@ if [ "${SWEEP:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
   curl -s "http://$addr/metrics" | grep '^idempotency_records_expired_total' || true
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
+fi
+
+if [ "${RECEIPTS:-1}" = 1 ]; then
+  BIN="$BIN" DURATION="$DURATION" DURABILITY="$DURABILITY" scripts/bench-receipts.sh
 fi

@@ -94,6 +94,12 @@ pub struct Config {
     /// How long one provider call may take before it counts as failed.
     #[arg(long, env = "PSP_TIMEOUT", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
     pub psp_timeout: Duration,
+
+    /// Beyond the contract: how long the receipts a relay claims are its
+    /// own before another relay may send them (at least 1s); it sends in
+    /// the first half of a claim and gives a send up after a quarter.
+    #[arg(long, env = "RECEIPT_CLAIM", default_value = "60s", value_name = "DUR", value_parser = receipt_claim)]
+    pub receipt_claim: Duration,
 }
 
 /// When an answer may leave.
@@ -183,6 +189,14 @@ fn positive_duration(raw: &str) -> Result<Duration, String> {
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{e} (examples: 2s, 15m, 24h, 7d)")),
     }
+}
+
+fn receipt_claim(raw: &str) -> Result<Duration, String> {
+    let claim = positive_duration(raw)?;
+    if claim < Duration::from_secs(1) {
+        return Err("must be at least 1s".into());
+    }
+    Ok(claim)
 }
 
 fn parse_origin(raw: &str) -> Result<HeaderValue, String> {

@@ -1,7 +1,7 @@
 //! Builds the application from its configuration: the store, the router,
 //! the bound listener. Tests and the binary start it the same way.
 
-use crate::config::{Config, DatabaseUrl, SmtpUrl};
+use crate::config::{Config, DatabaseUrl};
 use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
 use crate::metrics::{self, Metrics};
 use crate::observe::ObserveLayer;
@@ -47,7 +47,7 @@ pub struct Application {
     state: AppState,
     sweep_interval: Duration,
     complete_interval: Duration,
-    smtp: Option<SmtpUrl>,
+    relay: Option<outbox::Settings>,
 }
 
 impl Application {
@@ -103,7 +103,10 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
-            smtp: config.smtp_url,
+            relay: config.smtp_url.map(|smtp| outbox::Settings {
+                smtp,
+                claim: config.receipt_claim,
+            }),
         })
     }
 
@@ -126,11 +129,11 @@ impl Application {
             )),
             tokio::spawn(completer::run(self.state.clone(), self.complete_interval)),
         ];
-        if let Some(smtp) = self.smtp {
+        if let Some(relay) = self.relay {
             background.push(tokio::spawn(outbox::run(
                 self.state.store.clone(),
                 self.state.metrics.clone(),
-                smtp,
+                relay,
             )));
         }
         serve::serve(self.listener, self.router, shutdown).await;

@@ -101,6 +101,11 @@ impl MailDev {
         format!("smtp://127.0.0.1:{}", self.smtp_port)
     }
 
+    /// Where its SMTP server listens (for a [`Proxy`](crate::Proxy) before it).
+    pub fn smtp_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.smtp_port))
+    }
+
     /// The web inbox, `http://127.0.0.1:PORT/`.
     pub fn web_url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.web_port)

@@ -4,16 +4,19 @@
 //! [`Proxy::refuse`] resets new connections as soon as they arrive, and
 //! [`Proxy::blackhole`] accepts them and never answers (a connection
 //! attempt that only a timeout ends). A connection whose upstream cannot
-//! be reached (the database is down) is reset too.
+//! be reached (the database is down) is reset too. [`Proxy::delay_replies`]
+//! makes the upstream slow instead: what it sends is passed on late (an
+//! SMTP server that takes its time over every reply).
 //!
 //! It runs on a runtime of its own, so it keeps relaying whatever the
 //! test's runtime is doing, and it stops (closing everything) on drop.
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -40,6 +43,9 @@ struct Shared {
     cuts: watch::Sender<u64>,
     /// Connections relaying right now.
     open: AtomicUsize,
+    /// How long each read from the upstream is held before it is passed
+    /// on, in microseconds (0: not at all).
+    reply_delay_us: AtomicU64,
 }
 
 impl Proxy {
@@ -59,6 +65,7 @@ impl Proxy {
             mode: AtomicU8::new(FORWARD),
             cuts: watch::channel(0).0,
             open: AtomicUsize::new(0),
+            reply_delay_us: AtomicU64::new(0),
         });
         let accepting = shared.clone();
         runtime.spawn(async move {
@@ -101,6 +108,16 @@ impl Proxy {
         self.set_mode(if blackhole { BLACKHOLE } else { FORWARD });
     }
 
+    /// From now on, whatever the upstream sends waits `delay` before it is
+    /// passed on, read by read (zero: not at all). A server that answers in
+    /// turns, as SMTP does, then takes `delay` longer over every reply; what
+    /// the client sends goes through at once. Applies to the connections
+    /// opened after the call.
+    pub fn delay_replies(&self, delay: Duration) {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.reply_delay_us.store(us, Ordering::SeqCst);
+    }
+
     /// Connections relaying right now.
     pub fn open(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
@@ -138,14 +155,52 @@ async fn relay(mut client: TcpStream, shared: Arc<Shared>) {
             _ => return reset(&client),
         };
     shared.open.fetch_add(1, Ordering::SeqCst);
+    let delay = Duration::from_micros(shared.reply_delay_us.load(Ordering::SeqCst));
     tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
+        _ = forward(&mut client, &mut upstream, delay) => {}
         _ = cuts.changed() => {
             reset(&client);
             reset(&upstream);
         }
     }
     shared.open.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Relays both ways until both ends have closed; the upstream's bytes
+/// `delay` late.
+async fn forward(client: &mut TcpStream, upstream: &mut TcpStream, delay: Duration) {
+    if delay.is_zero() {
+        let _ = tokio::io::copy_bidirectional(client, upstream).await;
+        return;
+    }
+    let (mut client_read, mut client_write) = client.split();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    let requests = async {
+        let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+        let _ = upstream_write.shutdown().await;
+    };
+    let replies = async {
+        let _ = delayed_copy(&mut upstream_read, &mut client_write, delay).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(requests, replies);
+}
+
+/// Copies `from` to `to` until the end, holding each read for `delay`.
+async fn delayed_copy(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    delay: Duration,
+) -> std::io::Result<()> {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(delay).await;
+        to.write_all(&buf[..n]).await?;
+    }
 }
 
 /// Makes closing the socket send a reset instead of a graceful end.
@@ -156,7 +211,6 @@ fn reset(stream: &TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// An echo server; its address.
     async fn echo() -> SocketAddr {
@@ -219,6 +273,21 @@ mod tests {
         proxy.blackhole(false);
         let mut relayed = TcpStream::connect(proxy.addr()).await.unwrap();
         assert_eq!(round_trip(&mut relayed).await.unwrap().unwrap(), b"ping");
+    }
+
+    #[tokio::test]
+    async fn delayed_replies_come_late_and_whole() {
+        let proxy = Proxy::start(echo().await).unwrap();
+        proxy.delay_replies(Duration::from_millis(400));
+        let mut slow = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(round_trip(&mut slow).await.is_none(), "not delayed");
+        let mut buf = [0; 4];
+        let read = tokio::time::timeout(Duration::from_secs(5), slow.read_exact(&mut buf)).await;
+        read.expect("never came").unwrap();
+        assert_eq!(&buf, b"ping");
+        proxy.delay_replies(Duration::ZERO);
+        let mut fast = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert_eq!(round_trip(&mut fast).await.unwrap().unwrap(), b"ping");
     }
 
     #[tokio::test]

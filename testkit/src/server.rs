@@ -38,6 +38,7 @@ const SERVER_ENV: &[&str] = &[
     "OPERATION_LEASE",
     "COMPLETE_INTERVAL",
     "PSP_TIMEOUT",
+    "RECEIPT_CLAIM",
     "LOG_FORMAT",
 ];
 

@@ -17,6 +17,8 @@ use tokio::net::TcpStream;
 
 const TOKEN: &str = "Bearer bench-token-0123456789";
 const BODY: &str = r#"{"amount":1999,"currency":"usd","description":"cart 42"}"#;
+/// The same charge asking for a receipt (`--receipts`).
+const BODY_WITH_RECEIPT: &str = r#"{"amount":1999,"currency":"usd","description":"cart 42","receipt_email":"shopper@shop.example"}"#;
 
 #[derive(Parser)]
 #[command(about = "Drives the server with keyed requests and prints requests/s, p50 and p99")]
@@ -40,6 +42,10 @@ struct Args {
     /// migrated by a server run).
     #[arg(long)]
     database: Option<std::path::PathBuf>,
+    /// Every charge asks for a receipt (`receipt_email`): the outbox's
+    /// backlog for `receipts drain`.
+    #[arg(long)]
+    receipts: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -88,11 +94,16 @@ async fn main() {
     let storm_key = format!("storm-{run_id}");
     if args.scenario == Scenario::Replay {
         let mut conn = connect(&args.addr).await;
-        let status = send(&mut conn, &args.addr, args.scenario, "replay-key")
+        let status = send(&mut conn, &args.addr, args.scenario, "replay-key", BODY)
             .await
             .expect("priming request");
         assert!(status < 300, "priming request answered {status}");
     }
+    let body = if args.receipts {
+        BODY_WITH_RECEIPT
+    } else {
+        BODY
+    };
     let remaining = Arc::new(AtomicUsize::new(args.requests));
     let started = Instant::now();
     let deadline = started + args.duration;
@@ -128,7 +139,7 @@ async fn main() {
                     _ => uuid::Uuid::new_v4().to_string(),
                 };
                 let t = Instant::now();
-                match send(&mut conn, &addr, scenario, &key).await {
+                match send(&mut conn, &addr, scenario, &key, body).await {
                     Ok(status) => {
                         sample.latencies.push(t.elapsed());
                         if !(200..300).contains(&status) {
@@ -191,6 +202,7 @@ async fn send(
     addr: &str,
     scenario: Scenario,
     key: &str,
+    body: &'static str,
 ) -> Result<u16, hyper::Error> {
     let request = match scenario {
         Scenario::Read => Request::get("/inventory/sku-tee")
@@ -201,7 +213,7 @@ async fn send(
             .header("authorization", TOKEN)
             .header("content-type", "application/json")
             .header("idempotency-key", key)
-            .body(Full::new(Bytes::from_static(BODY.as_bytes()))),
+            .body(Full::new(Bytes::from_static(body.as_bytes()))),
     }
     .expect("a valid request");
     conn.ready().await?;

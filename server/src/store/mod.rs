@@ -117,9 +117,18 @@ pub struct OutboxItem {
     pub id: i64,
     /// How many sends failed before.
     pub attempts: u32,
+    /// Which claim of the row this is: only its holder may mark it.
+    pub claim: ClaimToken,
     /// The message.
     pub receipt: Receipt,
 }
+
+/// Names one claim of an outbox row: the deadline the claim wrote, as the
+/// database keeps it (Unix ms on SQLite, microseconds on PostgreSQL). A row
+/// is claimed again only once its deadline has passed, and then until a
+/// later one, so a holder whose claim ran out never matches the row again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimToken(pub i64);
 
 /// Whether an execution commits or, on purpose, rolls back (chaos).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,11 +369,19 @@ pub trait Store: Send + Sync + 'static {
     /// that no other relay sends it meanwhile.
     async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>>;
 
-    /// The SMTP server accepted the receipt: it is never sent again.
-    async fn receipt_sent(&self, id: i64) -> Result<()>;
+    /// The SMTP server accepted the receipt: it is never sent again. False
+    /// when the item's claim is no longer the row's (it ran out and another
+    /// relay claimed the receipt): nothing was written.
+    async fn receipt_sent(&self, item: &OutboxItem) -> Result<bool>;
 
-    /// Sending failed: try again in `retry_in`.
-    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()>;
+    /// Sending failed: try again in `retry_in`. False, and nothing written,
+    /// when the item's claim is no longer the row's.
+    async fn receipt_failed(
+        &self,
+        item: &OutboxItem,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<bool>;
 
     /// How many receipts wait to be sent.
     async fn receipts_waiting(&self) -> Result<u64>;

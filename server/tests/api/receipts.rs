@@ -6,7 +6,7 @@
 use crate::helpers::{Checkout, Reply, TestApp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use testkit::{new_key, Email, MailDev, Server};
+use testkit::{new_key, Database, Email, MailDev, Proxy, Server};
 
 /// How long a receipt may take to arrive.
 const DELIVERY: Duration = Duration::from_secs(20);
@@ -176,5 +176,121 @@ async fn a_receipt_waits_for_an_smtp_server_that_is_down_and_is_sent_once() {
     assert_eq!(emails[0].to, vec!["dee@shop.example"]);
     metric_reaches(&shop.app, "outbox_waiting", 0.0).await;
     assert_eq!(shop.app.counter("receipts_sent_total", &[]).await, 1.0);
+    assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
+}
+
+/// Two instances on one database (two processes on one SQLite file, or
+/// one PostgreSQL database), each with its relay, and an SMTP server that
+/// takes 100 ms over every reply (a proxy before MailDev): a relay's 4 s
+/// claim on the receipts runs out before it could send them all, and the
+/// other relay claims what is left. A relay whose claim ran out sends no
+/// more, and every receipt arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_relays_behind_a_slow_smtp_server_send_each_receipt_once() {
+    const RECEIPTS: usize = 12;
+    const CLAIM: Duration = Duration::from_secs(4);
+    let maildev = MailDev::start().await.unwrap();
+    let slow = Proxy::start(maildev.smtp_addr()).unwrap();
+    slow.delay_replies(Duration::from_millis(100));
+    let database = Database::fresh().await.unwrap();
+    let relay = Server::builder()
+        .database(database)
+        .flag("--smtp-url")
+        .flag(format!("smtp://{}", slow.addr()))
+        .flag("--receipt-claim")
+        .flag(format!("{}s", CLAIM.as_secs()));
+    let instances = [
+        relay.clone().start().await.unwrap(),
+        relay.start().await.unwrap(),
+    ];
+    let caller = instances[0].caller();
+    let mut ids = Vec::new();
+    for i in 0..RECEIPTS {
+        let email = format!("shopper{i}@shop.example");
+        let paid = caller
+            .post_keyed("/charges", &new_key(), &with_receipt(100, &email))
+            .await
+            .unwrap();
+        assert_eq!(paid.status(), 201);
+        ids.push(message_id(&paid.json().await.unwrap()));
+    }
+
+    maildev
+        .wait_for(Duration::from_secs(40), "every receipt", |emails| {
+            ids.iter().all(|id| !copies(emails, id).is_empty())
+        })
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while instances[0]
+        .metrics()
+        .await
+        .unwrap()
+        .counter("outbox_waiting", &[])
+        .unwrap()
+        != 0.0
+    {
+        assert!(Instant::now() < deadline, "receipts left unmarked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Whatever a relay still held is sent by the time its claim ends.
+    tokio::time::sleep(CLAIM).await;
+    let emails = maildev.emails().await.unwrap();
+    let twice: Vec<_> = ids
+        .iter()
+        .map(|id| (id, copies(&emails, id).len()))
+        .filter(|(_, n)| *n != 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "receipts not sent exactly once: {twice:?}"
+    );
+    assert_eq!(emails.len(), RECEIPTS);
+    let mut sent = 0.0;
+    for instance in &instances {
+        sent += instance
+            .metrics()
+            .await
+            .unwrap()
+            .counter("receipts_sent_total", &[])
+            .unwrap();
+    }
+    assert_eq!(sent, RECEIPTS as f64, "acceptances counted");
+}
+
+/// An SMTP server that takes the connection and never answers: the relay
+/// gives the send up within its claim (`--receipt-claim 2s`), and sends
+/// the receipt once over a new connection when the server answers again.
+#[tokio::test]
+async fn a_receipt_to_an_smtp_server_that_never_answers_is_sent_once_it_does() {
+    let maildev = MailDev::start().await.unwrap();
+    let silent = Proxy::start(maildev.smtp_addr()).unwrap();
+    silent.blackhole(true);
+    let app = TestApp::start(
+        Server::builder()
+            .flag("--smtp-url")
+            .flag(format!("smtp://{}", silent.addr()))
+            .flags(["--receipt-claim", "2s"]),
+    )
+    .await;
+    let paid = Reply::read(
+        app.post(
+            "/charges",
+            &new_key(),
+            &with_receipt(700, "eve@shop.example"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(paid.status, 201);
+    let id = message_id(&paid.json());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(app.counter("outbox_waiting", &[]).await, 1.0);
+    assert!(maildev.emails().await.unwrap().is_empty());
+
+    silent.blackhole(false);
+    let emails = received(&maildev, &id).await;
+    assert_eq!(emails[0].to, vec!["eve@shop.example"]);
+    metric_reaches(&app, "outbox_waiting", 0.0).await;
     assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
 }

@@ -314,12 +314,17 @@ impl Store for PostgresStore {
         outbox::claim(&self.client().await?, limit, claim).await
     }
 
-    async fn receipt_sent(&self, id: i64) -> Result<()> {
-        outbox::settle(&self.client().await?, id, None).await
+    async fn receipt_sent(&self, item: &OutboxItem) -> Result<bool> {
+        outbox::settle(&self.client().await?, item, None).await
     }
 
-    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()> {
-        outbox::settle(&self.client().await?, id, Some((retry_in, error))).await
+    async fn receipt_failed(
+        &self,
+        item: &OutboxItem,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<bool> {
+        outbox::settle(&self.client().await?, item, Some((retry_in, error))).await
     }
 
     async fn receipts_waiting(&self) -> Result<u64> {

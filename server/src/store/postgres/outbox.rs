@@ -4,7 +4,7 @@
 
 use super::{cached, classify, exec};
 use crate::operation::receipt::Receipt;
-use crate::store::{OutboxItem, Result};
+use crate::store::{ClaimToken, OutboxItem, Result};
 use deadpool_postgres::{GenericClient, Transaction};
 use std::time::Duration;
 
@@ -25,8 +25,18 @@ pub(super) async fn enqueue(tx: &Transaction<'_>, receipt: &Receipt) -> Result<(
     Ok(())
 }
 
+/// The claim's deadline in microseconds, the claim's token: the same
+/// expression where a claim returns it and where a settle compares it.
+macro_rules! token {
+    () => {
+        "(extract(epoch FROM claimed_until) * 1000000)::int8"
+    };
+}
+
 /// Claims up to `limit` due receipts for `claim`; instances claiming at
-/// once skip each other's rows.
+/// once skip each other's rows. A row is claimed only once its last claim's
+/// deadline is past, and until `now()` plus `claim` (at least a second),
+/// so every claim of a row has a deadline of its own: its token.
 pub(super) async fn claim(
     client: &impl GenericClient,
     limit: u32,
@@ -36,13 +46,16 @@ pub(super) async fn claim(
         .query(
             &cached(
                 client,
-                "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
+                concat!(
+                    "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
                  WHERE id IN (SELECT id FROM outbox
                               WHERE sent_at IS NULL AND next_attempt_at <= now()
                                 AND (claimed_until IS NULL OR claimed_until <= now())
                               ORDER BY next_attempt_at LIMIT $1
                               FOR UPDATE SKIP LOCKED)
-                 RETURNING id, attempts, message_id, recipient, subject, body",
+                 RETURNING id, attempts, message_id, recipient, subject, body, ",
+                    token!()
+                ),
             )
             .await?,
             &[&i64::from(limit), &claim.as_secs_f64()],
@@ -54,6 +67,7 @@ pub(super) async fn claim(
         .map(|row| OutboxItem {
             id: row.get(0),
             attempts: row.get::<_, i32>(1).unsigned_abs(),
+            claim: ClaimToken(row.get(6)),
             receipt: Receipt {
                 message_id: row.get(2),
                 recipient: row.get(3),
@@ -65,33 +79,43 @@ pub(super) async fn claim(
 }
 
 /// Marks a receipt sent (`None`), or failed: to try again after the
-/// duration, with the error kept.
+/// duration, with the error kept; only while the item's claim is the row's.
+/// Whether it was.
 pub(super) async fn settle(
     client: &impl GenericClient,
-    id: i64,
+    item: &OutboxItem,
     failed: Option<(Duration, &str)>,
-) -> Result<()> {
-    match failed {
+) -> Result<bool> {
+    let changed = match failed {
         None => {
             exec(
                 client,
-                "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1",
-                &[&id],
+                concat!(
+                    "UPDATE outbox SET sent_at = now(), claimed_until = NULL
+                     WHERE id = $1 AND ",
+                    token!(),
+                    " = $2"
+                ),
+                &[&item.id, &item.claim.0],
             )
             .await?
         }
         Some((retry_in, error)) => {
             exec(
                 client,
-                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
-                        next_attempt_at = now() + $2 * interval '1 second'
-                 WHERE id = $1",
-                &[&id, &retry_in.as_secs_f64(), &error],
+                concat!(
+                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $4,
+                            next_attempt_at = now() + $3 * interval '1 second'
+                     WHERE id = $1 AND ",
+                token!(),
+                " = $2"
+            ),
+                &[&item.id, &item.claim.0, &retry_in.as_secs_f64(), &error],
             )
             .await?
         }
     };
-    Ok(())
+    Ok(changed == 1)
 }
 
 /// How many receipts wait to be sent.

@@ -27,8 +27,8 @@ use crate::idempotency::record::{Lease, Step};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    millis, now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, Execution, Finish, Finished,
-    FirstPhase, Operation, OutboxItem, RunContext, Store, StoreError,
+    millis, now_ms, stored_keys, Advanced, ChargePage, ChargeQuery, ClaimToken, Execution, Finish,
+    Finished, FirstPhase, Operation, OutboxItem, RunContext, Store, StoreError,
 };
 use async_trait::async_trait;
 use clock::DbClock;
@@ -228,7 +228,7 @@ impl Store for SqliteStore {
 
     async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
         let now = now_ms();
-        let until = now.saturating_add(millis(claim));
+        let until = now.saturating_add(millis(claim).max(1));
         let rows = self
             .write(Kind::Other, move |conn| {
                 outbox::claim_receipts(conn, now, until, limit)
@@ -239,24 +239,31 @@ impl Store for SqliteStore {
             .map(|(id, attempts, receipt)| OutboxItem {
                 id,
                 attempts,
+                claim: ClaimToken(until),
                 receipt,
             })
             .collect())
     }
 
-    async fn receipt_sent(&self, id: i64) -> Result<()> {
-        let now = now_ms();
+    async fn receipt_sent(&self, item: &OutboxItem) -> Result<bool> {
+        let (id, claim, now) = (item.id, item.claim, now_ms());
         self.write(Kind::Other, move |conn| {
-            outbox::settle_receipt(conn, id, Ok(now))
+            outbox::settle_receipt(conn, id, claim.0, Ok(now))
         })
         .await
     }
 
-    async fn receipt_failed(&self, id: i64, retry_in: Duration, error: &str) -> Result<()> {
+    async fn receipt_failed(
+        &self,
+        item: &OutboxItem,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<bool> {
+        let (id, claim) = (item.id, item.claim);
         let retry_at = now_ms().saturating_add(millis(retry_in));
         let error = error.to_owned();
         self.write(Kind::Other, move |conn| {
-            outbox::settle_receipt(conn, id, Err((retry_at, &error)))
+            outbox::settle_receipt(conn, id, claim.0, Err((retry_at, &error)))
         })
         .await
     }

@@ -21,7 +21,9 @@ pub(super) fn enqueue(conn: &Connection, receipt: &Receipt, now: i64) -> rusqlit
     Ok(())
 }
 
-/// Claims up to `limit` due receipts until `claimed_until`.
+/// Claims up to `limit` due receipts until `claimed_until`, which names
+/// the claim: a row is claimed only once its last claim's deadline is past
+/// (`<= now`), and `claimed_until` is later than `now`.
 pub(super) fn claim_receipts(
     conn: &Connection,
     now: i64,
@@ -51,23 +53,73 @@ pub(super) fn claim_receipts(
     .collect()
 }
 
-/// Marks a receipt sent, or failed (to try again at `retry_at`).
+/// Marks a receipt sent, or failed (to try again at `retry_at`), if the
+/// claim that ends at `claimed_until` is still the row's; whether it was.
 pub(super) fn settle_receipt(
     conn: &Connection,
     id: i64,
+    claimed_until: i64,
     outcome: Result<i64, (i64, &str)>,
-) -> rusqlite::Result<()> {
-    match outcome {
+) -> rusqlite::Result<bool> {
+    let changed = match outcome {
         Ok(sent_at) => conn
-            .prepare_cached("UPDATE outbox SET sent_at = ?2, claimed_until = NULL WHERE id = ?1")?
-            .execute(params![id, sent_at])?,
+            .prepare_cached(
+                "UPDATE outbox SET sent_at = ?3, claimed_until = NULL
+                 WHERE id = ?1 AND claimed_until = ?2",
+            )?
+            .execute(params![id, claimed_until, sent_at])?,
         Err((retry_at, error)) => conn
             .prepare_cached(
-                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?2,
-                                   claimed_until = NULL, last_error = ?3
-                 WHERE id = ?1",
+                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?3,
+                                   claimed_until = NULL, last_error = ?4
+                 WHERE id = ?1 AND claimed_until = ?2",
             )?
-            .execute(params![id, retry_at, error])?,
+            .execute(params![id, claimed_until, retry_at, error])?,
     };
-    Ok(())
+    Ok(changed == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox_with_one_receipt() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        serve::migrations::migrate(&mut conn, super::super::MIGRATIONS.0, 0, |_| {}).unwrap();
+        let receipt = Receipt {
+            message_id: "<receipt.ch_1@exactly-once>".into(),
+            recipient: "ada@shop.example".into(),
+            subject: "Your receipt".into(),
+            body: "Thanks".into(),
+        };
+        enqueue(&conn, &receipt, 0).unwrap();
+        conn
+    }
+
+    fn sent(conn: &Connection) -> bool {
+        conn.query_row("SELECT sent_at IS NOT NULL FROM outbox", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A relay whose claim ran out, and another relay claimed the receipt,
+    /// marks nothing; the new holder does.
+    #[test]
+    fn only_the_claim_that_holds_the_receipt_marks_it() {
+        let conn = outbox_with_one_receipt();
+        let first = claim_receipts(&conn, 10, 1_010, 20).unwrap();
+        assert_eq!(first.len(), 1);
+        assert!(
+            claim_receipts(&conn, 500, 1_500, 20).unwrap().is_empty(),
+            "still claimed"
+        );
+        let (id, ..) = first[0];
+        let second = claim_receipts(&conn, 1_010, 2_010, 20).unwrap();
+        assert_eq!(second.len(), 1, "the claim ran out");
+
+        assert!(!settle_receipt(&conn, id, 1_010, Err((5_000, "timed out"))).unwrap());
+        assert!(!settle_receipt(&conn, id, 1_010, Ok(1_200)).unwrap());
+        assert!(!sent(&conn));
+        assert!(settle_receipt(&conn, id, 2_010, Ok(1_300)).unwrap());
+        assert!(sent(&conn));
+    }
 }
