@@ -59,9 +59,13 @@ impl<T> Operation for T where T: sqlite::Run + postgres::Run + fmt::Debug + Send
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,
-    /// The transaction's time on the wall clock, Unix milliseconds (for
-    /// what people read; leases and expiries are the store's own clock).
+    /// The transaction's time on the wall clock, Unix milliseconds, for
+    /// what people read (a charge's `created`).
     pub now_ms: i64,
+    /// The transaction's time on the store's own clock, milliseconds, for
+    /// what is scheduled (a receipt due now); on PostgreSQL the SQL uses
+    /// `now()` and this is the wall clock.
+    pub store_ms: i64,
 }
 
 /// A finished record that is live, and for how long the database keeps it

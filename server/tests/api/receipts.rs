@@ -294,3 +294,46 @@ async fn a_receipt_to_an_smtp_server_that_never_answers_is_sent_once_it_does() {
     metric_reaches(&app, "outbox_waiting", 0.0).await;
     assert_eq!(maildev.emails().await.unwrap().len(), 1, "sent once");
 }
+
+/// A receipt whose send failed while the server's wall clock ran a day
+/// ahead (the SMTP server never answered) is tried again soon after the
+/// clock is set right, not a day later: the outbox's schedule and claims
+/// are on the database's clock, like leases (SQLite's own; on PostgreSQL,
+/// `now()`).
+#[tokio::test]
+async fn a_receipt_that_failed_while_the_clock_was_a_day_ahead_is_sent_once_it_is_set_right() {
+    let clock = testkit::SteppedClock::new().unwrap();
+    clock.set_wall(25 * 3_600_000).unwrap();
+    let maildev = MailDev::start().await.unwrap();
+    let silent = Proxy::start(maildev.smtp_addr()).unwrap();
+    silent.blackhole(true);
+    let mut builder = Server::builder()
+        .flag("--smtp-url")
+        .flag(format!("smtp://{}", silent.addr()))
+        .flags(["--receipt-claim", "2s"]);
+    for (name, value) in clock.env().unwrap() {
+        builder = builder.env(name, value);
+    }
+    let app = TestApp::start(builder).await;
+    let paid = Reply::read(
+        app.post(
+            "/charges",
+            &new_key(),
+            &with_receipt(800, "fay@shop.example"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(paid.status, 201);
+    let id = message_id(&paid.json());
+    // The first send is given up (a quarter of the claim) and marked failed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(maildev.emails().await.unwrap().is_empty());
+
+    clock.set_wall(0).unwrap();
+    silent.blackhole(false);
+    silent.cut();
+    let emails = received(&maildev, &id).await;
+    assert_eq!(emails[0].to, vec!["fay@shop.example"]);
+    assert_eq!(copies(&emails, &id).len(), 1, "sent once");
+}

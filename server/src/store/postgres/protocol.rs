@@ -83,6 +83,7 @@ pub(super) async fn execute(
     let context = RunContext {
         caller: &request.caller,
         now_ms,
+        store_ms: now_ms,
     };
     let step = operation.run_postgres(&tx, &context).await?;
     let execution = match step {
@@ -276,6 +277,7 @@ pub(super) async fn advance(
     let context = RunContext {
         caller: &lease.caller,
         now_ms,
+        store_ms: now_ms,
     };
     let advanced = match phase.run_postgres(&tx, &context).await? {
         Step::Finished(response) => {

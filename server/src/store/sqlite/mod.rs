@@ -227,7 +227,9 @@ impl Store for SqliteStore {
     }
 
     async fn due_receipts(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
-        let now = now_ms();
+        // The outbox's schedule and claims are on the database's clock, as
+        // leases are: a wall clock set back a day would hold a claim a day.
+        let now = self.clock.now();
         let until = now.saturating_add(millis(claim).max(1));
         let rows = self
             .write(Kind::Other, move |conn| {
@@ -260,7 +262,7 @@ impl Store for SqliteStore {
         error: &str,
     ) -> Result<bool> {
         let (id, claim) = (item.id, item.claim);
-        let retry_at = now_ms().saturating_add(millis(retry_in));
+        let retry_at = self.clock.now().saturating_add(millis(retry_in));
         let error = error.to_owned();
         self.write(Kind::Other, move |conn| {
             outbox::settle_receipt(conn, id, claim.0, Err((retry_at, &error)))

@@ -15,7 +15,7 @@ impl Run for RecordCharge {
     fn run_sqlite(&self, conn: &Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         insert_charge(conn, at, &self.charge)?;
         if let Some(receipt) = &self.receipt {
-            enqueue(conn, receipt, at.now_ms)?;
+            enqueue(conn, receipt, at.store_ms)?;
         }
         Ok(Step::Finished(self.response.clone()))
     }
@@ -51,7 +51,7 @@ impl Run for FinishCharge {
             )?;
         let (step, receipt) = charge::finished(&charge, &self.verdict, self.receipts);
         if let Some(receipt) = receipt {
-            enqueue(conn, &receipt, at.now_ms)?;
+            enqueue(conn, &receipt, at.store_ms)?;
         }
         Ok(step)
     }

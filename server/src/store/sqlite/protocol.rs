@@ -16,7 +16,7 @@ pub(super) struct Clock {
     /// every lease and expiry is measured on.
     pub(super) now: i64,
     /// The job's "now" on the wall clock (Unix ms), for what people read
-    /// (a charge's `created`) and the outbox's schedule.
+    /// (a charge's `created`).
     pub(super) wall: i64,
     /// How long a new record lives.
     pub(super) ttl: i64,
@@ -57,6 +57,7 @@ pub(super) fn execute(
     let context = RunContext {
         caller: &request.caller,
         now_ms: clock.wall,
+        store_ms: clock.now,
     };
     let step = operation.run_sqlite(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
@@ -211,6 +212,7 @@ pub(super) fn advance(
     let context = RunContext {
         caller: &lease.caller,
         now_ms: clock.wall,
+        store_ms: clock.now,
     };
     match phase.run_sqlite(conn, &context)? {
         Step::Finished(response) => {
