@@ -497,13 +497,23 @@ extern "C" {
     fn fetch_function(env: JsValue) -> Promise;
 }
 
-/// What a test's JavaScript gets: the class, the server, the portal, and
-/// its own prefix and token.
+#[wasm_bindgen(module = "/js/browser.js")]
+extern "C" {
+    /// What the package's entry does to the class at load: gives it
+    /// `fetch` (tested here on the class of this build).
+    #[wasm_bindgen(js_name = withFetch)]
+    fn with_fetch(class: &JsValue);
+}
+
+/// What a test's JavaScript gets: the class (with `fetch`, as the package
+/// exports it), the server, the portal, and its own prefix and token.
 fn env() -> JsValue {
     let setup = Setup::new();
     let instance: JsValue = setup.client(None).into();
+    let class = get(&instance, "constructor");
+    with_fetch(&class);
     object(&[
-        ("Client", get(&instance, "constructor")),
+        ("Client", class),
         ("server", server().into()),
         ("portal", portal().into()),
         ("prefix", setup.prefix.as_str().into()),

@@ -173,12 +173,19 @@ async fn a_long_retry_after_is_capped_by_max_retry_after_ms() {
 #[wasm_bindgen_test]
 async fn a_redirect_is_not_an_answer() {
     let setup = Setup::new();
-    let members = [("baseUrl", on_portal("/redirect")), ("maxAttempts", 3.into())];
+    let members = [
+        ("baseUrl", on_portal("/redirect")),
+        ("maxAttempts", 3.into()),
+    ];
     let options = setup.options_with(None, &members);
     let events = Events::install(&options);
     let client = client_of(options);
     let error = rejected(pay(&client, 100, "/redirect", JsValue::UNDEFINED)).await;
-    assert_eq!((error.kind.as_str(), error.attempts), ("exhausted", 1), "{error:?}");
+    assert_eq!(
+        (error.kind.as_str(), error.attempts),
+        ("exhausted", 1),
+        "{error:?}"
+    );
     assert_eq!(error.last_status, None, "{error:?}");
     assert!(error.message.contains("redirected"), "{error:?}");
     assert_eq!(events.len(), 1);
