@@ -330,33 +330,48 @@ export async function upgrades(env, fixture) {
   eq(client.pendingOperations(), [], "pending");
 }
 
-export async function small_holes(env) {
+export async function path_typo(env) {
   const s = setup(env);
   const client = s.make({});
   // A relative path typo: invalid, nothing stored or sent.
   const typo = await rejects(client.post("charges", charge(1), "typo"), "typo");
   eq([typo.kind, typo.attempts], ["invalid", 0], "a path without /");
   eq(localStorage.getItem(s.prefix + "typo"), null, "nothing stored for the typo");
+}
 
+export async function redirect_final(env) {
+  const s = setup(env);
   // A redirect is final, with a clear message, after one attempt.
   const portal = s.make({ baseUrl: env.portal + "/redirect", maxAttempts: 5 });
   const redirected = await rejects(portal.post("/charges", charge(1), "portal"), "redirect");
   eq([redirected.kind, redirected.attempts, redirected.lastStatus], ["exhausted", 1, null], "a redirect");
   check(/redirected/.test(redirected.message) && /not retried/.test(redirected.message), redirected.message);
+}
 
+export async function key_order(env) {
+  const s = setup(env);
+  const client = s.make({});
   // The same JSON in another key order is the same request, as on the server.
   const nowhere = s.make({ baseUrl: UNREACHABLE, maxAttempts: 1 });
   await leavePending(nowhere, "canon", { amount: 1100, currency: "usd" });
   const same = await client.post("/charges", { currency: "usd", amount: 1100 }, "canon");
   eq(same.status, 201, "the pending request, keys reordered");
+}
 
+export async function aborted_signal(env) {
+  const s = setup(env);
+  const client = s.make({});
   // An already aborted signal stores nothing.
   const aborted = new AbortController();
   aborted.abort();
   const early = await rejects(client.post("/charges", charge(1), "pre-aborted", { signal: aborted.signal }), "aborted");
   eq([early.kind, early.attempts], ["aborted", 0], "an aborted signal");
   eq(localStorage.getItem(s.prefix + "pre-aborted"), null, "nothing stored for an aborted signal");
+}
 
+export async function abort_listeners(env) {
+  const s = setup(env);
+  const client = s.make({});
   // The abort listener is removed once a call settles.
   const controller = new AbortController();
   const listeners = new Set();
@@ -373,7 +388,10 @@ export async function small_holes(env) {
   };
   for (let i = 0; i < 3; i++) await client.post("/charges", charge(1200 + i), "listener-" + i, { signal });
   eq(listeners.size, 0, "abort listeners left on a long-lived signal");
+}
 
+export async function headers_instances(env) {
+  const s = setup(env);
   // A Headers instance, as the client's headers and as a call's.
   const withHeaders = s.make({ headers: new Headers({ Authorization: s.bearer }) });
   eq((await withHeaders.post("/charges", charge(1300), "headers-instance")).status, 201, "a Headers instance");
@@ -489,7 +507,12 @@ extern "C" {
     fn expiry(env: JsValue) -> Promise;
     fn clock(env: JsValue) -> Promise;
     fn upgrades(env: JsValue, fixture: &str) -> Promise;
-    fn small_holes(env: JsValue) -> Promise;
+    fn path_typo(env: JsValue) -> Promise;
+    fn redirect_final(env: JsValue) -> Promise;
+    fn key_order(env: JsValue) -> Promise;
+    fn aborted_signal(env: JsValue) -> Promise;
+    fn abort_listeners(env: JsValue) -> Promise;
+    fn headers_instances(env: JsValue) -> Promise;
     fn lock_wait(env: JsValue) -> Promise;
     fn per_call_key(env: JsValue) -> Promise;
     fn credentials(env: JsValue) -> Promise;
@@ -592,13 +615,43 @@ async fn a_first_release_record_is_resumed_and_a_later_one_refused_alone() {
     passed(upgrades(env(), include_str!("fixtures/record-v1.json"))).await;
 }
 
-/// A relative path typo is `invalid` before sending; a redirect is final
-/// after one attempt with a clear message; a body is compared as
-/// canonical JSON; an aborted signal stores nothing; abort listeners are
-/// removed; a `Headers` instance is accepted.
+/// A relative path typo (`"charges"`) is `invalid` before anything is
+/// stored or sent.
 #[wasm_bindgen_test]
-async fn typos_redirects_key_order_aborts_and_headers_instances() {
-    passed(small_holes(env())).await;
+async fn a_path_neither_absolute_nor_from_the_root_is_invalid_before_sending() {
+    passed(path_typo(env())).await;
+}
+
+/// A redirect is final after one attempt, with a message saying why.
+#[wasm_bindgen_test]
+async fn a_redirect_is_final_with_a_clear_error() {
+    passed(redirect_final(env())).await;
+}
+
+/// A pending request's body is compared as canonical JSON, as the server
+/// compares it: the same JSON in another key order is the same request.
+#[wasm_bindgen_test]
+async fn the_same_json_in_another_key_order_is_the_same_request() {
+    passed(key_order(env())).await;
+}
+
+/// An already aborted signal rejects with nothing stored, not even a key.
+#[wasm_bindgen_test]
+async fn an_already_aborted_signal_stores_nothing() {
+    passed(aborted_signal(env())).await;
+}
+
+/// A call removes its abort listener once it settles: a long-lived signal
+/// does not collect one per call.
+#[wasm_bindgen_test]
+async fn the_abort_listener_is_removed_when_the_call_settles() {
+    passed(abort_listeners(env())).await;
+}
+
+/// A `Headers` instance is taken as headers, for the client and for a call.
+#[wasm_bindgen_test]
+async fn a_headers_instance_is_taken_as_headers() {
+    passed(headers_instances(env())).await;
 }
 
 /// The wait for the operation's Web Lock ends with the call's timeout.
