@@ -110,7 +110,7 @@ check vite_build_bundles_the_package_with_its_defaults vite_build
 mkdir -p "$tmp/www/plain"
 cp -r "$app/dist/." "$tmp/www/"
 cp -r "$package" "$tmp/www/plain/pkg"
-cp client-wasm/smoke/index.html "$tmp/www/plain/index.html"
+cp client-wasm/smoke/index.html client-wasm/smoke/smoke.js "$tmp/www/plain/"
 start_server "$tmp" "$tmp/www"
 start_chromedriver "$tmp"
 check the_vite_app_pays_in_headless_chromium \

@@ -84,6 +84,7 @@ done
 
 step "release build smoke test (headless Chromium, www/pkg)"
 cp client-wasm/smoke/index.html "$tmp/www/smoke.html"
+cp client-wasm/smoke/smoke.js "$tmp/www/smoke.js"
 start_chromedriver "$tmp"
 status=0
 node client-wasm/smoke/run.mjs "$driver_url" "$server_url/smoke.html" || status=$?
