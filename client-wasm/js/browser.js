@@ -195,6 +195,8 @@ export const call = (settings, options, operation) =>
       throw "signal must be an AbortSignal";
     }
     let onAbort;
+    const timeoutMs = number(options, "timeoutMs", 1, settings.timeoutMs);
+    const maxAttempts = attempts(options);
     const call = {
       signal,
       // A promise that rejects when the signal fires; every wait races it.
@@ -213,8 +215,11 @@ export const call = (settings, options, operation) =>
       // The client's headers: pairs, or a function called before each attempt.
       client: settings.headers,
       headers: headers(options),
-      timeoutMs: number(options, "timeoutMs", 1, settings.timeoutMs),
-      maxAttempts: attempts(options),
+      timeoutMs,
+      maxAttempts,
+      // How long the call may wait for its operation's Web Lock: as long as
+      // its own attempts could take (5: retry_policy::Policy::DEFAULT).
+      lockMs: timeoutMs * (maxAttempts ?? settings.maxAttempts ?? 5),
       key: visible(options, "key", 1, 255, undefined),
       baseUrl: settings.baseUrl,
       credentials: settings.credentials,
@@ -396,9 +401,10 @@ export function withFetch(Class) {
  * Runs `run` (which starts the call and returns its promise) under the Web
  * Lock `name` where the browser has `navigator.locks`, else at once. The
  * wait for the lock is bounded: an abort of the call's signal ends it (the
- * call then runs unlocked and sees its abort itself), and so does the
- * call's `timeoutMs` (a frozen background tab may hold the lock): the call
- * then rejects as "exhausted" with nothing sent. A request that is refused
+ * call then runs unlocked and sees its abort itself), and so does the time
+ * the call's own attempts could take, `timeoutMs` × `maxAttempts` (a frozen
+ * background tab may hold the lock): the call then rejects as "exhausted"
+ * with nothing sent. A request that is refused
  * (opaque origins) runs `run` unlocked. The call's abort listener is
  * removed once it settles.
  */
@@ -410,7 +416,7 @@ export function locked(name, call, run, operation) {
   const abort = () => stop.abort();
   signal?.addEventListener("abort", abort);
   let late;
-  const wait = timer(() => abort((late = true)), call.timeoutMs);
+  const wait = timer(() => abort((late = true)), call.lockMs);
   const granted = () => {
     clearTimeout(wait);
     signal?.removeEventListener("abort", abort);
@@ -423,7 +429,7 @@ export function locked(name, call, run, operation) {
         granted();
         if (ran) throw error;
         if (late && !call.aborted) {
-          throw fail("exhausted", `operation "${operation}": another call held its lock past timeoutMs; nothing was sent`, operation, null, 0, null);
+          throw fail("exhausted", `operation "${operation}": another call held its lock too long; nothing was sent`, operation, null, 0, null);
         }
         return go();
       },

@@ -6,8 +6,9 @@
 //!    held from reading the key to the final answer, so one operation is
 //!    never in flight twice at once, in one tab or several. The wait for
 //!    it is bounded: an abort of the caller's `signal` ends it, and so does
-//!    the call's `timeoutMs` (a frozen background tab can hold a lock for
-//!    ever), which rejects the call as `exhausted` with nothing sent.
+//!    the time the call's own attempts could take, `timeoutMs` ×
+//!    `maxAttempts` (a frozen background tab can hold a lock for ever),
+//!    which rejects the call as `exhausted` with nothing sent.
 //! 2. **Without it** (no `navigator.locks`: plain http on a host other than
 //!    localhost, older browsers; or a request that is refused: opaque
 //!    origins reject it with a `SecurityError`), the call runs unlocked,
