@@ -24,7 +24,7 @@ scripts/build-wasm.sh
 temp_env
 mkdir -p "$tmp/www"
 cp -r client-wasm/pkg "$tmp/www/pkg"
-cp client-wasm/smoke/init.html "$tmp/www/init.html"
+cp client-wasm/smoke/init.html client-wasm/smoke/init.js "$tmp/www/"
 SERVER_PROFILE=release start_server "$tmp" "$tmp/www"
 start_chromedriver "$tmp"
 

@@ -5,7 +5,7 @@
 # test, every story in each engine.
 #
 # Installs what is missing (wasm target and tools, chromium and
-# chromium-driver, firefox-esr and geckodriver, MailDev), builds the
+# chromium-driver, firefox-esr and geckodriver, MailDev, axe-core), builds the
 # browser client into www/pkg/, the debug server and the psp simulator,
 # then runs the stories one at a time, all of them in Chromium, then all of
 # them in Firefox: they time the page's 3 s client timeout and restart
@@ -26,6 +26,12 @@ say() { printf 'test-e2e: %s\n' "$*" >&2; }
 # chromedriver, firefox-esr, geckodriver.
 . scripts/wasm-tools.sh
 scripts/maildev.sh
+# axe-core, which the accessibility story runs in the browser.
+AXE_VERSION=4.14.1
+if [ "$(node -p "require('$ROOT/.tools/node_modules/axe-core/package.json').version" 2>/dev/null)" != "$AXE_VERSION" ]; then
+    say "installing axe-core@$AXE_VERSION from npm into .tools/"
+    npm install --prefix "$ROOT/.tools" --no-audit --no-fund --loglevel=error "axe-core@$AXE_VERSION" >&2
+fi
 
 say "building the browser client into www/pkg/"
 scripts/build-wasm.sh >/dev/null

@@ -6,10 +6,14 @@
 #   2. the tarball of `npm pack`: its files, its package.json, declarations
 #      without `any` (client-wasm/package/tests/manifest.mjs);
 #   3. types: the Vite app's strict TypeScript consumer
-#      (client-wasm/package/tests/app/main.ts) and the TypeScript quick
-#      starts of docs/CLIENT.md and of the package's README, as written,
-#      compile with `tsc --strict`
-#      against the package installed from the tarball;
+#      (client-wasm/package/tests/app/main.ts), the checks of issue 24's
+#      types (app/types.ts), the package README's quick start and every
+#      TypeScript block of docs/CLIENT.md (the quick start and the React,
+#      TanStack Query and ky recipes), as written, compile with
+#      `tsc --strict` against the package installed from the tarball, with
+#      the pinned types of React, TanStack Query and ky (app/package.json);
+#   3b. server-side rendering: Node imports the installed package as a
+#      server bundle would, and nothing throws;
 #   4. `vite build` of that app with Vite's defaults (no config file);
 #   5. in headless Chromium against a real `server`: the Vite app pays,
 #      and so does a plain <script type="module"> page
@@ -71,28 +75,31 @@ check the_tarball_holds_the_module_the_wasm_the_types_and_the_readme manifest fi
 check package_json_names_the_package_with_the_crates_version_and_license manifest manifest
 check the_declarations_say_no_any_and_post_resolves_to_outcome_of_t manifest no-any
 
-# The app, with the package installed from the tarball (it has no
-# dependencies: nothing else is fetched).
+# The app, with the package installed from the tarball (the package has no
+# dependencies; the app's pinned devDependencies, the recipes' libraries,
+# come from npm, once, then from its cache).
 app="$tmp/app"
 cp -r client-wasm/package/tests/app "$app"
 install_tarball() { (cd "$app" && npm install --no-audit --no-fund --loglevel=error --no-save "$tarball"); }
 check npm_installs_the_tarball install_tarball
 # The first TypeScript block of a Markdown file.
 ts_block() { awk '/^```ts$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$1"; }
-# The package README's quick start, and the manual's as written followed by
-# the page's own names it uses.
+# The package README's quick start; every block of the manual, each in its
+# own file (the names they leave to the page are in app/page.d.ts).
 ts_block client-wasm/package/README.md >"$app/readme.ts"
-{
-    ts_block docs/CLIENT.md
-    cat <<'EOF'
-declare const token: string;
-declare function showReceipt(id: string): void;
-declare function showDeclined(detail: string | undefined): void;
-declare function showPaused(): void;
-declare function showRetryLater(status: number | null): void;
-EOF
-} >"$app/quick-start.ts"
-check tsc_strict_compiles_a_consumer_and_both_quick_starts tsc -p "$app/tsconfig.json"
+node client-wasm/package/tests/blocks.mjs docs/CLIENT.md "$app"
+check tsc_strict_compiles_a_consumer_the_quick_starts_and_the_recipes tsc -p "$app/tsconfig.json"
+# As a server render does: import the package in Node, touch nothing else.
+ssr_import() {
+    (cd "$app" && node --input-type=module -e '
+        const m = await import("exactly-once-client");
+        for (const name of ["default", "initSync", "IdempotentClient", "IdempotencyError"]) {
+          if (typeof m[name] !== "function") throw new Error(name + " is " + typeof m[name]);
+        }
+        if (typeof m.IdempotentClient.prototype.fetch !== "function") throw new Error("no fetch");
+        console.log("imported on the server: " + Object.keys(m).sort().join(", "));')
+}
+check importing_the_package_on_the_server_throws_nothing ssr_import
 vite_build() {
     (cd "$app" && vite build --logLevel warn) && ls "$app"/dist/assets/*.wasm
 }
@@ -103,7 +110,7 @@ check vite_build_bundles_the_package_with_its_defaults vite_build
 mkdir -p "$tmp/www/plain"
 cp -r "$app/dist/." "$tmp/www/"
 cp -r "$package" "$tmp/www/plain/pkg"
-cp client-wasm/smoke/index.html "$tmp/www/plain/index.html"
+cp client-wasm/smoke/index.html client-wasm/smoke/smoke.js "$tmp/www/plain/"
 start_server "$tmp" "$tmp/www"
 start_chromedriver "$tmp"
 check the_vite_app_pays_in_headless_chromium \

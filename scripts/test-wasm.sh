@@ -50,7 +50,7 @@ runner_origin="http://127.0.0.1:$runner_port"
 mkdir -p "$tmp/www"
 cp -r www/pkg "$tmp/www/pkg"
 start_server "$tmp" "$tmp/www" --cors-origin "$runner_origin"
-node client-wasm/browser-support/portal.mjs "$runner_origin" >"$tmp/portal.out" 2>&1 &
+node client-wasm/browser-support/portal.mjs "$runner_origin" "$server_url" >"$tmp/portal.out" 2>&1 &
 portal_pid=$!
 if ! portal_url="$(listening "$portal_pid" "$tmp/portal.out")"; then
     echo "test-wasm: the portal did not start:" >&2
@@ -84,6 +84,7 @@ done
 
 step "release build smoke test (headless Chromium, www/pkg)"
 cp client-wasm/smoke/index.html "$tmp/www/smoke.html"
+cp client-wasm/smoke/smoke.js "$tmp/www/smoke.js"
 start_chromedriver "$tmp"
 status=0
 node client-wasm/smoke/run.mjs "$driver_url" "$server_url/smoke.html" || status=$?

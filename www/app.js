@@ -21,8 +21,8 @@ import { inboxFromQuery, watchReceipt } from "./js/receipts.js";
 import * as reservations from "./js/reservations.js";
 import { loadConfig, refreshCharges, refreshStock } from "./js/shop.js";
 import {
-  CLIENT_OPTIONS, changed, checkoutOp, isCartKey, isReservationsKey, loadCart, loadReservations,
-  onChange, setCart, state,
+  SHOPPERS, changed, checkoutOp, clientOptions, isCartKey, isReservationsKey, loadCart, loadReservations,
+  onChange, rememberShopper, setCart, state,
 } from "./js/state.js";
 import { $, render } from "./js/view.js";
 
@@ -54,6 +54,12 @@ function wire() {
   $("#reserve").addEventListener("click", reservations.reserve);
   $("#refresh-charges").addEventListener("click", refreshCharges);
   $("#clear-log").addEventListener("click", attempts.clear);
+  $("#switch-shopper").addEventListener("click", switchShopper);
+  // Back from the back-forward cache: the page did not load again, so
+  // resume here what is pending (docs/CLIENT.md, "The key lifecycle").
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted && state.client) resumePending();
+  });
   $("#products").addEventListener("click", (event) => {
     const add = event.target.closest("[data-add]");
     if (add) checkout.changeQuantity(add.dataset.add, 1);
@@ -79,19 +85,75 @@ function wire() {
   });
 }
 
+/** A client for the signed-in shopper: its own scope and credentials. */
+function clientFor(shopper) {
+  return new IdempotentClient({
+    ...clientOptions(shopper),
+    onAttempt: (event) => {
+      attempts.attempted(event);
+      checkout.attempted(event);
+    },
+  });
+}
+
+function showShopper() {
+  const other = state.shopper === "a" ? "b" : "a";
+  $("#shopper-name").textContent = SHOPPERS[state.shopper].name;
+  $("#switch-shopper").textContent = `Switch to ${SHOPPERS[other].name}`;
+  $("#switch-shopper").disabled = state.paying;
+}
+
+/**
+ * Signs the other demo shopper in on this browser: a client of that
+ * shopper's scope, that shopper's cart and reservations, and what that
+ * shopper left in flight resumed. The first shopper's payments stay theirs:
+ * the new client never lists, resumes or sends them.
+ */
+async function switchShopper() {
+  if (state.paying) return;
+  state.shopper = state.shopper === "a" ? "b" : "a";
+  rememberShopper(state.shopper);
+  state.client = clientFor(state.shopper);
+  setCart(loadCart());
+  loadReservations();
+  changed();
+  await refreshCharges();
+  resumePending();
+}
+
+/**
+ * Resume on load (docs/CLIENT.md, "The key lifecycle"): what a previous
+ * visit of this shopper left in flight is sent again, same key, same body;
+ * each outcome goes to its own operation. A sealed cart with no receipt
+ * whose key ran out on this device is looked up in the charges before
+ * anything is sent again.
+ */
+function resumePending() {
+  const { client } = state;
+  const pending = client.pendingOperations();
+  reservations.forgetLost(pending);
+  for (const operation of pending) {
+    showResuming(operation);
+    client.resume(operation).then(
+      (outcome) => showOutcome(operation, outcome),
+      (error) => showRetryLater(operation, error),
+    );
+  }
+  const { cart } = state;
+  if (cart.sealed && !cart.receipt && !cart.failure && !pending.includes(checkoutOp()) && checkout.keyLost()) {
+    checkout.lookForCharge();
+  }
+  watchReceipt();
+  changed();
+}
+
 async function start() {
   onChange(render);
   attempts.render();
   render();
   try {
     await init();
-    state.client = new IdempotentClient({
-      ...CLIENT_OPTIONS,
-      onAttempt: (event) => {
-        attempts.attempted(event);
-        checkout.attempted(event);
-      },
-    });
+    state.client = clientFor(state.shopper);
   } catch (error) {
     const banner = $("#boot-error");
     banner.textContent = `The payment client failed to load: ${error}. Build it with scripts/build-wasm.sh.`;
@@ -104,29 +166,9 @@ async function start() {
   changed();
   await Promise.all([refreshStock(), refreshCharges()]);
 
-  const { client } = state;
-  const pending = client.pendingOperations();
-  reservations.forgetLost(pending);
-
-  // Resume on load (docs/CLIENT.md, "The key lifecycle"): what a previous
-  // visit left in flight is sent again, same key, same body; each outcome
-  // goes to its own operation.
-  for (const operation of pending) {
-    showResuming(operation);
-    client.resume(operation).then(
-      (outcome) => showOutcome(operation, outcome),
-      (error) => showRetryLater(operation, error),
-    );
-  }
-  // A sealed cart with no receipt whose key ran out on this device: look
-  // for its charge before anything is sent again.
-  const { cart } = state;
-  if (cart.sealed && !cart.receipt && !cart.failure && !pending.includes(checkoutOp()) && checkout.keyLost()) {
-    checkout.lookForCharge();
-  }
-  watchReceipt();
-  changed();
+  resumePending();
   hooks.ready();
 }
 
+onChange(showShopper);
 start();

@@ -14,7 +14,8 @@
 // Steps: rename the imports and exports in the glue as wasm-opt renamed
 // them in the module (each old import name must be found exactly once: a
 // glue of another shape fails the build instead of the page); bundle the
-// glue, js/browser.js and an entry that also exports IdempotencyError into
+// glue, js/browser.js and an entry that also exports IdempotencyError (and
+// gives the class its `fetch`, js/browser.js's withFetch) into
 // one minified ES module with esbuild (one file, so a page can load it from
 // a blob URL too); then add the module, the hand-written declarations, the
 // README and package.json, whose version and license are the crate's.
@@ -82,7 +83,10 @@ const browser = "./" + relative(bindgen, join(snippets, snippet, "js", "browser.
 const entry = join(bindgen, "index.js");
 writeFileSync(
   entry,
-  `export { default, initSync, IdempotentClient } from "./client_wasm.js";\n` +
+  `import { IdempotentClient } from "./client_wasm.js";\n` +
+    `import { withFetch } from ${JSON.stringify(browser)};\n` +
+    `withFetch(IdempotentClient);\n` +
+    `export { default, initSync, IdempotentClient } from "./client_wasm.js";\n` +
     `export { IdempotencyError } from ${JSON.stringify(browser)};\n`,
 );
 rmSync(out, { recursive: true, force: true });

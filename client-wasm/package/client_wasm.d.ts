@@ -32,6 +32,14 @@ export interface ClientOptions {
   baseUrl?: string;
   /** Prefix of the client's localStorage entries and Web Lock names, one per operation. Default: `"idem:"`. */
   storagePrefix?: string;
+  /**
+   * Whose operations these are: the signed-in account, or a session id (0 to 128 visible ASCII
+   * characters). The client lists, resumes, reuses, purges and sends only the records of its own
+   * `storagePrefix` and `scope`, matched exactly. Default: `""`.
+   */
+  scope?: string;
+  /** Passed to every `fetch`: `"include"` for an API on another origin that authenticates with a cookie. Default: `"same-origin"`. */
+  credentials?: "same-origin" | "include" | "omit";
   /** How long an operation keeps its key, in milliseconds. Default: `86400000` (24 h). */
   keyTtlMs?: number;
   /** Each attempt is aborted after this many milliseconds. Default: `10000`. */
@@ -44,10 +52,35 @@ export interface ClientOptions {
   backoffMaxMs?: number;
   /** A `Retry-After` longer than this many milliseconds is waited this long. Default: `60000`. */
   maxRetryAfterMs?: number;
-  /** Headers added to every call, such as `Authorization`. Default: none. */
-  headers?: Record<string, string>;
+  /**
+   * Headers added to every call, such as `Authorization`: an object, a `Headers`, or a function
+   * returning either (or a Promise of it), called before every attempt so that a refreshed token
+   * is used by the next retry. Default: none.
+   */
+  headers?: HeadersValue | (() => HeadersValue | Promise<HeadersValue>);
   /** Called after every attempt of every call; what it throws is logged and ignored. */
   onAttempt?: (event: AttemptEvent) => void;
+  /**
+   * Called once for each operation whose key outlived `keyTtlMs` (or the device clock went back
+   * before the key was made) while its request had no final answer, just before the client forgets
+   * it. Such an operation is never resent: find out whether it ran (e.g. `GET /charges`).
+   */
+  onExpired?: (event: ExpiredEvent) => void;
+}
+
+/** Headers as the client takes them: a plain object of strings, or a `Headers`. */
+export type HeadersValue = Record<string, string> | Headers;
+
+/** What `onExpired` receives. */
+export interface ExpiredEvent {
+  operation: string;
+  key: string;
+  method: string;
+  path: string;
+  /** The request's body, parsed; `null` for none. */
+  body: unknown;
+  /** When the request was stored (sent first), in milliseconds since the epoch. */
+  sentAt: number;
 }
 
 /** The optional last argument of `post`, `send` and `resume`. */
@@ -55,7 +88,13 @@ export interface CallOptions {
   /** Stops waiting and rejects with kind `"aborted"`; the key and the request stay for `resume`. */
   signal?: AbortSignal;
   /** Headers for this call, over the constructor's (`Idempotency-Key` and `Content-Type` cannot be overridden). */
-  headers?: Record<string, string>;
+  headers?: HeadersValue;
+  /**
+   * The embedder's own key for this operation (1 to 255 visible ASCII characters), such as one the
+   * server made with the order; stored as if the client had made it. A different key for an
+   * operation that already has one is `"invalid"`.
+   */
+  key?: string;
   /** This call's per-attempt timeout, in milliseconds. */
   timeoutMs?: number;
   /** This call's attempts, the first included. */
@@ -90,11 +129,21 @@ export interface Succeeded<T> extends OutcomeBase {
   body: T;
 }
 
-/** A final answer that is not 2xx: a business refusal such as `409 insufficient-inventory`. */
+/** Any value JSON can hold. */
+export type Json = string | number | boolean | null | Json[] | { [member: string]: Json };
+
+/**
+ * A final answer that is not 2xx: a business refusal such as `409 insufficient-inventory`. Its
+ * `body` is usually the server's {@link Problem}, but a proxy or gateway on the way may answer
+ * any JSON (or text): narrow it before use (docs/CLIENT.md, "TypeScript quick start").
+ */
 export interface Refused extends OutcomeBase {
   ok: false;
-  /** The problem (the server's error format); text or `null` from anything else on the way. */
-  body: Problem | string | null;
+  /**
+   * The answer's JSON: the problem (the server's error format), or whatever JSON something else on
+   * the way sent; its text when it is not JSON; `null` when empty.
+   */
+  body: Problem | Json;
 }
 
 /** How a call ended: the first answer that is not retried. Check `ok` first. */
@@ -119,7 +168,13 @@ export interface AttemptEvent {
 /** `"exhausted"`: `maxAttempts` sent, none answered finally. `"aborted"`: the signal fired. `"invalid"`: a bad argument, nothing was sent. */
 export type IdempotencyErrorKind = "exhausted" | "aborted" | "invalid";
 
-/** Every rejection of the client, and what `new IdempotentClient`, `keyFor` and `release` throw. */
+/** Options of `fetch`: fetch's `RequestInit` (`body` a string of JSON, or absent) with the operation. */
+export interface FetchInit extends RequestInit {
+  /** The operation this request belongs to (required). */
+  operation: string;
+}
+
+/** Every rejection of the client, and what `new IdempotentClient`, `keyFor`, `release` and `clear` throw. */
 export class IdempotencyError extends Error {
   private constructor();
   readonly name: "IdempotencyError";
@@ -150,6 +205,20 @@ export class IdempotentClient {
   resume<T = unknown>(operation: string, options?: CallOptions): Promise<Outcome<T>>;
   /** Forgets the key and the request. Throws an `IdempotencyError` (`"invalid"`) while a call is sending them. */
   release(operation: string): void;
+  /**
+   * Forgets every key and stored request of this client's `storagePrefix` and `scope` (call it at
+   * sign-out) and returns how many operations it forgot. Throws an `IdempotencyError`
+   * (`"invalid"`), forgetting nothing, while one of them is being sent.
+   */
+  clear(): number;
+  /** `true` while keys are kept in localStorage; `false` once they are kept in page memory, which a reload loses. */
+  readonly persistent: boolean;
+  /**
+   * A `fetch`-compatible function for libraries that take one (ky, openapi-fetch): sends as `send`
+   * does and resolves with the final answer as a standard `Response`; rejects as `send` does.
+   * Bind it (`client.fetch.bind(client)`) or wrap it to hand it over.
+   */
+  fetch(input: string | URL | Request, init: FetchInit): Promise<Response>;
   /** Frees the wasm side now (optional; a `FinalizationRegistry` does it too). */
   free(): void;
 }

@@ -22,7 +22,6 @@ use crate::js;
 use crate::lock;
 use crate::options::{self, Config, Invalid};
 use crate::send::Job;
-use crate::text::concat;
 
 /// A client that sends each logical operation with one idempotency key,
 /// kept in `localStorage` across retries, reloads, tabs and instances.
@@ -34,8 +33,9 @@ pub struct IdempotentClient {
 #[wasm_bindgen(js_class = IdempotentClient)]
 impl IdempotentClient {
     /// Makes a client; throws an `IdempotencyError` (`invalid`) naming a
-    /// wrong option. Touches no storage: expired keys under
-    /// `storagePrefix` are deleted at the client's first call.
+    /// wrong option. Touches no storage: expired keys of its
+    /// `storagePrefix` and `scope` are forgotten (`onExpired` told) at the
+    /// client's first call.
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue) -> Result<IdempotentClient, JsValue> {
         let config = Config::read(&options)?;
@@ -99,6 +99,22 @@ impl IdempotentClient {
         let operation = options::operation(&operation).map_err(invalid)?;
         Ok(self.inner.release(&operation)?)
     }
+
+    /// Forgets every key and stored request of this client's
+    /// `storagePrefix` and `scope` (what a page calls at sign-out), and
+    /// returns how many operations it forgot; throws an `IdempotencyError`
+    /// (`invalid`), forgetting nothing, while one of them is being sent.
+    pub fn clear(&self) -> Result<u32, JsValue> {
+        Ok(self.inner.clear()?)
+    }
+
+    /// `true` while keys are kept in `localStorage`; `false` once the
+    /// client keeps them in page memory (storage missing, disabled or
+    /// full), which a reload loses.
+    #[wasm_bindgen(getter)]
+    pub fn persistent(&self) -> bool {
+        self.inner.store().persistent()
+    }
 }
 
 impl IdempotentClient {
@@ -119,13 +135,14 @@ impl IdempotentClient {
             Ok(call) => call,
             Err(error) => return Promise::reject(&error),
         };
-        let name = concat(&[&self.inner.config.prefix, &operation]);
+        let name = self.inner.config.entry_name(&operation);
         let inner = self.inner.clone();
+        let operation_name = operation.clone();
         let work = {
             let call = call.clone();
             async move { inner.call(&operation, job, &call).await }
         };
-        lock::run(&name, &call, work)
+        lock::run(&name, &operation_name, &call, work)
     }
 }
 

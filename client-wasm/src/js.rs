@@ -24,6 +24,8 @@ extern "C" {
 
     #[wasm_bindgen(method, getter)]
     pub(crate) fn prefix(this: &Settings) -> String;
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn scope(this: &Settings) -> String;
     #[wasm_bindgen(method, getter = keyTtlMs)]
     pub(crate) fn key_ttl_ms(this: &Settings) -> f64;
     #[wasm_bindgen(method, getter = maxAttempts)]
@@ -58,14 +60,30 @@ extern "C" {
     /// The call's signal has fired.
     #[wasm_bindgen(method, getter)]
     pub(crate) fn aborted(this: &Call) -> bool;
+    /// The call's own `key` option, if it has one (checked).
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn key(this: &Call) -> Option<String>;
+
+    /// Calls `onExpired`, if any, with the operation that expired
+    /// unanswered; what it throws is logged and changes nothing.
+    /// `text` is the record (which holds the key, the request and when it
+    /// was sent).
+    pub(crate) fn expired(settings: &Settings, operation: &str, text: &str);
+
+    /// Whether two JSON texts are the same JSON (canonical form: object
+    /// keys sorted, no whitespace), as the server compares bodies.
+    #[wasm_bindgen(js_name = sameJson)]
+    pub(crate) fn same_json(a: &str, b: &str) -> bool;
 
     /// Resolves after `ms` milliseconds; rejects when the call is aborted
     /// first.
     pub(crate) fn sleep(call: &Call, ms: f64) -> Promise;
 
     /// Runs `run` (a function returning the call's promise) under the Web
-    /// Lock `name`, or unlocked where there is none or it is refused.
-    pub(crate) fn locked(name: &str, call: &Call, run: &JsValue) -> Promise;
+    /// Lock `name`, or unlocked where there is none or it is refused;
+    /// rejects (`exhausted`) when the lock is not granted within the call's
+    /// `timeoutMs`.
+    pub(crate) fn locked(name: &str, call: &Call, run: &JsValue, operation: &str) -> Promise;
 
     /// One `fetch` with the key and its answer read, within the call's
     /// timeout; always resolves, with an [`Answer`].
@@ -108,8 +126,9 @@ extern "C" {
         retry_in_ms: Option<f64>,
     );
 
-    /// `{ status, ok, body, replayed, key, attempts }`.
-    pub(crate) fn outcome(answer: &Answer, key: &str, attempts: u32) -> JsValue;
+    /// `{ status, ok, body, replayed, key, attempts }`, or a `Response`
+    /// for a call of `fetch`.
+    pub(crate) fn outcome(call: &Call, answer: &Answer, key: &str, attempts: u32) -> JsValue;
 
     /// An `IdempotencyError`.
     pub(crate) fn fail(
@@ -130,14 +149,17 @@ extern "C" {
     pub(crate) type Store;
 
     #[wasm_bindgen(constructor)]
-    pub(crate) fn new(prefix: &str) -> Store;
+    pub(crate) fn new(prefix: &str, scope: &str) -> Store;
+    /// `false` once the entries are kept in page memory.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn persistent(this: &Store) -> bool;
     #[wasm_bindgen(method)]
     pub(crate) fn get(this: &Store, operation: &str) -> Option<String>;
     #[wasm_bindgen(method)]
     pub(crate) fn put(this: &Store, operation: &str, text: &str);
     #[wasm_bindgen(method)]
     pub(crate) fn remove(this: &Store, operation: &str);
-    /// The operations that have an entry under the prefix.
+    /// The operations whose entry names this prefix and scope could make.
     #[wasm_bindgen(method)]
     pub(crate) fn operations(this: &Store) -> Vec<String>;
 }

@@ -17,21 +17,25 @@
 //! - `options`: the constructor's options as the key lifecycle and the
 //!   retry policy need them, and the call arguments, checked at the edge.
 //! - `client`: the state behind a client and the key lifecycle that needs
-//!   no waiting (`keyFor`, `release`, `pendingOperations`).
+//!   no waiting (`keyFor`, `release`, `clear`, `pendingOperations`), and
+//!   expiry (`onExpired`, the device clock).
 //! - `send`: the send loop of one call: store, settle, attempt, report,
 //!   wait or stop.
 //! - `lock`: the cross-tab Web Lock, its fallbacks, and the settle that
 //!   makes racing tabs agree on one key.
 //! - `error`: why a call failed, as the `IdempotencyError` a page sees.
-//! - `storage`: one versioned record per operation, in `localStorage` or in
-//!   page memory when that is unavailable or full; `storage::record` is the
-//!   record's schema (plain Rust, tested on the host).
+//! - `storage`: one versioned record per operation and owner (prefix and
+//!   scope), in `localStorage` or in page memory when that is unavailable
+//!   or full; `storage::record` is the record's schema and its upgrade
+//!   from version 1 (plain Rust, tested on the host).
 //! - `text`: keys and messages, without `core::fmt` (plain Rust, tested on
 //!   the host).
 //! - `js`: what is imported from JavaScript: `js/browser.js` (option
-//!   objects, `fetch` with its timeout and abort, timers, the Web Lock,
-//!   `localStorage`, `IdempotencyError`, the objects a page receives) and
-//!   a few globals.
+//!   objects, `fetch` with its timeout, abort and credentials, timers, the
+//!   Web Lock and its bounded wait, `localStorage` and the records' owner,
+//!   `IdempotencyError`, the objects a page receives, `onExpired`, the
+//!   canonical JSON comparison, and the class's `fetch`, which the
+//!   package's entry adds) and a few globals.
 //! - `browser_tests`: wasm-bindgen-test tests in headless Chromium and
 //!   Firefox against a real server (`scripts/test-wasm.sh`). They live in
 //!   the library because the crate is a `cdylib` only: with an `rlib`

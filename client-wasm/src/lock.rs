@@ -1,11 +1,14 @@
 //! How a call gets its operation to itself across tabs.
 //!
-//! 1. **The Web Lock** `storagePrefix + operation` (`navigator.locks`,
-//!    requested by `locked` in `js/browser.js`),
+//! 1. **The Web Lock** named like the operation's storage entry
+//!    (`storagePrefix + operation`, with the scope between them when there
+//!    is one; `navigator.locks`, requested by `locked` in `js/browser.js`),
 //!    held from reading the key to the final answer, so one operation is
-//!    never in flight twice at once, in one tab or several. The caller's
-//!    `signal` is handed to the lock request: an abort while waiting for
-//!    the lock ends the wait.
+//!    never in flight twice at once, in one tab or several. The wait for
+//!    it is bounded: an abort of the caller's `signal` ends it, and so does
+//!    the time the call's own attempts could take, `timeoutMs` ×
+//!    `maxAttempts` (a frozen background tab can hold a lock for ever),
+//!    which rejects the call as `exhausted` with nothing sent.
 //! 2. **Without it** (no `navigator.locks`: plain http on a host other than
 //!    localhost, older browsers; or a request that is refused: opaque
 //!    origins reject it with a `SecurityError`), the call runs unlocked,
@@ -44,9 +47,10 @@ pub(crate) const SETTLE_MS: u64 = 100;
 /// sending.
 pub(crate) fn run(
     name: &str,
+    operation: &str,
     call: &Call,
     work: impl Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> Promise {
     let start = Closure::once_into_js(move || future_to_promise(work));
-    js::locked(name, call, &start)
+    js::locked(name, call, &start, operation)
 }

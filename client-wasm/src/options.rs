@@ -24,6 +24,8 @@ pub(crate) type Invalid = String;
 /// The constructor's options, checked.
 pub(crate) struct Config {
     pub(crate) prefix: String,
+    /// Whose operations these are (`scope`, `""` by default).
+    pub(crate) scope: String,
     pub(crate) key_ttl_ms: u64,
     pub(crate) policy: Policy,
     /// All of them, for each call's [`js::call`].
@@ -38,6 +40,7 @@ impl Config {
         let defaults = Policy::DEFAULT;
         Ok(Config {
             prefix: settings.prefix(),
+            scope: settings.scope(),
             key_ttl_ms: settings.key_ttl_ms() as u64,
             policy: Policy {
                 max_attempts: settings.max_attempts().unwrap_or(defaults.max_attempts),
@@ -52,11 +55,25 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The name of an operation's storage entry and Web Lock:
+    /// `storagePrefix + operation` for the scope `""`, else
+    /// `storagePrefix + scope + "|" + operation` (`Store.name` in
+    /// `js/browser.js` spells it the same way).
+    pub(crate) fn entry_name(&self, operation: &str) -> String {
+        if self.scope.is_empty() {
+            concat(&[&self.prefix, operation])
+        } else {
+            concat(&[&self.prefix, &self.scope, "|", operation])
+        }
+    }
+}
+
 /// The operation name of a call: a non-empty string.
 pub(crate) fn operation(value: &JsValue) -> Result<String, Invalid> {
     match value.as_string() {
         Some(operation) if !operation.is_empty() => Ok(operation),
-        _ => Err("operation must be a non-empty string, such as \"checkout:cart-42\"".into()),
+        _ => Err("operation must be a non-empty string".into()),
     }
 }
 
@@ -70,11 +87,12 @@ pub(crate) fn request(
 ) -> Result<StoredRequest, Invalid> {
     let method = match method.as_string() {
         Some(method) if is_method(&method) => method.to_ascii_uppercase(),
-        _ => return Err("method must be an HTTP method name such as \"POST\"".into()),
+        _ => return Err("method must be an HTTP method name".into()),
     };
     let path = path
         .as_string()
-        .ok_or("path must be a string such as \"/charges\"")?;
+        .filter(|path| is_path(path))
+        .ok_or("path must be \"/…\" or an http(s) URL")?;
     let body = if body.is_undefined() || body.is_null() {
         None
     } else if method == "GET" || method == "HEAD" {
@@ -84,4 +102,11 @@ pub(crate) fn request(
         Some(text.ok_or("body cannot be sent as JSON")?)
     };
     Ok(StoredRequest { method, path, body })
+}
+
+/// A path the client can send to: `/…` (after `baseUrl`), or an absolute
+/// `http:` or `https:` URL. Anything else (`"charges"`, a typo) would be
+/// glued to `baseUrl` into a URL that no server answers.
+pub(crate) fn is_path(path: &str) -> bool {
+    path.starts_with('/') || path.starts_with("http://") || path.starts_with("https://")
 }

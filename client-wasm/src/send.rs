@@ -10,12 +10,12 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::client::{foreign, Client};
+use crate::client::{left_alone, new_key, Client};
 use crate::error::{Failure, Kind};
 use crate::js::{self, Answer, Call};
 use crate::lock::SETTLE_MS;
-use crate::storage::{Record, Slot, StoredRequest};
-use crate::text::{self, LastTry};
+use crate::storage::{Entry, Record, StoredRequest};
+use crate::text::{self, concat, LastTry};
 
 /// Added to the expected end of an attempt or a wait to make the `busy`
 /// lease: time for the loop itself on a slow machine.
@@ -121,9 +121,16 @@ impl Client {
 
             match decision {
                 None => {} // aborted: the check at the top of the loop
+                Some(Decision::Done) if error.is_some() => {
+                    // A redirect: final, but no answer of the server. The
+                    // request stays pending, to resume once the way is clear.
+                    self.finish(operation, &record.key, false);
+                    let message = text::gave_up(&call_name, operation, attempts, LastTry::Redirect);
+                    return Err(failure(Kind::Exhausted, message, attempts, None));
+                }
                 Some(Decision::Done) => {
                     self.finish(operation, &record.key, true);
-                    return Ok(js::outcome(&answer, &record.key, attempts));
+                    return Ok(js::outcome(call, &answer, &record.key, attempts));
                 }
                 Some(Decision::RetryAfter(ms)) => {
                     let until = js::now_ms() + ms as u64 + timeout_ms as u64;
@@ -137,7 +144,6 @@ impl Client {
                     let last = match (error.as_deref(), status) {
                         (None, Some(status)) => LastTry::Status(status, problem_type.as_deref()),
                         (Some("timeout"), _) => LastTry::Timeout(timeout_ms as u64),
-                        (Some("redirect"), _) => LastTry::Redirect,
                         _ => LastTry::Network(&cause),
                     };
                     let message = text::gave_up(&call_name, operation, attempts, last);
@@ -147,11 +153,12 @@ impl Client {
         }
     }
 
-    /// Finds or makes the operation's record, settles a young key
-    /// ([`crate::lock`]), then stores the request in the record with a
-    /// `busy` lease, before anything is sent, so that a reload can resume
-    /// it. An abort until then rejects with nothing stored but the key.
-    /// Returns the record as stored and the request to send.
+    /// Finds the operation's record or makes one, stores the request in
+    /// it with a `busy` lease (key and request in one entry, one write),
+    /// settles a young key ([`crate::lock`]), and only then returns the
+    /// record as stored and the request to send, so that a reload can
+    /// resume whatever was sent. An abort until then rejects with nothing
+    /// stored.
     async fn prepare(
         &self,
         operation: &str,
@@ -160,11 +167,18 @@ impl Client {
         call: &Call,
     ) -> Result<(Record, StoredRequest), Failure> {
         let now = js::now_ms();
+        let wanted = call.key();
+        let found = self.live_record(operation, now, true)?;
         let (mut record, request) = match job {
-            Job::Send(request) => (self.usable_record(operation, now)?, request),
+            Job::Send(request) => {
+                let record = found.unwrap_or_else(|| {
+                    let key = wanted.clone().unwrap_or_else(new_key);
+                    Record::new(key, now, self.config.key_ttl_ms)
+                });
+                (record, request)
+            }
             Job::Resume => {
-                let Some((record, request)) = self
-                    .live_record(operation, now)?
+                let Some((record, request)) = found
                     .and_then(|mut record| record.request.take().map(|request| (record, request)))
                 else {
                     return Err(nothing_to_resume(operation));
@@ -172,33 +186,61 @@ impl Client {
                 (record, request)
             }
         };
+        let call_name = text::call_name(&request.method, &request.path, operation);
+        if let Some(wanted) = wanted.filter(|wanted| *wanted != record.key) {
+            return Err(other_key(&call_name, &wanted, record.key));
+        }
+        if call.aborted() {
+            return Err(aborted_before(&call_name));
+        }
+        self.hold(operation, &mut record, request.clone(), timeout_ms)?;
 
         let age = now.saturating_sub(record.created_ms);
-        if age < SETTLE_MS && !call.aborted() {
+        if age < SETTLE_MS {
             // An abort here is seen below.
             let _ = JsFuture::from(js::sleep(call, (SETTLE_MS - age) as f64)).await;
             match self.store().get(operation) {
                 // Another tab may have made a key at the same moment and
                 // written it last: every tab uses the one in storage.
-                Slot::Ours(stored) => record = stored,
-                Slot::Foreign => return Err(foreign(operation)),
-                // Released meanwhile: the key was never sent, keep it.
-                Slot::Empty => {}
+                Entry::Ours(stored) => record = stored,
+                Entry::Later(version) => return Err(left_alone(operation, Some(version))),
+                Entry::Taken => return Err(left_alone(operation, None)),
+                // Released or cleared meanwhile: the key was never sent.
+                Entry::Empty => {}
             }
+            self.hold(operation, &mut record, request.clone(), timeout_ms)?;
         }
         if call.aborted() {
-            let call_name = text::call_name(&request.method, &request.path, operation);
-            let mut failure = Failure::invalid(text::aborted(&call_name, operation, 0));
-            failure.kind = Kind::Aborted;
+            // Nothing was sent; the request is stored, as after an abort in
+            // flight, for `resume`.
+            self.finish(operation, &record.key, false);
+            let mut failure = aborted_before(&call_name);
             failure.key = Some(record.key);
             return Err(failure);
         }
-        refuse_other_pending(&record, &request, operation)?;
-        record.request = Some(request.clone());
-        record.answered = false;
-        record.busy_until_ms = Some(js::now_ms() + timeout_ms as u64 + LEASE_MARGIN_MS);
-        self.store().put(operation, &record);
         Ok((record, request))
+    }
+
+    /// Stores `request` in `record` with a `busy` lease, in one write,
+    /// unless the record holds another request that got no final answer.
+    #[inline(never)]
+    fn hold(
+        &self,
+        operation: &str,
+        record: &mut Record,
+        request: StoredRequest,
+        timeout_ms: f64,
+    ) -> Result<(), Failure> {
+        refuse_other_pending(record, &request, operation)?;
+        let now = js::now_ms();
+        if !record.is_pending() {
+            record.sent_ms = Some(now);
+        }
+        record.request = Some(request);
+        record.answered = false;
+        record.busy_until_ms = Some(now + timeout_ms as u64 + LEASE_MARGIN_MS);
+        self.store().put(operation, record);
+        Ok(())
     }
 
     /// Renews the `busy` lease of the operation's record until `until_ms`
@@ -220,7 +262,7 @@ impl Client {
 
     /// Changes the stored record of `operation` if it still has `key`.
     fn update(&self, operation: &str, key: &str, change: impl FnOnce(&mut Record)) {
-        if let Slot::Ours(mut record) = self.store().get(operation) {
+        if let Entry::Ours(mut record) = self.store().get(operation) {
             if record.key == key {
                 change(&mut record);
                 self.store().put(operation, &record);
@@ -250,25 +292,49 @@ fn refuse_other_pending(
     operation: &str,
 ) -> Result<(), Failure> {
     match &record.request {
-        Some(pending) if record.is_pending() && pending != request => {
+        Some(pending) if record.is_pending() && !same_request(pending, request) => {
             let mut msg = text::call_name(&request.method, &request.path, operation);
-            msg.push_str(": the operation has a pending request (");
+            msg.push_str(": its pending request (");
             msg.push_str(&pending.method);
             msg.push(' ');
             msg.push_str(&pending.path);
-            msg.push_str(
-                ") with another method, path or body, which may already have run. resume(",
-            );
-            text::push_quoted(&mut msg, operation);
-            msg.push_str(") finishes it; release(");
-            text::push_quoted(&mut msg, operation);
-            msg.push_str(") starts a new operation.");
+            msg.push_str(") differs and may have run: resume or release it first");
             let mut failure = Failure::invalid(msg);
             failure.key = Some(record.key.clone());
             Err(failure)
         }
         _ => Ok(()),
     }
+}
+
+/// The same request as the server sees it: method, path, and the body as
+/// canonical JSON (object keys sorted, no whitespace), so that the same
+/// JSON sent with another key order is the same request there and here.
+fn same_request(a: &StoredRequest, b: &StoredRequest) -> bool {
+    a.method == b.method
+        && a.path == b.path
+        && match (&a.body, &b.body) {
+            (None, None) => true,
+            (Some(x), Some(y)) => x == y || js::same_json(x, y),
+            _ => false,
+        }
+}
+
+/// `…: aborted before anything was sent.`
+fn aborted_before(call_name: &str) -> Failure {
+    let mut failure = Failure::invalid(text::aborted(call_name, "", 0));
+    failure.kind = Kind::Aborted;
+    failure
+}
+
+/// The refusal of a per-call `key` other than the operation's own.
+fn other_key(call_name: &str, wanted: &str, key: String) -> Failure {
+    let mut msg = concat(&[call_name, ": has another key than "]);
+    text::push_quoted(&mut msg, wanted);
+    msg.push_str(" (release it first)");
+    let mut failure = Failure::invalid(msg);
+    failure.key = Some(key);
+    failure
 }
 
 /// The refusal of a `resume` with nothing stored to send.

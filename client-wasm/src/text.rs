@@ -95,7 +95,7 @@ pub(crate) fn gave_up(call: &str, operation: &str, attempts: u32, last: LastTry<
             msg.push_str(cause);
             msg.push(')');
         }
-        LastTry::Redirect => msg.push_str("was redirected (a captive portal or a proxy?)"),
+        LastTry::Redirect => msg.push_str("was redirected: not retried"),
     }
     msg.push('.');
     push_kept(&mut msg, operation);
@@ -125,7 +125,7 @@ fn push_attempts(msg: &mut String, attempts: u32) {
 }
 
 fn push_kept(msg: &mut String, operation: &str) {
-    msg.push_str(" The key and the request are kept: resume(");
+    msg.push_str(" Kept: resume(");
     push_quoted(msg, operation);
     msg.push_str(") sends it again.");
 }
@@ -178,7 +178,7 @@ mod tests {
                 5,
                 LastTry::Status(503, Some("x/unavailable"))
             ),
-            r#"POST /charges (operation "checkout:42"): gave up after 5 attempts; the last one got HTTP 503 (x/unavailable). The key and the request are kept: resume("checkout:42") sends it again."#
+            r#"POST /charges (operation "checkout:42"): gave up after 5 attempts; the last one got HTTP 503 (x/unavailable). Kept: resume("checkout:42") sends it again."#
         );
         assert!(gave_up(&call, "o", 1, LastTry::Timeout(300))
             .contains("gave up after 1 attempt; the last one timed out after 300 ms."));
@@ -189,10 +189,11 @@ mod tests {
             LastTry::Network("TypeError: Failed to fetch")
         )
         .contains("network error (TypeError: Failed to fetch)"));
-        assert!(gave_up(&call, "o", 2, LastTry::Redirect).contains("redirected"));
+        assert!(gave_up(&call, "o", 1, LastTry::Redirect)
+            .contains("gave up after 1 attempt; the last one was redirected"));
         assert_eq!(
             aborted(&call, "checkout:42", 1),
-            r#"POST /charges (operation "checkout:42"): aborted after 1 attempt. The key and the request are kept: resume("checkout:42") sends it again."#
+            r#"POST /charges (operation "checkout:42"): aborted after 1 attempt. Kept: resume("checkout:42") sends it again."#
         );
         assert_eq!(
             aborted(&call, "checkout:42", 0),

@@ -8,11 +8,13 @@
 //! follow the same rules:
 //!
 //! - **What is retried** ([`is_retryable`]): no answer at all (a network
-//!   error, a timeout, a redirect that a request with a body must not
-//!   follow), and the statuses that mean "not now" (408, 409
-//!   `idempotency-key-in-use`, 425, 429, 500, 502, 503, 504). Every other
-//!   answer is final, a business 409 such as `insufficient-inventory`
-//!   included.
+//!   error, a timeout), and the statuses that mean "not now" (408, 409
+//!   `idempotency-key-in-use`, 425, 429, and every 5xx but 501 and 505: a
+//!   proxy's 520-524 can follow work the origin did, and the same key
+//!   makes the retry safe). Every other answer is final, a business 409
+//!   such as `insufficient-inventory` included, and so is a redirect that
+//!   a request with a body must not follow: it will not go away by
+//!   itself.
 //! - **How long to wait** ([`Policy::decide`]): the answer's `Retry-After`
 //!   when it has one ([`parse_retry_after`]), capped at
 //!   [`Policy::max_retry_after_ms`]; else exponential backoff with full
@@ -49,7 +51,8 @@ pub enum Attempt<'a> {
     Timeout,
     /// A redirect, where a request with a body must not follow one (a
     /// captive portal's `302` to its login page, a proxy that moved): the
-    /// server that should have run the request did not answer it.
+    /// server that should have run the request did not answer it, and
+    /// sending it again soon gets the same redirect, so it is final.
     Redirect,
     /// An HTTP answer. `problem_type` is the `type` member of an
     /// `application/problem+json` body, when there is one; only a `409`'s
@@ -165,18 +168,21 @@ impl Default for Policy {
 pub const KEY_IN_USE: &str = "idempotency-key-in-use";
 
 /// True when the attempt should be sent again with the same key: a network
-/// error, a timeout, a redirect, 408, 409 whose problem type ends in
-/// [`KEY_IN_USE`], 425, 429, 500, 502, 503 or 504. Every other answer (a
-/// business 409 included) is final.
+/// error, a timeout, 408, 409 whose problem type ends in [`KEY_IN_USE`],
+/// 425, 429, and every 5xx except 501 (Not Implemented) and 505 (HTTP
+/// Version Not Supported), which no retry changes. Every other answer (a
+/// business 409 included) is final, and so is a redirect.
 pub fn is_retryable(attempt: Attempt<'_>) -> bool {
     match attempt {
-        Attempt::Network | Attempt::Timeout | Attempt::Redirect => true,
+        Attempt::Network | Attempt::Timeout => true,
+        Attempt::Redirect => false,
         Attempt::Answer {
             status: 409,
             problem_type,
         } => problem_type.is_some_and(|t| t.ends_with(KEY_IN_USE)),
         Attempt::Answer { status, .. } => {
-            matches!(status, 408 | 425 | 429 | 500 | 502 | 503 | 504)
+            matches!(status, 408 | 425 | 429)
+                || (500..600).contains(&status) && !matches!(status, 501 | 505)
         }
     }
 }

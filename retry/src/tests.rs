@@ -16,16 +16,30 @@ const POLICY: Policy = Policy::DEFAULT;
 fn no_answer_is_retried() {
     assert!(is_retryable(Attempt::Network));
     assert!(is_retryable(Attempt::Timeout));
-    assert!(is_retryable(Attempt::Redirect));
+}
+
+#[test]
+fn a_redirect_is_final() {
+    assert!(!is_retryable(Attempt::Redirect));
+    assert_eq!(
+        POLICY.decide(1, Attempt::Redirect, None, 0.5),
+        Decision::Done
+    );
 }
 
 #[test]
 fn exactly_the_contract_statuses_are_retried() {
-    let retried = [408, 425, 429, 500, 502, 503, 504];
-    for status in 100..600 {
+    let retried = |status: u16| {
+        matches!(status, 408 | 425 | 429)
+            || (500..600).contains(&status) && ![501, 505].contains(&status)
+    };
+    for status in [500, 502, 503, 504, 507, 520, 521, 522, 523, 524, 599] {
+        assert!(retried(status), "{status}");
+    }
+    for status in 100..700 {
         assert_eq!(
             is_retryable(answer(status)),
-            retried.contains(&status),
+            retried(status),
             "status {status}"
         );
     }

@@ -2,7 +2,7 @@
 // does (`GET /config`), the stock, and the shopper's charges, counted
 // whole by following `has_more`.
 
-import { changed, NO_CONFIG, PRODUCTS, state } from "./state.js";
+import { changed, NO_CONFIG, PRODUCTS, shopperHeaders, state } from "./state.js";
 
 /** How many charges the list shows (the newest). */
 const LISTED = 50;
@@ -21,7 +21,8 @@ export function problemText(outcome) {
 }
 
 export async function getJson(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  // The signed-in shopper's charges: A by its cookie, B by its token.
+  const response = await fetch(path, { headers: { Accept: "application/json", ...shopperHeaders() } });
   if (!response.ok) throw new Error(`GET ${path}: HTTP ${response.status}`);
   return response.json();
 }

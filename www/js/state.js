@@ -29,8 +29,45 @@ export const CARDS = [
 ];
 export const DEFAULT_EMAIL = "ada@example.com";
 
-const CART_KEY = "shop:cart";
-const RESERVATIONS_KEY = "shop:reservations";
+/**
+ * The demo's two shoppers on one browser. Shopper A is the browser's `sid`
+ * cookie, Shopper B a bearer token the page made once; each has its own
+ * client `scope`, so neither ever lists, resumes or sends the other's
+ * payments (docs/CLIENT.md, "Accounts and sign-out"), and its own cart.
+ */
+export const SHOPPERS = {
+  a: { name: "Shopper A", scope: "", suffix: "" },
+  b: { name: "Shopper B", scope: "shopper-b", suffix: ":b" },
+};
+const SHOPPER_KEY = "shop:shopper";
+const TOKEN_B_KEY = "shop:shopper-b";
+
+/** The shopper who is signed in: `a` or `b`. */
+export const currentShopper = () => (readJson("localStorage", SHOPPER_KEY)?.id === "b" ? "b" : "a");
+/** Signs `id` in for this browser. */
+export const rememberShopper = (id) => writeJson("localStorage", SHOPPER_KEY, { id });
+
+/** What the shop is told about who asks: nothing for A (its cookie goes by itself), B's token. */
+export function shopperHeaders(id = currentShopper()) {
+  if (id !== "b") return {};
+  let token = readJson("localStorage", TOKEN_B_KEY)?.token;
+  if (typeof token !== "string") {
+    token = "shopper-b-" + randomId() + randomId();
+    writeJson("localStorage", TOKEN_B_KEY, { token });
+  }
+  return { Authorization: `Bearer ${token}` };
+}
+
+/** The client's options for shopper `id` (onAttempt is added by app.js). */
+export const clientOptions = (id = currentShopper()) => ({
+  ...CLIENT_OPTIONS,
+  scope: SHOPPERS[id].scope,
+  // Asked before every attempt, as a page with a refreshed token would.
+  headers: () => shopperHeaders(id),
+});
+
+const cartKey = () => "shop:cart" + SHOPPERS[currentShopper()].suffix;
+const reservationsKey = () => "shop:reservations" + SHOPPERS[currentShopper()].suffix;
 const LOG_KEY = "shop:attempts";
 const MAX_RESERVATIONS = 8;
 const MAX_LOG = 60;
@@ -39,8 +76,10 @@ const MAX_LOG = 60;
 export const NO_CONFIG = Object.freeze({ chaos: false, provider: false, receipts: false });
 
 export const state = {
-  /** The wasm client, once loaded. */
+  /** The wasm client of the signed-in shopper, once loaded. */
   client: null,
+  /** Who is signed in: `a` or `b` (SHOPPERS). */
+  shopper: currentShopper(),
   /** `GET /config`: what this server does. */
   config: NO_CONFIG,
   /** MailDev's web inbox (`?inbox=`), where receipts can be seen; or null. */
@@ -95,7 +134,7 @@ export function newCart(from = {}) {
 
 /** The cart this browser kept, or a new one. */
 export function loadCart() {
-  const kept = readJson("localStorage", CART_KEY);
+  const kept = readJson("localStorage", cartKey());
   if (!kept || typeof kept.id !== "string" || !kept.items || typeof kept.items !== "object") {
     return newCart();
   }
@@ -124,9 +163,9 @@ export function setCart(cart) {
   state.cart = cart;
 }
 
-export const saveCart = () => writeJson("localStorage", CART_KEY, state.cart);
+export const saveCart = () => writeJson("localStorage", cartKey(), state.cart);
 /** Whether a storage event was about the cart. */
-export const isCartKey = (key) => key === CART_KEY;
+export const isCartKey = (key) => key === cartKey();
 
 /** The cart's operation: one key for its whole life. */
 export const checkoutOp = (cart = state.cart) => `checkout:${cart.id}`;
@@ -157,7 +196,7 @@ function validReservation(r) {
 
 export function saveReservations() {
   state.reservations = state.reservations.slice(-MAX_RESERVATIONS);
-  writeJson("localStorage", RESERVATIONS_KEY, { list: state.reservations });
+  writeJson("localStorage", reservationsKey(), { list: state.reservations });
 }
 
 /** Reloads the reservations another tab stored. */
@@ -167,10 +206,10 @@ export function loadReservations() {
 
 /** The reservations stored in localStorage (the valid ones). */
 function keptReservations() {
-  return readJson("localStorage", RESERVATIONS_KEY)?.list?.filter(validReservation) || [];
+  return readJson("localStorage", reservationsKey())?.list?.filter(validReservation) || [];
 }
 
-export const isReservationsKey = (key) => key === RESERVATIONS_KEY;
+export const isReservationsKey = (key) => key === reservationsKey();
 
 // ---------------------------------------------------------------- attempt log
 

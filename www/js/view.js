@@ -58,7 +58,8 @@ function renderProducts() {
       li.querySelector("h3").textContent = p.name;
       li.querySelector(".blurb").textContent = p.blurb;
       li.querySelector(".price").textContent = money(p.price);
-      li.querySelector("button").setAttribute("aria-label", `Add ${p.name} to the cart`);
+      // The accessible name starts with the visible text (WCAG 2.5.3).
+      li.querySelector("button").setAttribute("aria-label", `Add to cart: ${p.name}`);
       list.append(li);
     }
   }

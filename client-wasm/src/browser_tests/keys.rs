@@ -84,13 +84,13 @@ fn garbage_records_are_ignored() {
 }
 
 /// During a deploy an older tab and a newer one share localStorage: a
-/// record of another format version (here a newer one, with a pending
-/// payment) is present, not absent. This client neither uses, replaces,
-/// sends nor deletes it; it says so with an `invalid` error.
+/// record of a later format version (with a pending payment) is present,
+/// not absent. This client neither uses, replaces, sends nor deletes it;
+/// it says so with an `invalid` error naming the version.
 #[wasm_bindgen_test]
 async fn a_record_of_another_version_is_never_overwritten() {
     let setup = Setup::new();
-    let newer = r#"{"v":2,"key":"6a1f0c52-0000-4000-8000-000000000001","created":1,"expires":99999999999999,"requests":[{"method":"POST","path":"/charges"}]}"#;
+    let newer = r#"{"v":3,"key":"6a1f0c52-0000-4000-8000-000000000001","created":1,"expires":99999999999999,"requests":[{"method":"POST","path":"/charges"}]}"#;
     local_storage()
         .set_item(&(setup.prefix.clone() + "checkout:deploy"), newer)
         .unwrap();
@@ -98,7 +98,7 @@ async fn a_record_of_another_version_is_never_overwritten() {
 
     let thrown = rejection(client.key_for("checkout:deploy".into()).unwrap_err());
     assert_eq!(thrown.kind, "invalid", "{thrown:?}");
-    assert!(thrown.message.contains("another version"), "{thrown:?}");
+    assert!(thrown.message.contains("version 3"), "{thrown:?}");
     let sent = rejected(pay(&client, 100, "checkout:deploy", JsValue::UNDEFINED)).await;
     assert_eq!(
         (sent.kind.as_str(), sent.attempts),

@@ -13,6 +13,7 @@
 
 mod abort;
 mod calls;
+mod checkouts;
 mod frames;
 mod keys;
 mod retries;

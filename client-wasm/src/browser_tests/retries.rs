@@ -166,20 +166,36 @@ async fn a_long_retry_after_is_capped_by_max_retry_after_ms() {
 }
 
 /// A captive portal answers a payment with a `302` to its login page. That
-/// is not the server's answer: not `ok`, not final. The call is retried and
-/// gives up as `exhausted` with no status, keeping the request to resume
-/// once the network is back.
+/// is not the server's answer: not `ok`, and not retried either (the
+/// portal answers the same until the shopper logs in): the call rejects
+/// as `exhausted` after that one attempt, with no status, keeping the
+/// request to resume once the network is back.
 #[wasm_bindgen_test]
 async fn a_redirect_is_not_an_answer() {
-    let (error, events) = through_portal("/redirect", &[]).await;
+    let setup = Setup::new();
+    let members = [
+        ("baseUrl", on_portal("/redirect")),
+        ("maxAttempts", 3.into()),
+    ];
+    let options = setup.options_with(None, &members);
+    let events = Events::install(&options);
+    let client = client_of(options);
+    let error = rejected(pay(&client, 100, "/redirect", JsValue::UNDEFINED)).await;
+    assert_eq!(
+        (error.kind.as_str(), error.attempts),
+        ("exhausted", 1),
+        "{error:?}"
+    );
     assert_eq!(error.last_status, None, "{error:?}");
     assert!(error.message.contains("redirected"), "{error:?}");
+    assert_eq!(events.len(), 1);
     let first = events.get(0);
     assert_eq!(
         get(&first, "error").as_string().as_deref(),
         Some("redirect")
     );
     assert_eq!(number(&first, "status"), None);
+    assert_eq!(client.pending_operations(), vec!["/redirect"]);
 
     // A GET changes nothing and may follow: it gets the login page.
     let looking = Setup::new().client_with(None, &[("baseUrl", on_portal("/redirect"))]);

@@ -93,7 +93,14 @@ async fn storage_quota_exceeded_falls_back_to_memory() {
     assert_eq!(outcome.key, key);
     let again = post(&setup.client(None), 1000, "full").await;
     assert!(again.replayed);
-    assert_eq!(warnings.count.get(), 1);
+    // Once per page: none here when an earlier test of this page (the
+    // `persistent` one) fell back already.
+    assert!(
+        warnings.count.get() <= 1,
+        "{} warnings",
+        warnings.count.get()
+    );
+    assert!(!client.persistent());
     assert!(setup.stored("full").is_none());
 
     drop(full);

@@ -1,12 +1,15 @@
 //! Where operations' records live: `localStorage`, or page memory when
 //! `localStorage` is missing, disabled or full.
 //!
-//! One entry per operation, named `storagePrefix + operation`, holding a
-//! [`Record`] in the text format of [`record`]. The entries themselves are
-//! kept by `Store` in `js/browser.js` (plain `localStorage` calls, the
+//! One entry per operation and owner: `storagePrefix + operation` for the
+//! scope `""` (the name the first release used), `storagePrefix + scope +
+//! "|" + operation` for another scope; it holds a [`Record`] in the text
+//! format of [`record`], which names its owner. The entries themselves
+//! are kept by `Store` in `js/browser.js` (plain `localStorage` calls, the
 //! memory fallback shared by every client of the page, and its one console
 //! warning), which never throws; this module reads and writes records
-//! through it, and a read of garbage gives [`Slot::Empty`].
+//! through it, and only ever uses the records its owner check accepts
+//! ([`Store::get`]): a read of garbage gives [`Slot::Empty`].
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -14,57 +17,62 @@ pub(crate) mod record;
 
 use crate::js;
 
-pub(crate) use record::{Record, Slot, StoredRequest};
+pub(crate) use record::{Record, Slot as Entry, StoredRequest};
 
-/// The records of one client, under one prefix.
-pub(crate) struct Store(js::Store);
+/// The records of one client: one prefix, one scope.
+pub(crate) struct Store {
+    entries: js::Store,
+}
 
 impl Store {
     /// `localStorage`, or memory where it is missing or disabled (or, from
     /// its first refused write on, full). Reads and writes nothing yet.
-    pub(crate) fn open(prefix: &str) -> Store {
-        Store(js::Store::new(prefix))
-    }
-
-    /// What the entry of an operation holds. Expiry is the caller's
-    /// business.
-    pub(crate) fn get(&self, operation: &str) -> Slot {
-        match self.0.get(operation) {
-            Some(text) => Record::decode(&text),
-            None => Slot::Empty,
+    pub(crate) fn open(prefix: &str, scope: &str) -> Store {
+        Store {
+            entries: js::Store::new(prefix, scope),
         }
     }
 
-    /// Writes the record of an operation. Never fails: when `localStorage`
-    /// refuses the write, this client's records go to memory from now on.
+    /// What the entry of an operation holds for this client (its owner
+    /// checked by `Store.get` in `js/browser.js`). Expiry is the caller's
+    /// business.
+    pub(crate) fn get(&self, operation: &str) -> Entry {
+        match self.entries.get(operation) {
+            Some(text) => Record::decode(&text),
+            None => Entry::Empty,
+        }
+    }
+
+    /// Writes the record of an operation (as the current version, owned by
+    /// this client): key, request and lease in one entry, in one write.
+    /// Never fails: when `localStorage` refuses the write, this client's
+    /// records go to memory from now on ([`Store::persistent`]).
     pub(crate) fn put(&self, operation: &str, record: &Record) {
-        self.0.put(operation, &record.encode());
+        self.entries.put(operation, &record.encode());
     }
 
     /// Forgets an operation, wherever its record is.
     pub(crate) fn remove(&self, operation: &str) {
-        self.0.remove(operation);
+        self.entries.remove(operation);
     }
 
-    /// Every record of this version under this prefix, with its operation.
+    /// `true` while records go to `localStorage`; `false` once they are
+    /// kept in page memory, which a reload loses.
+    pub(crate) fn persistent(&self) -> bool {
+        self.entries.persistent()
+    }
+
+    /// Every record of this client (this prefix and scope), with its
+    /// operation. Entries of other owners, of later versions and garbage
+    /// are left out.
     pub(crate) fn records(&self) -> Vec<(String, Record)> {
-        self.0
+        self.entries
             .operations()
             .into_iter()
             .filter_map(|operation| match self.get(&operation) {
-                Slot::Ours(record) => Some((operation, record)),
+                Entry::Ours(record) => Some((operation, record)),
                 _ => None,
             })
             .collect()
-    }
-
-    /// Deletes the records whose keys expired before `now_ms` (unless a
-    /// call is still sending with one). Records of other versions stay.
-    pub(crate) fn purge_expired(&self, now_ms: u64) {
-        for (operation, record) in self.records() {
-            if !record.is_usable(now_ms) {
-                self.remove(&operation);
-            }
-        }
     }
 }

@@ -1,25 +1,39 @@
 //! The stored record of one operation: its schema and its text.
 //!
-//! One flat JSON object per operation, readable in the browser's devtools:
+//! One flat JSON object per operation, readable in the browser's devtools.
+//! Version 2, written by this build:
 //!
 //! ```json
-//! {"v":1,"key":"8e03…","created":1764432000000,"expires":1764518400000,
-//!  "answered":false,"method":"POST","path":"/charges","body":"{\"amount\":1999}",
-//!  "busy":1764432012000}
+//! {"v":2,"prefix":"idem:","scope":"u1","op":"checkout:42","key":"8e03…",
+//!  "created":1764432000000,"expires":1764518400000,"answered":false,
+//!  "method":"POST","path":"/charges","body":"{\"amount\":1999}",
+//!  "sent":1764432000100,"busy":1764432012000}
 //! ```
 //!
-//! `method`, `path` and `body` are present once a request has been stored
-//! (`body` is the request's JSON text, or `null` for none). `busy` is
+//! `prefix`, `scope` and `op` name the record's owner: a client uses only
+//! records whose three members equal its own `storagePrefix`, `scope` and
+//! the operation, whatever the entry is called (so `"idem:"` never takes
+//! `"idem:admin:"`'s records, nor scope `"u1"` scope `"u12"`'s). `method`,
+//! `path` and `body` are present once a request has been stored, always in
+//! the same write as the key (`body` is the request's JSON text, or `null`
+//! for none), with `sent`, when that request was first stored. `busy` is
 //! present while a call is sending the request: until then, `release`
-//! refuses and an expired key is not replaced (see [`Record::busy_until_ms`]).
+//! refuses and an expired key is not replaced (see
+//! [`Record::busy_until_ms`]).
+//!
+//! **Upgrades.** Version 1 (the first release: the same members without
+//! `prefix`, `scope`, `op` and `sent`) is still read, as a record of scope
+//! `""` whose owner is the name of its entry, and is written back as
+//! version 2 the next time it changes (the committed fixture
+//! `browser_tests/fixtures/record-v1.json` is one, resumed by the browser
+//! tests). A record of a later version ([`Slot::Later`]) is never
+//! overwritten or deleted, and only its own operation is refused, naming
+//! the version. Unknown extra members are ignored, so a later version may
+//! add some without a new `v`.
 //!
 //! Reading is strict about what it needs and lenient about what it does
-//! not ([`Slot`]): a version-1 record of this shape is ours; an object
-//! whose `v` is another whole number belongs to another version of the
-//! client (an older or newer tab during a deploy) and is left alone; and
-//! anything else (garbage, a torn write, mistyped fields) counts as absent.
-//! Unknown extra members are ignored, so a later version may add some
-//! without a new `v`.
+//! not ([`Slot`]): anything that is not a record of a known shape
+//! (garbage, a torn write, mistyped fields) counts as absent.
 //!
 //! The text is parsed by the browser's `JSON.parse`; the schema is checked
 //! here, on [`Field`]s, so that the host tests can feed it the members of
@@ -36,7 +50,10 @@ use crate::text::push_u64;
 pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Version written into every record.
-pub(crate) const VERSION: u64 = 1;
+pub(crate) const VERSION: u64 = 2;
+
+/// The first release's version, still read (its records name no owner).
+pub(crate) const LEGACY: u64 = 1;
 
 /// A request stored beside the key, so that a reloaded page can resume it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +82,9 @@ pub(crate) struct Record {
     /// every wait, and clears it when the call settles; a closed tab's
     /// lease simply runs out.
     pub(crate) busy_until_ms: Option<u64>,
+    /// When the stored request was first stored, Unix epoch milliseconds
+    /// (`None` in a version-1 record).
+    pub(crate) sent_ms: Option<u64>,
 }
 
 /// What an entry of the storage holds.
@@ -72,11 +92,14 @@ pub(crate) struct Record {
 pub(crate) enum Slot {
     /// Nothing usable: no entry, or garbage. A new record may replace it.
     Empty,
-    /// A record of this version.
+    /// A record of the reader's, of this version or of an earlier one.
     Ours(Record),
-    /// A record of another version of the client: never overwritten or
-    /// deleted, never used.
-    Foreign,
+    /// A record of another prefix or scope (an entry name that two owners
+    /// spell alike): never overwritten or deleted, never used.
+    Taken,
+    /// A record of a later version of the client, this one: never
+    /// overwritten or deleted, never used.
+    Later(u64),
 }
 
 impl Record {
@@ -89,12 +112,16 @@ impl Record {
             request: None,
             answered: false,
             busy_until_ms: None,
+            sent_ms: None,
         }
     }
 
-    /// True until `expires_ms`.
+    /// True until `expires_ms`, and only while the clock is not before
+    /// `created_ms`: a device clock set back past the moment the key was
+    /// made hides how old the key really is, and the server may have
+    /// forgotten it already (docs/CLIENT.md, "Expiry and the device clock").
     pub(crate) fn is_live(&self, now_ms: u64) -> bool {
-        now_ms < self.expires_ms
+        self.created_ms <= now_ms && now_ms < self.expires_ms
     }
 
     /// A call is sending the request right now, in this tab or another.
@@ -113,9 +140,11 @@ impl Record {
         self.request.is_some() && !self.answered
     }
 
-    /// The record as JSON text.
+    /// The record as JSON text of the current version, without its owner
+    /// (`Store.put` in `js/browser.js` writes `prefix`, `scope` and `op`
+    /// after the `v`).
     pub(crate) fn encode(&self) -> String {
-        let mut out = String::with_capacity(160);
+        let mut out = String::with_capacity(200);
         out.push_str("{\"v\":");
         push_u64(&mut out, VERSION);
         out.push_str(",\"key\":");
@@ -137,6 +166,12 @@ impl Record {
                 None => out.push_str("null"),
             }
         }
+        if self.request.is_some() {
+            // A version-1 record did not say: its key's birth is the best
+            // bound there is.
+            out.push_str(",\"sent\":");
+            push_u64(&mut out, self.sent_ms.unwrap_or(self.created_ms));
+        }
         if let Some(until) = self.busy_until_ms {
             out.push_str(",\"busy\":");
             push_u64(&mut out, until);
@@ -145,7 +180,7 @@ impl Record {
         out
     }
 
-    /// Reads an entry's text. Never panics.
+    /// Reads an entry's text, as `Store.get` gave it. Never panics.
     pub(crate) fn decode(text: &str) -> Slot {
         match js::json_parse(&text.into()) {
             Ok(value) if value.is_object() && !js_sys::Array::is_array(&value) => {
@@ -156,16 +191,31 @@ impl Record {
     }
 
     /// Reads the members of a JSON object, `member(name)` giving each.
+    /// Versions 1 and 2 are read alike (2 adds `sent`, and the owner that
+    /// `Store.get` checked: what it hands over is the reader's own record,
+    /// or `{"v":0}` for another owner's).
     pub(crate) fn from_members(member: impl Fn(&str) -> Field) -> Slot {
         match member("v").whole() {
-            Some(VERSION) => Record::from_v1(member).map_or(Slot::Empty, Slot::Ours),
-            Some(_) => Slot::Foreign,
-            None => Slot::Empty,
+            Some(0) => return Slot::Taken,
+            Some(LEGACY | VERSION) => {}
+            Some(later) => return Slot::Later(later),
+            None => return Slot::Empty,
         }
+        let Some(mut record) = Record::from_v1(&member) else {
+            return Slot::Empty;
+        };
+        record.sent_ms = match member("sent") {
+            Field::Absent => None,
+            sent => match sent.whole() {
+                Some(sent) => Some(sent),
+                None => return Slot::Empty,
+            },
+        };
+        Slot::Ours(record)
     }
 
     /// The version-1 record the members make, if they make one.
-    fn from_v1(member: impl Fn(&str) -> Field) -> Option<Record> {
+    fn from_v1(member: &impl Fn(&str) -> Field) -> Option<Record> {
         let key = member("key").string().filter(|key| is_valid_key(key))?;
         let created_ms = member("created").whole()?;
         let expires_ms = member("expires").whole()?;
@@ -197,6 +247,7 @@ impl Record {
             request,
             answered,
             busy_until_ms,
+            sent_ms: None,
         })
     }
 }

@@ -42,6 +42,7 @@ fn sample() -> Record {
         }),
         answered: false,
         busy_until_ms: Some(1_764_432_012_000),
+        sent_ms: Some(1_764_432_000_100),
     }
 }
 
@@ -80,8 +81,50 @@ fn the_format_is_stable() {
     let text = Record::new("abc".into(), 1, 1).encode();
     assert_eq!(
         text,
-        r#"{"v":1,"key":"abc","created":1,"expires":2,"answered":false}"#
+        r#"{"v":2,"key":"abc","created":1,"expires":2,"answered":false}"#
     );
+    let text = sample().encode();
+    assert!(
+        text.ends_with(r#","sent":1764432000100,"busy":1764432012000}"#),
+        "{text}"
+    );
+    // What `Store.get` hands over for another owner's record.
+    assert_eq!(decode(r#"{"v":0}"#), Slot::Taken);
+}
+
+/// The first release's records (version 1, no owner, no `sent`) are still
+/// read: the upgrade path. The committed browser fixture is one of them.
+#[test]
+fn first_release_records_are_read_without_an_owner() {
+    let fixture = include_str!("../browser_tests/fixtures/record-v1.json");
+    let Slot::Ours(record) = decode(fixture) else {
+        panic!("the fixture is not read: {fixture}");
+    };
+    assert_eq!(record.sent_ms, None);
+    assert_eq!(record.key, "5b0e3c1a-7d2f-4e8b-9a6c-1f2e3d4c5b6a");
+    assert!(record.is_pending());
+    // Written back, it is a version-2 record, `sent` its key's birth.
+    let text = record.encode();
+    assert!(text.starts_with(r#"{"v":2,"key":"#), "{text}");
+    let upgraded = ours(&text).unwrap();
+    assert_eq!(upgraded.key, record.key);
+    assert_eq!(upgraded.sent_ms, Some(record.created_ms));
+}
+
+#[test]
+fn a_version_2_record_says_when_its_request_was_sent() {
+    let text = sample().encode();
+    assert_eq!(ours(&text).and_then(|r| r.sent_ms), Some(1_764_432_000_100));
+    let mistyped = text.replacen(r#""sent":1764432000100"#, r#""sent":"soon""#, 1);
+    assert_eq!(decode(&mistyped), Slot::Empty, "{mistyped}");
+}
+
+#[test]
+fn a_clock_set_back_before_the_key_was_made_ends_its_life() {
+    let record = Record::new("k".into(), 10_000, 500);
+    assert!(record.is_live(10_000));
+    assert!(!record.is_live(9_999), "the device clock went back");
+    assert!(!record.is_usable(9_999));
 }
 
 #[test]
@@ -123,23 +166,29 @@ fn garbage_reads_as_absent() {
 }
 
 #[test]
-fn records_of_other_versions_are_foreign() {
+fn records_of_later_versions_are_left_alone_and_name_their_version() {
     let current = Record::new("k".into(), 1, 2).encode();
-    for v in ["0", "2", "17"] {
-        let text = current.replacen("\"v\":1", &format!("\"v\":{v}"), 1);
-        assert_eq!(decode(&text), Slot::Foreign, "{text}");
+    for v in [3, 17] {
+        let text = current.replacen("\"v\":2", &format!("\"v\":{v}"), 1);
+        assert_eq!(decode(&text), Slot::Later(v), "{text}");
     }
     // Whatever a later version stores beside its `v`.
-    let newer = r#"{"v":2,"keys":["a","b"],"expires":-1.5,"request":{"method":"POST"}}"#;
-    assert_eq!(decode(newer), Slot::Foreign);
+    let newer = r#"{"v":3,"keys":["a","b"],"expires":-1.5,"request":{"method":"POST"}}"#;
+    assert_eq!(decode(newer), Slot::Later(3));
+    // Version 0 never existed: it is what `Store.get` hands over for a
+    // record of another owner.
+    assert_eq!(
+        decode(&current.replacen("\"v\":2", "\"v\":0", 1)),
+        Slot::Taken
+    );
 }
 
 #[test]
 fn a_version_that_is_not_a_whole_number_is_garbage() {
     let current = Record::new("k".into(), 1, 2).encode();
-    // (`1.0` is 1 to JSON.parse: version 1.)
-    for v in ["\"1\"", "1.5", "null", "-1", "true", "{}"] {
-        let text = current.replacen("\"v\":1", &format!("\"v\":{v}"), 1);
+    // (`2.0` is 2 to JSON.parse: version 2.)
+    for v in ["\"2\"", "1.5", "null", "-1", "true", "{}"] {
+        let text = current.replacen("\"v\":2", &format!("\"v\":{v}"), 1);
         assert_eq!(decode(&text), Slot::Empty, "{text}");
     }
     // An unversioned shape: just the key.
@@ -250,15 +299,19 @@ mod properties {
             request,
             any::<bool>(),
             proptest::option::of(0..=MAX_SAFE_INTEGER),
+            0..=MAX_SAFE_INTEGER,
         )
-            .prop_map(|(key, a, b, request, answered, busy_until_ms)| Record {
-                key,
-                created_ms: a.min(b),
-                expires_ms: a.max(b),
-                request,
-                answered,
-                busy_until_ms,
-            })
+            .prop_map(
+                |(key, a, b, request, answered, busy_until_ms, sent)| Record {
+                    key,
+                    created_ms: a.min(b),
+                    expires_ms: a.max(b),
+                    sent_ms: request.as_ref().map(|_| sent),
+                    request,
+                    answered,
+                    busy_until_ms,
+                },
+            )
     }
 
     proptest! {

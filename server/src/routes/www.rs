@@ -11,8 +11,12 @@ use http::{header, HeaderValue, Method};
 use std::path::Path;
 use tower_http::services::ServeDir;
 
-/// Serves `dir` at `/`, and gives a browser without a valid `sid` cookie a
-/// fresh one when it loads a page.
+/// What the demo page may run: its own scripts and WebAssembly, no inline
+/// script, nothing evaluated (docs/CLIENT.md, "Content Security Policy").
+const CONTENT_SECURITY_POLICY: &str = "script-src 'self' 'wasm-unsafe-eval'";
+
+/// Serves `dir` at `/` under [`CONTENT_SECURITY_POLICY`], and gives a
+/// browser without a valid `sid` cookie a fresh one when it loads a page.
 pub fn service(dir: &Path) -> Router {
     let files = ServeDir::new(dir)
         .append_index_html_on_directories(true)
@@ -41,6 +45,10 @@ async fn ensure_session(request: Request, next: Next) -> Response {
     let has_session =
         session_cookie(request.headers()).is_some_and(|v| SessionToken::parse(v).is_ok());
     let mut response = next.run(request).await;
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
     if is_page && !has_session && response.status().is_success() {
         let token = SessionToken::generate();
         let cookie = format!(

@@ -14,11 +14,14 @@
 //!   unanswered, the keyboard, a long history of charges.
 //! - [`provider`]: payments through the payment provider simulator, with
 //!   receipts to MailDev.
+//! - [`accounts`]: two shoppers on one browser, the page's strict
+//!   Content-Security-Policy, and axe-core's accessibility rules.
 //!
 //! Each story is an `async fn` listed in its module's `e2e::stories!`,
 //! which runs it once per engine, each time in a fresh scene: a new
 //! server, new browsers. The steps they share are `e2e::steps`.
 
+mod accounts;
 mod failures;
 mod provider;
 mod shopper;
