@@ -58,17 +58,18 @@ impl Postgres {
     /// `synchronous_standby_names=*`).
     pub fn start_with(settings: &[&str]) -> Result<Self> {
         let cluster = Self::new(None, settings)?;
-        cluster.initdb()?;
+        cluster.initdb(false)?;
         cluster.restart()?;
         Ok(cluster)
     }
 
     /// [`Postgres::start_with`], the data folder in a new folder under
     /// `parent` (a [`LazyFs`](crate::LazyFs) mount, say); the log and the
-    /// socket stay in a temporary folder elsewhere.
+    /// socket stay in a temporary folder elsewhere. `initdb` syncs what it
+    /// wrote there before it returns (a power cut can come next).
     pub fn start_in(parent: &Path, settings: &[&str]) -> Result<Self> {
         let cluster = Self::new(Some(parent), settings)?;
-        cluster.initdb()?;
+        cluster.initdb(true)?;
         cluster.restart()?;
         Ok(cluster)
     }
@@ -168,12 +169,13 @@ impl Postgres {
         })
     }
 
-    fn initdb(&self) -> Result<()> {
+    fn initdb(&self, sync: bool) -> Result<()> {
         let initdb = self
             .command("initdb")
             .arg("-D")
             .arg(&self.data)
-            .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+            .args(["-A", "trust", "-U", "postgres"])
+            .args((!sync).then_some("--no-sync"))
             .args(["-E", "UTF8", "--locale=C"])
             .output()
             .context("running initdb")?;

@@ -36,7 +36,7 @@ mod stock;
 #[path = "../crash/tally.rs"]
 mod tally;
 
-// mod postgres;
+mod postgres;
 mod verdict;
 
 use knobs::{knob, Seed};
