@@ -17,6 +17,9 @@
 //! would: a synchronous primary's commits were waiting for it, an
 //! asynchronous one's were answered. Each instance's `/healthz` is polled from the kill
 //! until it answers 200 from the new primary: that time is the bound.
+//! `/healthz` names the primary as `database_host` before the kill and
+//! the promoted standby after it, and `/metrics` has
+//! `database_host_info{host="…"} 1` for the new one only.
 //!
 //! With a **synchronous** standby (`synchronous_standby_names = '*'`):
 //! nothing answered is lost (every 201's charge is there, same id), every
@@ -150,6 +153,14 @@ async fn run(standby: Standby) -> Run {
             .start()
     };
     let servers = [start().await.unwrap(), start().await.unwrap()];
+    let (old_host, new_host) = (primary.addr().to_string(), replica.addr().to_string());
+    for server in &servers {
+        assert_eq!(
+            writes_to(server).await,
+            old_host,
+            "/healthz before the kill"
+        );
+    }
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
@@ -382,6 +393,15 @@ async fn run(standby: Standby) -> Run {
     }
     for server in &servers {
         assert_eq!(server.health().await.unwrap(), 200, "/healthz at the end");
+        assert_eq!(
+            writes_to(server).await,
+            new_host,
+            "/healthz after the failover"
+        );
+        let metrics = server.metrics().await.unwrap();
+        let info = |host: &str| metrics.counter("database_host_info", &[("host", host)]);
+        assert_eq!(info(&new_host).unwrap(), 1.0, "{}", metrics.text());
+        assert!(info(&old_host).is_err(), "{}", metrics.text());
     }
     Run {
         operations: operations.len(),
@@ -406,6 +426,24 @@ impl Failover {
     fn after_promotion(&self) -> [Duration; 2] {
         [0, 1].map(|i| self.found[i].saturating_sub(self.promoted))
     }
+}
+
+/// The `database_host` of a `GET /healthz` 200.
+async fn writes_to(server: &Server) -> String {
+    let health: Value = server
+        .http()
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    health["database_host"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Polls `url` until 200; the time since `since`.
