@@ -27,6 +27,9 @@
 #[path = "../crash/knobs.rs"]
 mod knobs;
 #[allow(dead_code)]
+#[path = "../crash/provider.rs"]
+mod provider;
+#[allow(dead_code)]
 #[path = "../crash/sender.rs"]
 mod sender;
 #[allow(dead_code)]
@@ -48,7 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tally::Tally;
-use testkit::{Database, LazyFs, Server};
+use testkit::{Database, LazyFs, MailDev, Psp, Server};
 
 const CALLERS: usize = 4;
 const IN_FLIGHT: usize = 16;
@@ -60,15 +63,26 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn power_cuts_lose_no_answered_operation_with_full_durability() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let report = run(Durability::Full).await;
+    let report = run(Durability::Full, Mode::Local).await;
     report.assert_nothing_answered_was_lost();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn power_cuts_find_answered_operations_lost_with_relaxed_durability() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let report = run(Durability::Relaxed).await;
+    let report = run(Durability::Relaxed, Mode::Local).await;
     report.assert_sound_but_lost_answers();
+}
+
+/// Through the provider simulator (its ledger on another machine's disk,
+/// as a real provider's is) and MailDev: after the cuts no provider
+/// charge is forgotten (each is named by exactly one succeeded charge)
+/// and every receipt owed arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn power_cuts_forget_no_provider_charge_and_no_owed_receipt() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let report = run(Durability::Full, Mode::Provider).await;
+    report.assert_nothing_answered_was_lost();
 }
 
 /// `--durability`.
@@ -87,12 +101,22 @@ pub(crate) struct Cuts {
     pub(crate) down_ms: Vec<u128>,
 }
 
-async fn run(durability: Durability) -> verdict::Report {
-    let rounds: usize = knob("POWERCUT_ROUNDS", || 6);
+/// What lives beside the server in provider mode, on disks no cut reaches.
+struct Outside {
+    psp: Psp,
+    maildev: MailDev,
+}
+
+async fn run(durability: Durability, mode: Mode) -> verdict::Report {
+    let rounds: usize = knob("POWERCUT_ROUNDS", || match mode {
+        Mode::Local => 6,
+        Mode::Provider => 4,
+    });
     let report_seed = Seed::from_env();
     let seed = report_seed.0;
     println!(
-        "power-cut harness (sqlite, {durability:?}): CRASH_SEED={seed} POWERCUT_ROUNDS={rounds}"
+        "power-cut harness (sqlite, {durability:?}, {mode:?}): CRASH_SEED={seed} \
+         POWERCUT_ROUNDS={rounds}"
     );
 
     let fs = LazyFs::mount().unwrap();
@@ -101,9 +125,27 @@ async fn run(durability: Durability) -> verdict::Report {
     if durability == Durability::Full {
         builder = builder.durability_full();
     }
+    let outside = match mode {
+        Mode::Local => None,
+        Mode::Provider => Some(Outside {
+            psp: Psp::with_latency(Duration::from_millis(20)).unwrap(),
+            maildev: MailDev::start().await.unwrap(),
+        }),
+    };
+    if let Some(outside) = &outside {
+        builder = builder.psp(&outside.psp).smtp(&outside.maildev).flags([
+            "--operation-lease",
+            "2s",
+            "--complete-interval",
+            "1s",
+        ]);
+    }
     let server = builder.start().await.unwrap();
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(match mode {
+            Mode::Local => 2,
+            Mode::Provider => 5,
+        }))
         .build()
         .unwrap();
     let callers: Vec<Vec<testkit::Caller>> = (0..CALLERS)
@@ -155,8 +197,9 @@ async fn run(durability: Durability) -> verdict::Report {
             key: testkit::new_key(),
             kind: Kind::Charge {
                 amount: rng.random_range(1..100_000),
-                declined: false,
-                receipt_email: None,
+                declined: mode == Mode::Provider && rng.random_bool(0.15),
+                receipt_email: (mode == Mode::Provider && rng.random_bool(0.4))
+                    .then(|| format!("op-{id}@shop.example")),
             },
             abandoned: false,
         };
@@ -167,7 +210,7 @@ async fn run(durability: Durability) -> verdict::Report {
                 let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
                 tokio::spawn(async move {
                     let cx = Context {
-                        mode: Mode::Local,
+                        mode,
                         postgres: false,
                         tally: &tally,
                     };
@@ -192,12 +235,28 @@ async fn run(durability: Durability) -> verdict::Report {
 
     let answers = answers.lock().unwrap().clone();
     let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
-    let report = verdict::judge(&operations, &answers, &observer, Mode::Local).await;
+    if mode == Mode::Provider {
+        // The completer finishes what the cuts interrupted.
+        verdict::settle(&observer, Duration::from_secs(60)).await;
+    }
+    let report = verdict::judge(&operations, &answers, &observer, mode).await;
+    let (ledger, receipts) = match &outside {
+        Some(outside) => {
+            let charges = verdict::charges(&observer).await;
+            let all: Vec<&serde_json::Value> = charges.values().flatten().collect();
+            (
+                provider::check_ledger(&outside.psp, &all).await,
+                provider::check_receipts(&outside.maildev, &all, cuts.each.len()).await,
+            )
+        }
+        None => (0, (0, 0, 0)),
+    };
     let stats = fs.stats();
     println!(
-        "power-cut harness (sqlite, {durability:?}): seed={seed} cuts={} (on requests in \
-         flight: {}) operations={} attempts={} answered 201={} lost answers={} (operations: {}) \
-         duplicates={} after final retries: not exactly one charge={} \
+        "power-cut harness (sqlite, {durability:?}, {mode:?}): seed={seed} cuts={} (on \
+         requests in flight: {}) operations={} attempts={} answered 201={} lost answers={} \
+         (operations: {}) duplicates={} after final retries: not exactly one charge={} \
+         provider ledger={ledger} receipts (owed, received, duplicates)={receipts:?} \
          pages dropped per cut (in flight, pages, files): {:?} syncs={} pages synced={} \
          ms from cut to listening again: {:?} senders done in {:.1}s\n\
          answers by status:\n{}",

@@ -4,6 +4,7 @@
 use crate::sender::{Answer, Mode, Operation};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 use testkit::Caller;
 
 /// What the judgement found, one line per operation that went wrong.
@@ -82,6 +83,27 @@ pub(crate) async fn charges(callers: &[&Caller]) -> HashMap<String, Vec<Value>> 
         }
     }
     by_op
+}
+
+/// Waits until no charge is `pending` (the completer's work), for at
+/// most `timeout`.
+pub(crate) async fn settle(callers: &[&Caller], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let charges = charges(callers).await;
+        let pending: Vec<&Value> = (charges.values().flatten())
+            .filter(|c| c["status"] == "pending")
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} charges still pending after {timeout:?}: {pending:?}",
+            pending.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Judges every operation, retries each once more, and counts the
