@@ -332,7 +332,7 @@ impl Node {
         self.backing()?.set_len(size)?;
         let first_gone = size.div_ceil(PAGE);
         self.dirty.retain(|index, _| *index < first_gone);
-        if size % PAGE != 0 {
+        if !size.is_multiple_of(PAGE) {
             if let Some(page) = self.dirty.get_mut(&(size / PAGE)) {
                 page[(size % PAGE) as usize..].fill(0);
             }
