@@ -384,6 +384,12 @@ async fn run(standby: Standby) -> Run {
         failover.in_flight > 0,
         "the kill found no request in flight"
     );
+    // Operations the kill stopped at their recovery point were resumed
+    // from the new primary (their leases held there).
+    assert!(
+        resumed.iter().sum::<f64>() > 0.0,
+        "no operation was resumed after the failover"
+    );
     for found in failover.after_promotion() {
         assert!(
             found <= FIND_NEW_PRIMARY,
