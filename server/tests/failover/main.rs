@@ -31,6 +31,14 @@
 //! twice for any (the downstream key, derived from caller and key,
 //! should make the re-run replay the provider's first charge).
 //!
+//! A third run ends the lag differently, with no failover: the sessions
+//! whose COMMIT waits for the synchronous standby are ended with
+//! `pg_terminate_backend` (PostgreSQL warns them, with SQLSTATE 57P01,
+//! that the transaction "has already committed locally", then closes the
+//! connection). Those commits stay on the primary, so an instance that
+//! called one "nothing was done" would be caught: a one-shot operation so
+//! told must have no charge (issue 25, item 6).
+//!
 //! `FAILOVER_SEED` replays a schedule. Needs PostgreSQL installed:
 //! `scripts/test.sh` runs it in its PostgreSQL step with
 //! `--include-ignored`.
@@ -83,7 +91,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn promoting_a_synchronous_standby_loses_no_answered_operation_and_charges_once() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let run = run(Standby::Synchronous).await;
+    let run = run(Standby::Synchronous, Ending::Promote).await;
     run.report.assert_nothing_answered_was_lost();
     assert_eq!(run.ledger.charged_twice, 0, "cards charged twice");
     assert_eq!(run.ledger.orphans, 0, "provider charges no charge names");
@@ -97,7 +105,7 @@ async fn promoting_a_synchronous_standby_loses_no_answered_operation_and_charges
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn promoting_an_asynchronous_standby_is_measured_and_never_charges_a_card_twice() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let run = run(Standby::Asynchronous).await;
+    let run = run(Standby::Asynchronous, Ending::Promote).await;
     // Measured, not judged: the figures are printed and go in the README.
     // What must hold even so: no operation ends with two charges, and
     // the provider never charged one operation twice (the downstream key).
@@ -107,6 +115,35 @@ async fn promoting_an_asynchronous_standby_is_measured_and_never_charges_a_card_
         run.report.duplicates
     );
     assert_eq!(run.ledger.charged_twice, 0, "cards charged twice");
+}
+
+/// A synchronous standby falls behind and the sessions whose COMMIT waits
+/// for it are ended (`pg_terminate_backend`): each had committed on the
+/// primary, which stays, and must never be told "nothing was done"
+/// (issue 25, item 6): no one-shot operation so told may have a charge,
+/// and nothing answered is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
+async fn a_commit_ended_while_it_waits_for_the_synchronous_standby_is_never_called_nothing_done() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let run = run(Standby::Synchronous, Ending::TerminateWaiters).await;
+    run.report.assert_nothing_answered_was_lost();
+    assert_eq!(run.ledger.charged_twice, 0, "cards charged twice");
+    assert_eq!(
+        run.ledger.rows, run.operations,
+        "one provider charge per operation"
+    );
+}
+
+/// How the lagging standby's scene ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// The primary's postmaster and WAL sender are killed, the standby
+    /// promoted.
+    Promote,
+    /// The sessions waiting for the standby are terminated; the primary
+    /// stays.
+    TerminateWaiters,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +159,7 @@ struct Run {
     ledger: Ledger,
 }
 
-async fn run(standby: Standby) -> Run {
+async fn run(standby: Standby, ending: Ending) -> Run {
     let seed: u64 = knobs::knob("FAILOVER_SEED", rand::random);
     println!("failover ({standby:?} standby): FAILOVER_SEED={seed}");
     let settings: &[&str] = match standby {
@@ -196,6 +233,27 @@ async fn run(standby: Standby) -> Run {
             tokio::time::sleep(LAG).await;
             let in_flight = tally.in_flight(0) + tally.in_flight(1);
             let killed = Instant::now();
+            if ending == Ending::TerminateWaiters {
+                // No failover: the sessions waiting for the standby are
+                // ended (as an administrator or a pooler would), their
+                // transactions committed on the primary that stays.
+                let terminated = terminate_sync_waiters(&primary).await;
+                signal(sender, "CONT");
+                let mut found = Vec::new();
+                for (http, url) in &health {
+                    found.push(healthy_again(http, url, killed).await);
+                }
+                tokio::time::sleep(AFTER).await;
+                sending.store(false, Ordering::Release);
+                return Failover {
+                    in_flight,
+                    promoted: Duration::ZERO,
+                    found,
+                    lingered: Duration::ZERO,
+                    terminated,
+                    _keep: (primary, replica),
+                };
+            }
             primary.sigkill_postmaster().unwrap();
             signal(sender, "KILL");
             let promote = tokio::task::spawn_blocking(move || {
@@ -217,6 +275,7 @@ async fn run(standby: Standby) -> Run {
                 promoted,
                 found,
                 lingered,
+                terminated: 0,
                 _keep: (primary, replica),
             }
         })
@@ -320,13 +379,15 @@ async fn run(standby: Standby) -> Run {
     }
     let forbidden = tally.kinds.forbidden();
     println!(
-        "failover ({standby:?} standby): seed={seed} operations={} (one-shot {}) attempts={} \
+        "failover ({standby:?} standby, {ending:?}): seed={seed} terminated while waiting={} \
+         operations={} (one-shot {}) attempts={} \
          in flight at the kill={} promoted {}ms after the kill; /healthz 200 again after \
          {:?} ms (after the promotion: {:?} ms); old primary's last process gone after {}ms; pending right after the load={} \
          answered 201={} lost answers={} (operations: {}) duplicates={} not exactly one \
          charge={} ledger rows={} charged twice={} orphans={} resumed by retry={} by \
          completer={} \"nothing was done\" said of a charge={lies:?} load {:.1}s\n\
          answers by status:\n{}",
+        failover.terminated,
         operations.len(),
         operations.iter().filter(|op| op.abandoned).count(),
         tally.attempts(),
@@ -384,6 +445,12 @@ async fn run(standby: Standby) -> Run {
         failover.in_flight > 0,
         "the kill found no request in flight"
     );
+    if ending == Ending::TerminateWaiters {
+        assert!(
+            failover.terminated > 0,
+            "no session was waiting for the standby"
+        );
+    }
     // Operations the kill stopped at their recovery point were resumed
     // from the new primary (their leases held there).
     assert!(
@@ -399,15 +466,17 @@ async fn run(standby: Standby) -> Run {
     }
     for server in &servers {
         assert_eq!(server.health().await.unwrap(), 200, "/healthz at the end");
-        assert_eq!(
-            writes_to(server).await,
-            new_host,
-            "/healthz after the failover"
-        );
+        let expected = match ending {
+            Ending::Promote => &new_host,
+            Ending::TerminateWaiters => &old_host,
+        };
+        assert_eq!(writes_to(server).await, *expected, "/healthz at the end");
         let metrics = server.metrics().await.unwrap();
         let info = |host: &str| metrics.counter("database_host_info", &[("host", host)]);
-        assert_eq!(info(&new_host).unwrap(), 1.0, "{}", metrics.text());
-        assert!(info(&old_host).is_err(), "{}", metrics.text());
+        assert_eq!(info(expected).unwrap(), 1.0, "{}", metrics.text());
+        if ending == Ending::Promote {
+            assert!(info(&old_host).is_err(), "{}", metrics.text());
+        }
     }
     Run {
         operations: operations.len(),
@@ -423,6 +492,8 @@ struct Failover {
     /// For each instance: from the kill to its first `/healthz` 200.
     found: Vec<Duration>,
     lingered: Duration,
+    /// Sessions ended while their COMMIT waited for the standby.
+    terminated: usize,
     _keep: (Postgres, Postgres),
 }
 
@@ -551,6 +622,24 @@ async fn send_once(op: &Operation, tally: &Tally, rng: &mut StdRng) -> bool {
         None => "no answer (one-shot)".to_owned(),
     });
     nothing_done
+}
+
+/// `pg_terminate_backend` for every session whose COMMIT waits for the
+/// synchronous standby; how many.
+async fn terminate_sync_waiters(primary: &Postgres) -> usize {
+    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE wait_event = 'SyncRep'",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.len()
 }
 
 /// The pid of the primary's WAL sender (its one standby's).
