@@ -39,7 +39,12 @@
 //! called one "nothing was done" would be caught: a one-shot operation so
 //! told must have no charge (issue 25, item 6).
 //!
-//! `FAILOVER_SEED` replays a schedule. Needs PostgreSQL installed:
+//! `FAILOVER_SEED` replays a schedule.
+//!
+//! This file, though over 400 lines, is the run told in order (the
+//! cluster and the instances, the orchestrator's scene, the senders, then
+//! every check and the report); [`observe`], [`postgres`] and [`senders`]
+//! hold its parts. Needs PostgreSQL installed:
 //! `scripts/test.sh` runs it in its PostgreSQL step with
 //! `--include-ignored`.
 
@@ -59,11 +64,17 @@ mod tally;
 #[path = "../powercut/verdict.rs"]
 mod verdict;
 
+mod observe;
+mod postgres;
+mod senders;
+
+use observe::{healthy_again, settle, writes_to, Ledger};
+use postgres::{signal, terminate_sync_waiters, wait_for_replication, walsender};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sender::{Context, Kind, Mode, Operation};
-use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use senders::{send_measuring, send_once};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -502,245 +513,5 @@ impl Failover {
     /// `/healthz` 200.
     fn after_promotion(&self) -> [Duration; 2] {
         [0, 1].map(|i| self.found[i].saturating_sub(self.promoted))
-    }
-}
-
-/// The `database_host` of a `GET /healthz` 200.
-async fn writes_to(server: &Server) -> String {
-    let health: Value = server
-        .http()
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(health["status"], "ok", "{health}");
-    health["database_host"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Polls `url` until 200; the time since `since`.
-async fn healthy_again(http: &reqwest::Client, url: &str, since: Instant) -> Duration {
-    loop {
-        let ok = http
-            .get(url)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200);
-        if ok {
-            return since.elapsed();
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(60),
-            "{url} never healthy again"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// How many 500s a measuring sender takes before it calls its operation
-/// stuck.
-const STUCK_AFTER: usize = 5;
-
-/// Sends `op` until a 201, retrying like the crash harness's sender, but
-/// counting (not failing on) what the contract rules out: after
-/// [`STUCK_AFTER`] 500s the operation is stuck and the sender stops
-/// (`None`).
-async fn send_measuring(op: &Operation, tally: &Tally, rng: &mut StdRng) -> Option<sender::Answer> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut errors = 0;
-    while Instant::now() < deadline {
-        let instance = rng.random_range(0..op.callers.len());
-        tally.sent(instance);
-        let sent = op.callers[instance]
-            .post_keyed(op.path(), &op.key, &op.body(Mode::Provider))
-            .await;
-        let answer = match sent {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                response.bytes().await.ok().map(|b| (status, b.to_vec()))
-            }
-            Err(_) => None,
-        };
-        tally.back(instance);
-        match answer {
-            Some((201, body)) => {
-                tally.kinds.count("201");
-                return Some(sender::Answer { status: 201, body });
-            }
-            Some((status, body)) => {
-                let problem: Value = serde_json::from_slice(&body).unwrap_or_default();
-                let kind = problem["type"].as_str().unwrap_or_default();
-                tally.kinds.count(format!("{status} {kind}"));
-                if status == 500 {
-                    errors += 1;
-                    if errors >= STUCK_AFTER {
-                        tally.kinds.count("stuck (gave up after 500s)");
-                        return None;
-                    }
-                }
-            }
-            None => tally.kinds.count("transport error"),
-        }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(20..250))).await;
-    }
-    tally.kinds.count("never answered in 120 s");
-    None
-}
-
-/// One attempt, never retried: a client that gave up. Whether it was
-/// told that nothing was done.
-async fn send_once(op: &Operation, tally: &Tally, rng: &mut StdRng) -> bool {
-    let instance = rng.random_range(0..op.callers.len());
-    tally.sent(instance);
-    let answer = op.callers[instance]
-        .post_keyed(op.path(), &op.key, &op.body(Mode::Provider))
-        .await;
-    let answer = match answer {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            let body: Value = response.json().await.unwrap_or_default();
-            Some((status, body))
-        }
-        Err(_) => None,
-    };
-    tally.back(instance);
-    let nothing_done = answer.as_ref().is_some_and(|(status, body)| {
-        *status == 503
-            && body["detail"]
-                .as_str()
-                .is_some_and(|d| d.contains("nothing was done"))
-    });
-    tally.kinds.count(match &answer {
-        Some(_) if nothing_done => "503 nothing was done (one-shot)".to_owned(),
-        Some((status, _)) => format!("{status} (one-shot)"),
-        None => "no answer (one-shot)".to_owned(),
-    });
-    nothing_done
-}
-
-/// `pg_terminate_backend` for every session whose COMMIT waits for the
-/// synchronous standby; how many.
-async fn terminate_sync_waiters(primary: &Postgres) -> usize {
-    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let rows = client
-        .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE wait_event = 'SyncRep'",
-            &[],
-        )
-        .await
-        .unwrap();
-    rows.len()
-}
-
-/// The pid of the primary's WAL sender (its one standby's).
-async fn walsender(primary: &Postgres) -> u32 {
-    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let row = client
-        .query_one("SELECT pid FROM pg_stat_replication", &[])
-        .await
-        .unwrap();
-    u32::try_from(row.get::<_, i32>(0)).unwrap()
-}
-
-fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name} {pid}");
-}
-
-/// Waits until no charge is `pending` (the completer's work); how many
-/// were pending at first.
-async fn settle(callers: &[&testkit::Caller], timeout: Duration, standby: Standby) -> usize {
-    let deadline = Instant::now() + timeout;
-    let mut first = None;
-    loop {
-        let charges = verdict::charges(callers).await;
-        let pending = charges
-            .values()
-            .flatten()
-            .filter(|c| c["status"] == "pending")
-            .count();
-        first.get_or_insert(pending);
-        if pending == 0 || (standby == Standby::Asynchronous && Instant::now() >= deadline) {
-            return first.unwrap_or_default();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{pending} charges still pending after {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Waits until the standby streams (and, synchronous, is the sync one).
-async fn wait_for_replication(primary: &Postgres, standby: Standby) {
-    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let want = match standby {
-        Standby::Synchronous => "sync",
-        Standby::Asynchronous => "async",
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let rows = client
-            .query(
-                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'",
-                &[],
-            )
-            .await
-            .unwrap();
-        if rows.iter().any(|r| r.get::<_, &str>(0) == want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the standby never streamed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The provider's ledger against the charges the database kept.
-#[derive(Debug, Default)]
-struct Ledger {
-    rows: usize,
-    /// Downstream keys charged more than once.
-    charged_twice: usize,
-    /// Provider charges no kept charge names.
-    orphans: usize,
-}
-
-impl Ledger {
-    async fn read(psp: &Psp, charges: &HashMap<String, Vec<Value>>) -> Self {
-        let ledger = psp.ledger().await.unwrap_or_else(|e| panic!("{e:#}"));
-        let keys: HashSet<&str> = ledger.iter().map(|r| r.idempotency_key.as_str()).collect();
-        let named: HashSet<&str> = charges
-            .values()
-            .flatten()
-            .filter_map(|c| c["provider_charge"].as_str())
-            .collect();
-        Self {
-            rows: ledger.len(),
-            charged_twice: ledger.len() - keys.len(),
-            orphans: ledger
-                .iter()
-                .filter(|r| !named.contains(r.id.as_str()))
-                .count(),
-        }
     }
 }
