@@ -4,7 +4,9 @@
 # Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
 # PostgreSQL, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
-# cluster, the outage harness (PostgreSQL killed and cut off),
+# cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
+# system that drops unsynced data), a failover to a standby, the outage
+# harness (PostgreSQL killed and cut off),
 # schemathesis against the server's OpenAPI document, the client's host
 # and browser tests, its npm package (size budget, types, a Vite build),
 # and the end-to-end stories in headless Chromium and Firefox.
@@ -27,9 +29,10 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 
-step "server, serve and test kit: unit, property, API, fuzz-corpus and crash tests on SQLite"
+step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and power-cut tests on SQLite"
 # The server's tests start the psp binary, which `cargo test -p server`
-# does not build.
+# does not build. The power-cut harness (server/tests/powercut) mounts a
+# FUSE file system: it needs /dev/fuse and root, as on these machines.
 cargo build -p psp
 cargo test -p server -p serve -p testkit --features server/fuzzing
 
@@ -46,6 +49,12 @@ trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EX
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances \
   --test outage -- --include-ignored
+
+# PostgreSQL on the power-cut file system, and a failover to a streaming
+# standby (synchronous, then asynchronous and measured): clusters of their
+# own. Their SQLite runs already ran above.
+step "server: PostgreSQL through power cuts, and a failover to its standby"
+cargo test -p server --test powercut --test failover -- --ignored
 
 step "server: schemathesis against its own OpenAPI document"
 scripts/schemathesis.sh

@@ -2,6 +2,7 @@
 //! sweeper deleted, how long requests took, and the side effects outside
 //! the database: provider calls, operations resumed, receipts.
 
+use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
@@ -10,7 +11,6 @@ use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
 };
 use prometheus_client::registry::Registry;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -60,6 +60,11 @@ struct ResumedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HostLabels {
+    host: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
     method: &'static str,
     route: String,
@@ -106,6 +111,8 @@ metrics! {
     "receipts_sent" => receipts_sent: Counter = Counter::default();
     /// Receipts in the outbox not yet accepted by the SMTP server
     "outbox_waiting" => outbox_waiting: Gauge = Gauge::default();
+    /// 1 for the PostgreSQL server (host:port) this instance writes to; no series on SQLite
+    "database_host_info" => database_host: Family<HostLabels, Gauge> = Family::default();
 }
 
 /// The latency histogram's buckets, in seconds.
@@ -210,6 +217,17 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// The database server written to now (`None`: SQLite): its series
+    /// alone, at 1.
+    pub fn database_host(&self, host: Option<String>) {
+        self.database_host.clear();
+        if let Some(host) = host {
+            self.database_host
+                .get_or_create(&HostLabels { host })
+                .set(1);
+        }
+    }
+
     /// The Prometheus (OpenMetrics) text.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -226,7 +244,9 @@ impl Metrics {
     tag = "operations",
     responses(crate::openapi::responses::MetricsResponses)
 )]
-pub async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
+pub async fn handler(State(state): State<AppState>) -> Response {
+    let metrics = &state.metrics;
+    metrics.database_host(state.store.database_host());
     (
         [(
             http::header::CONTENT_TYPE,

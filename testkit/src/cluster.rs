@@ -38,8 +38,11 @@ struct Owner {
 pub struct Postgres {
     bin: PathBuf,
     dir: TempDir,
+    data: PathBuf,
     port: u16,
     owner: Option<Owner>,
+    /// `-c` settings after the kit's own.
+    settings: Vec<String>,
     postmaster: Mutex<Option<Child>>,
 }
 
@@ -47,6 +50,82 @@ impl Postgres {
     /// `initdb` (trust authentication, user `postgres`) and a start on a
     /// free port; returns once it accepts connections.
     pub fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// [`Postgres::start`] with more settings (`name=value`, each passed
+    /// as `-c`, after the kit's own, so they win: `fsync=on`,
+    /// `synchronous_standby_names=*`).
+    pub fn start_with(settings: &[&str]) -> Result<Self> {
+        let cluster = Self::new(None, settings)?;
+        cluster.initdb(false)?;
+        cluster.restart()?;
+        Ok(cluster)
+    }
+
+    /// [`Postgres::start_with`], the data folder in a new folder under
+    /// `parent` (a [`LazyFs`](crate::LazyFs) mount, say); the log and the
+    /// socket stay in a temporary folder elsewhere. `initdb` syncs what it
+    /// wrote there before it returns (a power cut can come next).
+    pub fn start_in(parent: &Path, settings: &[&str]) -> Result<Self> {
+        let cluster = Self::new(Some(parent), settings)?;
+        cluster.initdb(true)?;
+        cluster.restart()?;
+        Ok(cluster)
+    }
+
+    /// A streaming standby of this cluster: `pg_basebackup -R -X stream`
+    /// into a new folder, started on a port of its own with `settings`
+    /// (and `synchronous_standby_names` empty, so that once promoted it
+    /// waits for no standby of its own). Returns once it accepts
+    /// connections; see [`Postgres::promote`].
+    pub fn standby(&self, settings: &[&str]) -> Result<Self> {
+        let mut all = vec!["synchronous_standby_names="];
+        all.extend_from_slice(settings);
+        let standby = Self::new(None, &all)?;
+        let backup = standby
+            .command("pg_basebackup")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-R", "-X", "stream"])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-D")
+            .arg(&standby.data)
+            .output()
+            .context("running pg_basebackup")?;
+        if !backup.status.success() {
+            bail!(
+                "pg_basebackup failed ({}): {}",
+                backup.status,
+                String::from_utf8_lossy(&backup.stderr)
+            );
+        }
+        standby.restart()?;
+        Ok(standby)
+    }
+
+    /// `pg_ctl promote -w`: a standby becomes a primary; returns once it
+    /// accepts writes.
+    pub fn promote(&self) -> Result<()> {
+        let output = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-w", "-t", "30", "promote"])
+            .output()
+            .context("running pg_ctl promote")?;
+        if !output.status.success() {
+            bail!(
+                "pg_ctl promote failed ({}): {}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// A cluster not started yet: its folders, owner and port.
+    fn new(parent: Option<&Path>, settings: &[&str]) -> Result<Self> {
         let bin = bin_dir()?;
         let dir = tempfile::Builder::new().prefix("testkit-pg-").tempdir()?;
         let owner = if run_stdout(Command::new("id").arg("-u"))? == "0" {
@@ -55,30 +134,48 @@ impl Postgres {
                     .parse()
                     .context("`id postgres` printed no number")
             };
-            let owner = Owner {
+            Some(Owner {
                 uid: id("-u")?,
                 gid: id("-g")?,
-            };
-            std::os::unix::fs::chown(dir.path(), Some(owner.uid), Some(owner.gid))
-                .context("handing the cluster folder to postgres")?;
-            Some(owner)
+            })
         } else {
             None
         };
-        let port = steady_port()?;
-        let cluster = Self {
+        let data = match parent {
+            None => dir.path().join("data"),
+            Some(parent) => {
+                let data = parent.join(format!("pg-{}", uuid::Uuid::new_v4().simple()));
+                std::fs::create_dir(&data)
+                    .with_context(|| format!("creating {}", data.display()))?;
+                data
+            }
+        };
+        if let Some(owner) = owner {
+            for folder in [dir.path(), data.as_path()] {
+                if folder.exists() {
+                    std::os::unix::fs::chown(folder, Some(owner.uid), Some(owner.gid))
+                        .context("handing the cluster folder to postgres")?;
+                }
+            }
+        }
+        Ok(Self {
             bin,
             dir,
-            port,
+            data,
+            port: steady_port()?,
             owner,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
             postmaster: Mutex::new(None),
-        };
-        let data = cluster.data();
-        let initdb = cluster
+        })
+    }
+
+    fn initdb(&self, sync: bool) -> Result<()> {
+        let initdb = self
             .command("initdb")
             .arg("-D")
-            .arg(&data)
-            .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+            .arg(&self.data)
+            .args(["-A", "trust", "-U", "postgres"])
+            .args((!sync).then_some("--no-sync"))
             .args(["-E", "UTF8", "--locale=C"])
             .output()
             .context("running initdb")?;
@@ -90,8 +187,7 @@ impl Postgres {
                 String::from_utf8_lossy(&initdb.stderr)
             );
         }
-        cluster.restart()?;
-        Ok(cluster)
+        Ok(())
     }
 
     /// Where it listens.
@@ -152,6 +248,21 @@ impl Postgres {
             .ok_or_else(|| anyhow!("sigkill_postmaster: PostgreSQL is not running"))?;
         child.kill().context("SIGKILL to the postmaster")?;
         child.wait()?;
+        Ok(())
+    }
+
+    /// SIGKILL to the postmaster and to every process of the cluster at
+    /// once, as when its machine loses power; returns once none is left.
+    pub fn kill_machine(&self) -> Result<()> {
+        self.sigkill_postmaster()?;
+        for pid in self.processes() {
+            // One may exit on its own meanwhile: no error for it.
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        self.wait_until_gone(Duration::from_secs(10))?;
         Ok(())
     }
 
@@ -224,7 +335,7 @@ impl Postgres {
     }
 
     fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.data.clone()
     }
 
     fn log_path(&self) -> PathBuf {
@@ -258,6 +369,7 @@ impl Postgres {
             // A killed process loses nothing the OS has: commits survive
             // kills, and the shared machine is spared the fsyncs.
             .args(["-c", "fsync=off"])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdout(Stdio::null())
             .stderr(log.try_clone()?)
             .spawn()

@@ -88,6 +88,24 @@ impl Database {
         })))
     }
 
+    /// The PostgreSQL database at `url` as it is: one made by
+    /// [`Database::postgres_on`], reached another way (both hosts of a
+    /// primary and its standby, `postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write`).
+    pub fn postgres_url(url: impl Into<String>) -> Self {
+        Self(Arc::new(Kind::Postgres { url: url.into() }))
+    }
+
+    /// The database's name, on PostgreSQL.
+    pub fn postgres_name(&self) -> Option<&str> {
+        match &*self.0 {
+            Kind::Sqlite { .. } => None,
+            Kind::Postgres { url } => {
+                let name = url.rsplit_once('/')?.1;
+                Some(name.split('?').next().unwrap_or(name))
+            }
+        }
+    }
+
     /// The URL to pass as `--database`.
     pub fn url(&self) -> String {
         match &*self.0 {

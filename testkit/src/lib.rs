@@ -33,6 +33,8 @@
 //! - [`metrics`]: `GET /metrics` parsed; a missing series is an error.
 //! - [`load`]: what the senders of a load saw: answers by kind, and the
 //!   ones the contract rules out.
+//! - [`lazyfs`]: a FUSE file system that keeps written data in memory
+//!   until it is fsynced and drops it on a power cut, then remounts.
 //! - [`clock`]: a process whose wall clock is wrong on purpose (an
 //!   `LD_PRELOAD` shim), for the tests of instances that disagree on time.
 //!
@@ -63,6 +65,7 @@ pub mod concurrent;
 pub mod database;
 mod http;
 pub mod killed_start;
+pub mod lazyfs;
 pub mod load;
 pub mod maildev;
 pub mod metrics;
@@ -78,6 +81,7 @@ pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
 pub use killed_start::{KillAt, KilledStart};
+pub use lazyfs::LazyFs;
 pub use load::AnswerKinds;
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;

@@ -152,6 +152,10 @@ pub struct Health {
     /// Always `ok`.
     #[schema(pattern = "^ok$")]
     pub status: String,
+    /// The PostgreSQL server the check wrote to, `host:port` (with
+    /// several hosts in `--database`, the primary it found); `null` on
+    /// SQLite or over a Unix socket.
+    pub database_host: Option<String>,
 }
 
 /// What the demo page needs to know about this server.

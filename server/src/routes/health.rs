@@ -7,9 +7,12 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-/// 200 once the database is reachable, migrated and writable; 503 otherwise.
+/// 200 once the database is reachable, migrated and writable, with the
+/// database server it wrote to (PostgreSQL); 503 otherwise.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses(HealthResponses))]
 pub async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     state.store.health().await?;
-    Ok(Json(json!({ "status": "ok" })))
+    Ok(Json(
+        json!({ "status": "ok", "database_host": state.store.database_host() }),
+    ))
 }

@@ -392,6 +392,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ok when the database is reachable, migrated and writable.
     async fn health(&self) -> Result<()>;
+
+    /// The `host:port` of the database server this instance writes to,
+    /// when the database is a server: on PostgreSQL the one its newest
+    /// connection (or health check) reached, the new primary after a
+    /// failover. `None` on SQLite.
+    fn database_host(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The keys the completer may resume, from records' stored callers and

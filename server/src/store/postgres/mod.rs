@@ -46,7 +46,9 @@ use crate::store::{
 };
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
-use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    GenericClient, Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime,
+};
 pub use one_statement::OneStatement;
 use protocol::Clock;
 use std::sync::Arc;
@@ -60,6 +62,9 @@ const POOL_SIZE: usize = 32;
 /// How long a request waits for another transaction holding its key (or
 /// a stock row) before answering 409 / 503.
 pub(super) const LOCK_TIMEOUT: &str = "5s";
+/// The server a connection reached, as `host:port` (NULL over a Unix
+/// socket): with several hosts in the URL, the one that took writes.
+const SERVER_ADDRESS: &str = "SELECT host(inet_server_addr()) || ':' || inet_server_port()";
 
 /// An operation's business change in PostgreSQL, inside the transaction
 /// that also records its key (or, for a later phase, advances its record).
@@ -96,6 +101,8 @@ pub struct PostgresStore {
     batches: batch::Batches,
     ttl_secs: f64,
     lease_secs: f64,
+    /// What [`SERVER_ADDRESS`] said last (each new connection asks).
+    host: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl PostgresStore {
@@ -127,7 +134,19 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let host: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let seen = host.clone();
         let pool = Pool::builder(manager)
+            .post_create(Hook::async_fn(move |client, _| {
+                let seen = seen.clone();
+                Box::pin(async move {
+                    let address = client.query_one(SERVER_ADDRESS, &[]).await;
+                    if let Ok(row) = address {
+                        *seen.lock().unwrap_or_else(|e| e.into_inner()) = row.get(0);
+                    }
+                    Ok(())
+                })
+            }))
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(Duration::from_secs(5)))
@@ -139,6 +158,7 @@ impl PostgresStore {
             pool,
             ttl_secs: options.key_ttl.as_secs_f64(),
             lease_secs: options.lease.as_secs_f64(),
+            host,
         };
         schema::migrate(&mut store.client().await?).await?;
         Ok(store)
@@ -343,7 +363,14 @@ impl Store for PostgresStore {
             &[&version],
         )
         .await?;
-        tx.commit().await.map_err(classify)
+        let address = tx.query_one(SERVER_ADDRESS, &[]).await.map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        *self.host.lock().unwrap_or_else(|e| e.into_inner()) = address.get(0);
+        Ok(())
+    }
+
+    fn database_host(&self) -> Option<String> {
+        self.host.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 

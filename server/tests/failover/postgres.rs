@@ -1,0 +1,74 @@
+//! What the orchestrator does to PostgreSQL beyond the test kit: the WAL
+//! sender's pid and signals, the sessions waiting for the standby, and
+//! waiting for replication to stream.
+
+use crate::Standby;
+use std::time::{Duration, Instant};
+use testkit::Postgres;
+
+/// `pg_terminate_backend` for every session whose COMMIT waits for the
+/// synchronous standby; how many.
+pub(crate) async fn terminate_sync_waiters(primary: &Postgres) -> usize {
+    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE wait_event = 'SyncRep'",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.len()
+}
+
+/// The pid of the primary's WAL sender (its one standby's).
+pub(crate) async fn walsender(primary: &Postgres) -> u32 {
+    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let row = client
+        .query_one("SELECT pid FROM pg_stat_replication", &[])
+        .await
+        .unwrap();
+    u32::try_from(row.get::<_, i32>(0)).unwrap()
+}
+
+pub(crate) fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Waits until the standby streams (and, synchronous, is the sync one).
+pub(crate) async fn wait_for_replication(primary: &Postgres, standby: Standby) {
+    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let want = match standby {
+        Standby::Synchronous => "sync",
+        Standby::Asynchronous => "async",
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = client
+            .query(
+                "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if rows.iter().any(|r| r.get::<_, &str>(0) == want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the standby never streamed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

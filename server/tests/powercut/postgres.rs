@@ -1,0 +1,166 @@
+//! PostgreSQL through power cuts: its data folder on the forgetting file
+//! system (`fsync=on`, the server's `--durability full` is
+//! `synchronous_commit=on`); each cut drops every unsynced page, then
+//! PostgreSQL (every process of it, as a machine losing power) and the
+//! server are killed together, the file system remounted, PostgreSQL
+//! started (crash recovery from what was synced) and the server with it.
+//! Nothing answered may be lost.
+
+use crate::knobs::knob;
+use crate::sender::{self, Context, Kind, Mode, Operation};
+use crate::tally::Tally;
+use crate::verdict;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use testkit::{Database, LazyFs, Postgres, Server};
+
+const CALLERS: usize = 4;
+const IN_FLIGHT: usize = 16;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
+async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_commit() {
+    let _alone = crate::ONE_AT_A_TIME.lock().await;
+    let rounds: usize = knob("POWERCUT_ROUNDS", || 4);
+    let seed: u64 = knob("CRASH_SEED", rand::random);
+    println!("power-cut harness (postgres): CRASH_SEED={seed} POWERCUT_ROUNDS={rounds}");
+    let fs = LazyFs::mount().unwrap();
+    let cluster = Postgres::start_in(fs.path(), &["fsync=on"]).unwrap();
+    let database = Database::postgres_on(&cluster.url()).await.unwrap();
+    let server = Server::builder()
+        .durability_full()
+        .database(database)
+        .start()
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let callers: Vec<Vec<testkit::Caller>> = (0..CALLERS)
+        .map(|c| {
+            let token = format!("powercut-pg-caller-{c}-{seed:016x}");
+            vec![server.bearer(&token).with_http(http.clone())]
+        })
+        .collect();
+    let tally = Arc::new(Tally::new(1));
+    let cutting = Arc::new(AtomicBool::new(true));
+    let started = Instant::now();
+    let cutter = {
+        let (tally, cutting) = (tally.clone(), cutting.clone());
+        tokio::task::spawn_blocking(move || {
+            let (mut fs, mut server) = (fs, server);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut each = Vec::new();
+            let mut down_ms = Vec::new();
+            for _ in 0..rounds {
+                std::thread::sleep(Duration::from_millis(rng.random_range(500..2000)));
+                let in_flight = tally.in_flight(0);
+                let cut = Instant::now();
+                let (pages, files) = fs.cut();
+                server.kill().expect("SIGKILL to the server");
+                cluster.kill_machine().expect("SIGKILL to PostgreSQL");
+                fs.remount().expect("remounting after the cut");
+                cluster.restart().expect("PostgreSQL after a power cut");
+                server.restart().expect("the server after a power cut");
+                down_ms.push(cut.elapsed().as_millis());
+                each.push((in_flight, pages, files));
+            }
+            cutting.store(false, Ordering::Release);
+            (fs, cluster, server, each, down_ms)
+        })
+    };
+
+    let answers: Arc<Mutex<HashMap<usize, Vec<sender::Answer>>>> = Arc::default();
+    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut operations = Vec::new();
+    let mut tasks = Vec::new();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    while cutting.load(Ordering::Acquire) {
+        let slot = slots.clone().acquire_owned().await.unwrap();
+        let op = Operation {
+            id: operations.len(),
+            callers: callers[rng.random_range(0..CALLERS)].clone(),
+            key: testkit::new_key(),
+            kind: Kind::Charge {
+                amount: rng.random_range(1..100_000),
+                declined: false,
+                receipt_email: None,
+            },
+            abandoned: false,
+        };
+        operations.push(op.clone());
+        let senders: Vec<_> = (0..crate::SENDERS_PER_OPERATION)
+            .map(|n| {
+                let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
+                let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
+                tokio::spawn(async move {
+                    let cx = Context {
+                        mode: Mode::Local,
+                        postgres: true,
+                        tally: &tally,
+                    };
+                    let answer = sender::send_until_answered(&op, &cx, &mut rng).await;
+                    answers
+                        .lock()
+                        .unwrap()
+                        .entry(op.id)
+                        .or_default()
+                        .push(answer);
+                })
+            })
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            for sender in senders {
+                sender.await.unwrap();
+            }
+            drop(slot);
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a sender failed");
+    }
+    let (fs, cluster, server, each, down_ms) = cutter.await.unwrap();
+    let answers = answers.lock().unwrap().clone();
+    let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
+    let report = verdict::judge(&operations, &answers, &observer, Mode::Local).await;
+    let stats = fs.stats();
+    println!(
+        "power-cut harness (postgres): seed={seed} cuts={} (on requests in flight: {}) \
+         operations={} attempts={} answered 201={} lost answers={} duplicates={} not exactly \
+         one charge={} (in flight, pages dropped, files) per cut: {each:?} syncs={} pages \
+         synced={} ms from cut to serving again: {down_ms:?} load {:.1}s\n\
+         answers by status:\n{}",
+        each.len(),
+        each.iter().filter(|c| c.0 > 0).count(),
+        operations.len(),
+        tally.attempts(),
+        report.answered,
+        report.lost_answers,
+        report.duplicates.len(),
+        report.not_one.len(),
+        stats.syncs,
+        stats.pages_synced,
+        started.elapsed().as_secs_f64(),
+        tally.kinds.table()
+    );
+    let forbidden = tally.kinds.forbidden();
+    assert!(
+        forbidden.is_empty(),
+        "{} answers the contract rules out, first ones:\n{}",
+        forbidden.len(),
+        forbidden[..forbidden.len().min(10)].join("\n")
+    );
+    assert!(
+        each.iter().all(|c| c.1 > 0),
+        "a cut dropped nothing: PostgreSQL wrote nothing unsynced? {each:?}"
+    );
+    report.assert_nothing_answered_was_lost();
+    drop(server);
+    drop(cluster);
+    drop(fs);
+}
