@@ -82,11 +82,10 @@ use fleet::{Fleet, Plan};
 use knobs::{knob, Seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sender::{Context, Kind, Mode, Operation};
+use sender::{Kind, Mode, Operation};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stock::Reserve;
 use tally::Tally;
@@ -221,7 +220,7 @@ async fn run(mode: Mode, mix: Mix) {
     });
 
     // The senders: operations keep coming while the killer works.
-    let answers: Arc<Mutex<HashMap<usize, Vec<sender::Answer>>>> = Arc::default();
+    let answers: sender::Answers = Arc::default();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut operations = Vec::new();
     let mut tasks = Vec::new();
@@ -252,36 +251,15 @@ async fn run(mode: Mode, mix: Mix) {
         } else {
             SENDERS_PER_OPERATION
         };
-        let senders: Vec<_> = (0..senders)
-            .map(|n| {
-                let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
-                let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
-                tokio::spawn(async move {
-                    let cx = Context {
-                        mode,
-                        postgres,
-                        tally: &tally,
-                    };
-                    if op.abandoned {
-                        sender::send_and_walk_away(&op, &cx, &mut rng).await;
-                        return;
-                    }
-                    let answer = sender::send_until_answered(&op, &cx, &mut rng).await;
-                    answers
-                        .lock()
-                        .unwrap()
-                        .entry(op.id)
-                        .or_default()
-                        .push(answer);
-                })
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            for sender in senders {
-                sender.await.unwrap();
-            }
-            drop(slot);
-        }));
+        tasks.push(sender::spawn_senders(
+            &op,
+            senders,
+            seed,
+            (mode, postgres),
+            &tally,
+            &answers,
+            slot,
+        ));
     }
     for task in tasks {
         task.await.expect("a sender failed");

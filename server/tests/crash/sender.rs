@@ -287,3 +287,53 @@ pub(crate) async fn send_and_walk_away(op: &Operation, cx: &Context<'_>, rng: &m
         None => "walked away".to_owned(),
     });
 }
+
+/// Every final answer of each operation's senders, by operation id.
+pub(crate) type Answers =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<usize, Vec<Answer>>>>;
+
+/// Starts `senders` senders of `op` at once, each with its own random
+/// schedule from `seed` (each sends until answered; an abandoned
+/// operation's sender sends once and walks away), their answers into
+/// `answers`; the task returned waits for them all, then releases `slot`.
+pub(crate) fn spawn_senders(
+    op: &Operation,
+    senders: usize,
+    seed: u64,
+    (mode, postgres): (Mode, bool),
+    tally: &std::sync::Arc<Tally>,
+    answers: &Answers,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> tokio::task::JoinHandle<()> {
+    use rand::SeedableRng;
+    let senders: Vec<_> = (0..senders)
+        .map(|n| {
+            let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
+            let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
+            tokio::spawn(async move {
+                let cx = Context {
+                    mode,
+                    postgres,
+                    tally: &tally,
+                };
+                if op.abandoned {
+                    send_and_walk_away(&op, &cx, &mut rng).await;
+                    return;
+                }
+                let answer = send_until_answered(&op, &cx, &mut rng).await;
+                answers
+                    .lock()
+                    .unwrap()
+                    .entry(op.id)
+                    .or_default()
+                    .push(answer);
+            })
+        })
+        .collect();
+    tokio::spawn(async move {
+        for sender in senders {
+            sender.await.unwrap();
+        }
+        drop(slot);
+    })
+}

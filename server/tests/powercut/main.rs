@@ -45,10 +45,9 @@ mod verdict;
 use knobs::{knob, Seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sender::{Context, Kind, Mode, Operation};
-use std::collections::HashMap;
+use sender::{Kind, Mode, Operation};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tally::Tally;
 use testkit::{Database, LazyFs, MailDev, Psp, Server};
@@ -183,7 +182,7 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
         })
     };
 
-    let answers: Arc<Mutex<HashMap<usize, Vec<sender::Answer>>>> = Arc::default();
+    let answers: sender::Answers = Arc::default();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut operations = Vec::new();
     let mut tasks = Vec::new();
@@ -204,28 +203,15 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
             abandoned: false,
         };
         operations.push(op.clone());
-        let senders: Vec<_> = (0..SENDERS_PER_OPERATION)
-            .map(|n| {
-                let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
-                let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
-                tokio::spawn(async move {
-                    let cx = Context {
-                        mode,
-                        postgres: false,
-                        tally: &tally,
-                    };
-                    let answer = sender::send_until_answered(&op, &cx, &mut rng).await;
-                    let mut answers = answers.lock().unwrap();
-                    answers.entry(op.id).or_default().push(answer);
-                })
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            for sender in senders {
-                sender.await.unwrap();
-            }
-            drop(slot);
-        }));
+        tasks.push(sender::spawn_senders(
+            &op,
+            SENDERS_PER_OPERATION,
+            seed,
+            (mode, false),
+            &tally,
+            &answers,
+            slot,
+        ));
     }
     for task in tasks {
         task.await.expect("a sender failed");

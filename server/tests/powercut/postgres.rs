@@ -7,14 +7,13 @@
 //! Nothing answered may be lost.
 
 use crate::knobs::knob;
-use crate::sender::{self, Context, Kind, Mode, Operation};
+use crate::sender::{self, Kind, Mode, Operation};
 use crate::tally::Tally;
 use crate::verdict;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, LazyFs, Postgres, Server};
 
@@ -75,7 +74,7 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         })
     };
 
-    let answers: Arc<Mutex<HashMap<usize, Vec<sender::Answer>>>> = Arc::default();
+    let answers: sender::Answers = Arc::default();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut operations = Vec::new();
     let mut tasks = Vec::new();
@@ -94,32 +93,15 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
             abandoned: false,
         };
         operations.push(op.clone());
-        let senders: Vec<_> = (0..crate::SENDERS_PER_OPERATION)
-            .map(|n| {
-                let (op, answers, tally) = (op.clone(), answers.clone(), tally.clone());
-                let mut rng = StdRng::seed_from_u64(seed ^ (op.id as u64) << 8 ^ n as u64);
-                tokio::spawn(async move {
-                    let cx = Context {
-                        mode: Mode::Local,
-                        postgres: true,
-                        tally: &tally,
-                    };
-                    let answer = sender::send_until_answered(&op, &cx, &mut rng).await;
-                    answers
-                        .lock()
-                        .unwrap()
-                        .entry(op.id)
-                        .or_default()
-                        .push(answer);
-                })
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            for sender in senders {
-                sender.await.unwrap();
-            }
-            drop(slot);
-        }));
+        tasks.push(sender::spawn_senders(
+            &op,
+            crate::SENDERS_PER_OPERATION,
+            seed,
+            (Mode::Local, true),
+            &tally,
+            &answers,
+            slot,
+        ));
     }
     for task in tasks {
         task.await.expect("a sender failed");
