@@ -23,8 +23,10 @@ pub mod flags;
 pub mod headers;
 pub mod logs;
 pub mod macros;
-pub mod migrations;
-pub mod sweep;
+/// The numbered migrations of a SQLite file: the engine's runner.
+pub use exactly_once::store::migrations;
+/// Deleting expired records in batches, every interval: the engine's loop.
+pub use exactly_once::sweep;
 
 pub use accept::{serve, shutdown_signal, ConnectionControl};
 
@@ -124,27 +126,9 @@ pub fn assert_each_cause_once(line: &str) {
     }
 }
 
-/// An error and its sources, `: `-separated, on one line. A source whose
-/// text the line already holds is left out: many errors (ours that name
-/// their cause, tokio-postgres's, deadpool's, rusqlite's) print their
-/// source in their own message as well as returning it.
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut line = self.0.to_string();
-        let mut source = self.0.source();
-        while let Some(e) = source {
-            let text = e.to_string();
-            if !line.contains(&text) {
-                line.push_str(": ");
-                line.push_str(&text);
-            }
-            source = e.source();
-        }
-        f.write_str(&line)
-    }
-}
+/// An error and its sources, `: `-separated, on one line, each cause once:
+/// the engine's.
+pub use exactly_once::error::Chain;
 
 #[cfg(test)]
 mod tests {

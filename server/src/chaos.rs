@@ -1,11 +1,16 @@
 //! Chaos mode (`--chaos`): the `X-Chaos` header makes a request fail at a
 //! chosen point, so the demo and the tests can show what the client and
-//! the server do about it. The flow sees one value, [`Chaos`], and calls
-//! it at the points where a fault can strike; without `--chaos` (or
-//! without the header) every call is a no-op.
+//! the server do about it. The engine sees one value, [`Chaos`], as the
+//! request's [`Hooks`], and calls it at the points where a fault can
+//! strike; without `--chaos` (or without the header) every call is a no-op.
 
 use crate::error::ApiError;
-use crate::store::Finish;
+use crate::state::AppState;
+use async_trait::async_trait;
+use axum::extract::FromRequestParts;
+use exactly_once::store::Finish;
+use exactly_once::{Error, Hooks};
+use http::request::Parts;
 use serve::ConnectionControl;
 use std::time::Duration;
 
@@ -103,16 +108,46 @@ impl Chaos {
         })
     }
 
+    /// Cuts the request's connection; the handler never finishes.
+    pub async fn drop_connection<T>(&self) -> Result<T, Error> {
+        match &self.connection {
+            Some(connection) => {
+                connection.drop_connection();
+                std::future::pending().await
+            }
+            None => Err(Error::internal(
+                "chaos asked to drop a connection the server does not manage",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Chaos {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Self::from_request(&parts.headers, &parts.extensions, state.chaos)
+    }
+}
+
+#[async_trait]
+impl Hooks for Chaos {
     /// How the run's transaction ends: rolled back for `crash-before-commit`.
-    pub fn finish(&self) -> Finish {
+    fn finish(&self) -> Finish {
         match self.fault {
             Some(Fault::CrashBeforeCommit) => Finish::RollBack,
             _ => Finish::Commit,
         }
     }
 
+    /// Rolled back on purpose: the connection is dropped, no answer.
+    async fn rolled_back(&self) -> Result<(), Error> {
+        tracing::warn!("chaos: rolled back before commit, dropping the connection");
+        self.drop_connection().await
+    }
+
     /// The run committed: the work is durable, now the answer misbehaves.
-    pub async fn after_commit(&self) -> Result<(), ApiError> {
+    async fn after_commit(&self) -> Result<(), Error> {
         match self.fault {
             Some(Fault::DropAfterCommit) => {
                 tracing::warn!("chaos: committed, dropping the connection");
@@ -132,7 +167,7 @@ impl Chaos {
     }
 
     /// The start is committed; the provider is about to be called.
-    pub fn before_provider(&self) {
+    fn before_step(&self) {
         if self.fault == Some(Fault::ExitBeforeProvider) {
             tracing::warn!("chaos: start committed, exiting with 137 before the provider call");
             std::process::exit(137);
@@ -140,23 +175,10 @@ impl Chaos {
     }
 
     /// The provider answered; its answer is not committed yet.
-    pub fn after_provider(&self) {
+    fn after_step(&self) {
         if self.fault == Some(Fault::ExitAfterProvider) {
             tracing::warn!("chaos: the provider answered, exiting with 137 before the commit");
             std::process::exit(137);
-        }
-    }
-
-    /// Cuts the request's connection; the handler never finishes.
-    pub async fn drop_connection<T>(&self) -> Result<T, ApiError> {
-        match &self.connection {
-            Some(connection) => {
-                connection.drop_connection();
-                std::future::pending().await
-            }
-            None => Err(ApiError::internal(
-                "chaos asked to drop a connection the server does not manage",
-            )),
         }
     }
 }

@@ -111,6 +111,15 @@ pub enum Durability {
     Relaxed,
 }
 
+impl From<Durability> for exactly_once::Durability {
+    fn from(durability: Durability) -> Self {
+        match durability {
+            Durability::Full => Self::Full,
+            Durability::Relaxed => Self::Relaxed,
+        }
+    }
+}
+
 /// Which database to use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {

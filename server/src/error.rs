@@ -1,27 +1,15 @@
-//! One error type for the whole API, rendered as `application/problem+json`
-//! (RFC 9457). Internal details are logged, never sent: rendering is free
-//! of side effects and leaves a server error in the response's extensions,
-//! where [`log_server_error`] logs it once with its whole source chain
-//! (axum's error-handling example).
+//! The shop's errors, rendered as `application/problem+json` (RFC 9457)
+//! like the engine's: the caller is not authenticated, a field or query is
+//! not what the API takes, nothing is served at a path, and every error of
+//! the engine ([`exactly_once::Error`]) as it renders itself.
 
-use crate::domain::{CallerError, IdempotencyKeyError};
-use crate::idempotency::record::StoredResponse;
-use crate::store::{StoreError, StoreErrorKind};
+pub use exactly_once::error::{BoxError, PROBLEM_JSON};
+pub use exactly_once::Problem;
+
+use crate::domain::CallerError;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use exactly_once::StepUnavailable;
 use http::{header, HeaderValue, StatusCode};
-use serde::Serialize;
-use serve::Chain;
-use std::sync::Arc;
-
-/// Any error, as a server error's cause.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The media type of every error answer.
-pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// Seconds a caller should wait before retrying a 503 or a 409 in-use.
-pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// Everything that can go wrong in a request, each with its problem type.
 #[derive(Debug, thiserror::Error)]
@@ -29,182 +17,61 @@ pub enum ApiError {
     /// No usable caller credentials.
     #[error(transparent)]
     Unauthorized(#[from] CallerError),
-    /// The `Idempotency-Key` header is absent.
-    #[error("this request needs an Idempotency-Key header")]
-    MissingIdempotencyKey,
-    /// The `Idempotency-Key` header is not a valid key.
-    #[error(transparent)]
-    InvalidIdempotencyKey(IdempotencyKeyError),
     /// The body, a query parameter or a header is not what the API takes.
     #[error("{0}")]
     InvalidRequest(String),
     /// The path exists but not with this method.
     #[error("this method is not allowed on this path")]
     MethodNotAllowed,
-    /// The body is not JSON.
-    #[error("send the body as application/json")]
-    UnsupportedMediaType,
-    /// The body did not arrive in time.
-    #[error("the body did not arrive within the time allowed")]
-    RequestTimeout,
-    /// The body is over the limit.
-    #[error("the body is larger than {0} bytes")]
-    PayloadTooLarge(usize),
-    /// The key was used before with another method, path or body.
-    #[error(
-        "this Idempotency-Key was used with a different request; use a new key for a new request"
-    )]
-    IdempotencyKeyMismatch,
-    /// The first request with this key is still running.
-    #[error("a request with this Idempotency-Key is still running; retry after a moment")]
-    IdempotencyKeyInUse,
     /// No such resource.
     #[error("{0}")]
     NotFound(String),
-    /// The payment provider gave no final answer: the operation waits at its
-    /// recovery point; a retry resumes it.
-    #[error("the payment provider did not answer; the payment is kept and a retry with the same Idempotency-Key resumes it")]
-    ProviderUnavailable(String),
-    /// The database cannot be reached: nothing ran, retry later.
-    #[error("the database is unavailable; nothing was done, retry later")]
-    Unavailable(#[source] BoxError),
-    /// The connection to the database broke while the request was being
-    /// committed: it may have been done. Never "nothing was done".
-    #[error(
-        "the database connection broke while this request was being committed, so it may or \
-         may not have been done; retry with the same Idempotency-Key to get its real outcome"
-    )]
-    OutcomeUnknown(#[source] BoxError),
-    /// A later phase of an operation in phases failed (the database, or a
-    /// provider answer that makes no sense): the operation is recorded at
-    /// its recovery point, and may have moved money already. Never
-    /// "nothing was done": the same key, sent again, resumes it and gets
-    /// its outcome.
-    #[error(
-        "this operation was started and has not finished, so its outcome is not known yet; \
-         send the same request with the same Idempotency-Key again to get it"
-    )]
-    Unfinished(#[source] BoxError),
-    /// A bug or an unexpected database error: everything was rolled back.
-    #[error("internal error; nothing was done")]
-    Internal(#[source] BoxError),
+    /// What the engine refused or could not do: a key's errors, 409, 422,
+    /// 503, 500.
+    #[error(transparent)]
+    Engine(#[from] exactly_once::Error),
 }
 
-impl From<IdempotencyKeyError> for ApiError {
-    fn from(e: IdempotencyKeyError) -> Self {
-        match e {
-            IdempotencyKeyError::Missing => Self::MissingIdempotencyKey,
-            other => Self::InvalidIdempotencyKey(other),
-        }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e.kind() {
-            StoreErrorKind::Unavailable => Self::Unavailable(Box::new(e)),
-            StoreErrorKind::OutcomeUnknown => Self::OutcomeUnknown(Box::new(e)),
-            StoreErrorKind::Internal => Self::Internal(Box::new(e)),
-        }
+impl From<exactly_once::StoreError> for ApiError {
+    fn from(e: exactly_once::StoreError) -> Self {
+        Self::Engine(e.into())
     }
 }
 
 impl ApiError {
     /// A bug: `what` went wrong, nothing was done.
     pub fn internal(what: impl Into<String>) -> Self {
-        Self::Internal(what.into().into())
+        Self::Engine(exactly_once::Error::internal(what))
     }
 
-    /// What a failure of a later phase (after the first phase committed)
-    /// tells the caller: that the provider is unavailable, when it is, and
-    /// otherwise that the outcome is not known yet ([`ApiError::Unfinished`]),
-    /// whatever the failure would have said of a first phase.
-    pub fn in_later_phase(self) -> Self {
-        match self {
-            kept @ (Self::ProviderUnavailable(_) | Self::Unfinished(_)) => kept,
-            Self::Unavailable(e) | Self::OutcomeUnknown(e) | Self::Internal(e) => {
-                Self::Unfinished(e)
-            }
-            other => Self::Unfinished(other.to_string().into()),
-        }
+    /// The payment provider gave no final answer: the operation waits at
+    /// its recovery point; a retry resumes it (503 `provider-unavailable`).
+    pub fn provider_unavailable(reason: impl Into<String>) -> exactly_once::Error {
+        exactly_once::Error::StepUnavailable(StepUnavailable {
+            slug: "provider-unavailable",
+            title: "Payment provider unavailable",
+            detail: "the payment provider did not answer; the payment is kept and a retry with \
+                     the same Idempotency-Key resumes it"
+                .into(),
+            reason: reason.into(),
+        })
     }
 
-    /// True when the answer says that nothing was done, which a log line
-    /// may then repeat.
-    fn nothing_done(&self) -> bool {
-        !matches!(
-            self,
-            Self::OutcomeUnknown(_) | Self::Unfinished(_) | Self::ProviderUnavailable(_)
-        )
-    }
-}
-
-impl ApiError {
     fn parts(&self) -> (StatusCode, &'static str, &'static str) {
-        use ApiError::*;
         match self {
-            Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
-            MissingIdempotencyKey => (
-                StatusCode::BAD_REQUEST,
-                "missing-idempotency-key",
-                "Missing Idempotency-Key",
-            ),
-            InvalidIdempotencyKey(_) => (
-                StatusCode::BAD_REQUEST,
-                "invalid-idempotency-key",
-                "Invalid Idempotency-Key",
-            ),
-            InvalidRequest(_) => (
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            Self::InvalidRequest(_) => (
                 StatusCode::BAD_REQUEST,
                 "invalid-request",
                 "Invalid request",
             ),
-            MethodNotAllowed => (
+            Self::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "invalid-request",
                 "Method not allowed",
             ),
-            UnsupportedMediaType => (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid-request",
-                "Unsupported media type",
-            ),
-            RequestTimeout => (
-                StatusCode::REQUEST_TIMEOUT,
-                "invalid-request",
-                "Request timeout",
-            ),
-            PayloadTooLarge(_) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload-too-large",
-                "Payload too large",
-            ),
-            IdempotencyKeyMismatch => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency-key-mismatch",
-                "Idempotency-Key reused with a different request",
-            ),
-            IdempotencyKeyInUse => (
-                StatusCode::CONFLICT,
-                "idempotency-key-in-use",
-                "Idempotency-Key in use",
-            ),
-            NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
-            ProviderUnavailable(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "provider-unavailable",
-                "Payment provider unavailable",
-            ),
-            Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "Service unavailable",
-            ),
-            Internal(_) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "Internal error",
-            ),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            Self::Engine(e) => (e.status(), "", ""),
         }
     }
 
@@ -214,86 +81,23 @@ impl ApiError {
     }
 }
 
-/// An RFC 9457 problem document.
-#[derive(Debug, Serialize)]
-pub struct Problem<'a> {
-    /// `/problems/<slug>`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Short, human, constant per type.
-    pub title: &'a str,
-    /// The HTTP status.
-    pub status: u16,
-    /// What happened to this request.
-    pub detail: &'a str,
-}
-
-impl<'a> Problem<'a> {
-    /// A problem of type `/problems/<slug>`.
-    pub fn new(status: StatusCode, slug: &str, title: &'a str, detail: &'a str) -> Self {
-        Self {
-            kind: format!("/problems/{slug}"),
-            title,
-            status: status.as_u16(),
-            detail,
-        }
-    }
-
-    /// The JSON body.
-    pub fn to_bytes(&self) -> Bytes {
-        Bytes::from(serde_json::to_vec(self).expect("a problem always serialises"))
-    }
-
-    /// The problem as a recorded answer (business refusals are recorded).
-    pub fn stored(&self) -> StoredResponse {
-        StoredResponse::new(
-            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            PROBLEM_JSON,
-            self.to_bytes(),
-        )
-    }
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, slug, title) = self.parts();
-        let detail = self.to_string();
-        let body = Problem::new(status, slug, title, &detail).to_bytes();
-        let mut response = (status, [(header::CONTENT_TYPE, PROBLEM_JSON)], body).into_response();
-        let headers = response.headers_mut();
-        match self {
-            ApiError::Unavailable(_)
-            | ApiError::OutcomeUnknown(_)
-            | ApiError::Unfinished(_)
-            | ApiError::ProviderUnavailable(_)
-            | ApiError::IdempotencyKeyInUse => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-            }
-            ApiError::Unauthorized(_) => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            _ => {}
+        if let Self::Engine(e) = self {
+            return e.into_response();
         }
-        if status.is_server_error() {
-            response.extensions_mut().insert(Arc::new(self));
+        let detail = self.to_string();
+        let mut response = Problem::new(status, slug, title, &detail).into_response();
+        if let Self::Unauthorized(_) = self {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }
 }
 
-/// Logs a server error once: the error a response carries with its whole
-/// source chain (the body leaves the cause out), or, for a 5xx
-/// that carries none (the static files' service), its status alone.
-pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
-    let status = response.status().as_u16();
-    if let Some(error) = response.extensions().get::<Arc<ApiError>>() {
-        let error = error.as_ref();
-        if error.nothing_done() {
-            tracing::error!(%method, path, status, error = %Chain(error), "request failed; nothing was done");
-        } else {
-            tracing::error!(%method, path, status, error = %Chain(error), "request failed; its outcome is not known yet");
-        }
-    } else if response.status().is_server_error() {
-        tracing::error!(%method, path, status, "request failed");
-    }
-}
+/// Logs a server error once, with its cause ([`exactly_once::error::log_server_error`]):
+/// every 5xx of the shop is the engine's.
+pub use exactly_once::error::log_server_error;

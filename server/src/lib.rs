@@ -42,26 +42,23 @@
 //! generator, floor servers) are another package, `bench/`.
 
 pub mod chaos;
-pub mod clock;
-pub mod completer;
 pub mod config;
+pub mod db;
 pub mod domain;
 pub mod error;
 /// The bodies of the `cargo fuzz` targets in `fuzz/` (docs/FUZZING.md).
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod idempotency;
+pub mod mailer;
 pub mod metrics;
 pub mod observe;
 pub mod openapi;
 pub mod operation;
-pub mod outbox;
 pub mod provider;
 pub mod routes;
 pub mod startup;
 pub mod state;
-pub mod store;
-pub mod sweeper;
+pub mod steps;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};

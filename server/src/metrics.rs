@@ -1,31 +1,14 @@
-//! Prometheus metrics: what the idempotency layer decided, what the
-//! sweeper deleted, how long requests took, and the side effects outside
-//! the database: provider calls, operations resumed, receipts.
+//! The shop's own metrics, registered in the engine's registry so that
+//! `GET /metrics` answers both: calls to the payment provider and receipts
+//! the SMTP server accepted.
 
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::{Method, StatusCode};
-use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
-use prometheus_client::metrics::{
-    counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
-};
+use exactly_once::Metrics;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::{counter::Counter, family::Family};
 use prometheus_client::registry::Registry;
-use std::time::Duration;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-enum Decision {
-    executed,
-    replayed,
-    conflict,
-    mismatch,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DecisionLabels {
-    outcome: Decision,
-}
 
 /// How a provider call ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -44,195 +27,52 @@ struct ProviderLabels {
     outcome: ProviderOutcome,
 }
 
-/// Who resumed an abandoned operation.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum ResumedBy {
-    /// A client's retry of the same key.
-    retry,
-    /// The completer, on its own.
-    completer,
+/// The shop's counters.
+#[derive(Debug, Default)]
+pub struct ShopMetrics {
+    provider_calls: Family<ProviderLabels, Counter>,
+    receipts_sent: Counter,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResumedLabels {
-    by: ResumedBy,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct HostLabels {
-    host: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RouteLabels {
-    method: &'static str,
-    route: String,
-    status: u16,
-}
-
-/// Declares [`Metrics`] with one line per metric: its help text (the doc
-/// comment), its name, its field and how it is made. `registered` makes
-/// each and registers it under its name.
-macro_rules! metrics {
-    ($(#[doc = $help:literal] $name:literal => $field:ident: $type:ty = $make:expr;)*) => {
-        /// The server's metrics registry.
-        pub struct Metrics {
-            registry: Registry,
-            $(#[doc = $help] $field: $type,)*
-        }
-
-        impl Metrics {
-            /// Every metric, made and registered.
-            fn registered() -> Self {
-                let mut registry = Registry::default();
-                $(
-                    let $field: $type = $make;
-                    registry.register($name, $help.trim(), $field.clone());
-                )*
-                Self { registry, $($field,)* }
-            }
-        }
-    };
-}
-
-metrics! {
-    /// Keyed requests by what the idempotency layer did: executed, replayed, conflict (409), mismatch (422)
-    "idempotency_requests" => decisions: Family<DecisionLabels, Counter> = Family::default();
-    /// Idempotency records deleted by the sweeper after their TTL
-    "idempotency_records_expired" => expired: Counter = Counter::default();
-    /// Time from request to response head, by route and status
-    "http_request_duration_seconds" => latency: Family<RouteLabels, Histogram> = Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
-    /// Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)
-    "provider_calls" => provider_calls: Family<ProviderLabels, Counter> = Family::default();
-    /// Operations stopped at a recovery point and resumed, by a retry or by the completer
-    "operations_resumed" => resumed: Family<ResumedLabels, Counter> = Family::default();
-    /// Receipts the SMTP server accepted
-    "receipts_sent" => receipts_sent: Counter = Counter::default();
-    /// Receipts in the outbox not yet accepted by the SMTP server
-    "outbox_waiting" => outbox_waiting: Gauge = Gauge::default();
-    /// 1 for the PostgreSQL server (host:port) this instance writes to; no series on SQLite
-    "database_host_info" => database_host: Family<HostLabels, Gauge> = Family::default();
-}
-
-/// The latency histogram's buckets, in seconds.
-const LATENCY_BUCKETS: [f64; 13] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-];
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Metrics {
-    /// A registry with every metric at zero, each label value present.
-    pub fn new() -> Self {
-        let metrics = Self::registered();
-        for outcome in [
-            Decision::executed,
-            Decision::replayed,
-            Decision::conflict,
-            Decision::mismatch,
-        ] {
-            let _ = metrics.decisions.get_or_create(&DecisionLabels { outcome });
-        }
+impl ShopMetrics {
+    /// The engine's metrics with the shop's registered beside them, each
+    /// label value present at zero.
+    pub fn registered() -> (Metrics, Self) {
+        let shop = Self::default();
+        let metrics = Metrics::with(|registry: &mut Registry| {
+            registry.register(
+                "provider_calls",
+                "Calls to the payment provider by outcome: succeeded, declined, failed (no final answer)",
+                shop.provider_calls.clone(),
+            );
+            registry.register(
+                "receipts_sent",
+                "Receipts the SMTP server accepted",
+                shop.receipts_sent.clone(),
+            );
+        });
         for outcome in [
             ProviderOutcome::succeeded,
             ProviderOutcome::declined,
             ProviderOutcome::failed,
         ] {
-            let _ = metrics
+            let _ = shop
                 .provider_calls
                 .get_or_create(&ProviderLabels { outcome });
         }
-        for by in [ResumedBy::retry, ResumedBy::completer] {
-            let _ = metrics.resumed.get_or_create(&ResumedLabels { by });
-        }
-        metrics
+        (metrics, shop)
     }
 
-    fn decided(&self, outcome: Decision) {
-        self.decisions
-            .get_or_create(&DecisionLabels { outcome })
-            .inc();
-    }
-
-    /// An operation ran.
-    pub fn executed(&self) {
-        self.decided(Decision::executed);
-    }
-    /// A stored response was replayed.
-    pub fn replayed(&self) {
-        self.decided(Decision::replayed);
-    }
-    /// A 409: the key was in use.
-    pub fn in_conflict(&self) {
-        self.decided(Decision::conflict);
-    }
-    /// A 422: the key was reused with another request.
-    pub fn mismatched(&self) {
-        self.decided(Decision::mismatch);
-    }
-    /// The sweeper deleted `n` records.
-    pub fn expired(&self, n: u64) {
-        self.expired.inc_by(n);
-    }
     /// A provider call ended so.
     pub fn provider_call(&self, outcome: ProviderOutcome) {
         self.provider_calls
             .get_or_create(&ProviderLabels { outcome })
             .inc();
     }
-    /// An abandoned operation was resumed.
-    pub fn resumed(&self, by: ResumedBy) {
-        self.resumed.get_or_create(&ResumedLabels { by }).inc();
-    }
+
     /// The SMTP server accepted a receipt.
     pub fn receipt_sent(&self) {
         self.receipts_sent.inc();
-    }
-    /// Receipts waiting in the outbox now.
-    pub fn outbox_waiting(&self, n: u64) {
-        self.outbox_waiting
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
-    /// A request to `route` (`None`: no route matched, the demo page or a
-    /// 404) was answered `status` after `took`.
-    pub fn request_done(
-        &self,
-        method: &Method,
-        route: Option<&str>,
-        status: StatusCode,
-        took: Duration,
-    ) {
-        self.latency
-            .get_or_create(&RouteLabels {
-                method: method_label(method),
-                route: route.unwrap_or("static").to_owned(),
-                status: status.as_u16(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    /// The database server written to now (`None`: SQLite): its series
-    /// alone, at 1.
-    pub fn database_host(&self, host: Option<String>) {
-        self.database_host.clear();
-        if let Some(host) = host {
-            self.database_host
-                .get_or_create(&HostLabels { host })
-                .set(1);
-        }
-    }
-
-    /// The Prometheus (OpenMetrics) text.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
     }
 }
 
@@ -245,8 +85,8 @@ impl Metrics {
     responses(crate::openapi::responses::MetricsResponses)
 )]
 pub async fn handler(State(state): State<AppState>) -> Response {
-    let metrics = &state.metrics;
-    metrics.database_host(state.store.database_host());
+    let metrics = &state.engine.metrics;
+    metrics.database_host(state.engine.store.database_host());
     (
         [(
             http::header::CONTENT_TYPE,
@@ -255,17 +95,4 @@ pub async fn handler(State(state): State<AppState>) -> Response {
         metrics.render(),
     )
         .into_response()
-}
-
-/// A method's label: its name if HTTP defines it, otherwise `_OTHER` (as
-/// the OpenTelemetry conventions have it), so that made-up methods cannot
-/// add series without end.
-fn method_label(method: &Method) -> &'static str {
-    const KNOWN: [&str; 9] = [
-        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
-    ];
-    KNOWN
-        .into_iter()
-        .find(|known| *known == method.as_str())
-        .unwrap_or("_OTHER")
 }

@@ -9,9 +9,9 @@
 //! and 5-8% of its CPU (docs/BENCHMARKS.md, "Per-request CPU").
 
 use crate::error;
-use crate::metrics::Metrics;
 use axum::extract::{MatchedPath, Request};
 use axum::response::Response;
+use exactly_once::Metrics;
 use http::{Method, Uri};
 use pin_project_lite::pin_project;
 use std::future::Future;

@@ -9,7 +9,7 @@
 //! completer) gets the first call's answer, never a second charge.
 
 use crate::domain::ProviderChargeId;
-use crate::metrics::{Metrics, ProviderOutcome};
+use crate::metrics::{ProviderOutcome, ShopMetrics};
 use crate::operation::charge::{PendingCharge, ProviderVerdict};
 use retry_policy::{parse_retry_after, Attempt, Decision, Policy};
 use serde_json::{json, Value};
@@ -42,12 +42,12 @@ pub struct Provider {
     http: reqwest::Client,
     charges_url: String,
     timeout: Duration,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ShopMetrics>,
 }
 
 impl Provider {
     /// The provider at `base_url` (`http://HOST:PORT`).
-    pub fn new(base_url: &str, timeout: Duration, metrics: Arc<Metrics>) -> Self {
+    pub fn new(base_url: &str, timeout: Duration, metrics: Arc<ShopMetrics>) -> Self {
         Self {
             http: reqwest::Client::new(),
             charges_url: format!("{base_url}/v1/charges"),

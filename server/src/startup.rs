@@ -1,21 +1,23 @@
 //! Builds the application from its configuration: the store, the router,
 //! the bound listener. Tests and the binary start it the same way.
 
-use crate::config::{Config, DatabaseUrl};
-use crate::idempotency::{IDEMPOTENT_REPLAYED, MAX_BODY_BYTES};
-use crate::metrics::{self, Metrics};
+use crate::config::{Config, DatabaseUrl, SmtpUrl};
+use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+use crate::mailer::{self, Mailer};
+use crate::metrics::{self, ShopMetrics};
 use crate::observe::ObserveLayer;
 use crate::openapi;
 use crate::provider::Provider;
 use crate::routes;
 use crate::state::{AppState, Shared};
-use crate::store::postgres::{PostgresOptions, PostgresStore};
-use crate::store::sqlite::{SqliteOptions, SqliteStore};
-use crate::store::{Store, StoreError};
-use crate::sweeper;
-use crate::{completer, outbox};
+use crate::steps::ShopSteps;
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
+use exactly_once::outbox::RelaySettings;
+use exactly_once::{
+    Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
+    IDEMPOTENT_REPLAYED, MAX_BODY_BYTES,
+};
 use http::{header, HeaderName, Method};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -47,51 +49,41 @@ pub struct Application {
     state: AppState,
     sweep_interval: Duration,
     complete_interval: Duration,
-    relay: Option<outbox::Settings>,
+    relay: Option<(SmtpUrl, RelaySettings)>,
 }
 
 impl Application {
     /// Opens the database (migrating it), builds the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let store: Arc<dyn Store> = match &config.database {
+        let db = match &config.database {
             DatabaseUrl::Sqlite(path) => {
                 let options = SqliteOptions {
                     path: path.clone(),
-                    durability: config.durability,
+                    durability: config.durability.into(),
                     key_ttl: config.key_ttl,
                     lease: config.operation_lease,
+                    migrations: SQLITE_MIGRATIONS,
                 };
-                Arc::new(
+                Db::Sqlite(Arc::new(
                     tokio::task::spawn_blocking(move || SqliteStore::open(options))
                         .await
                         .map_err(|e| {
                             StoreError::internal("the database opener panicked").caused_by(e)
                         })??,
-                )
+                ))
             }
-            DatabaseUrl::Postgres(url) => Arc::new(
+            DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
                 PostgresStore::open(PostgresOptions {
                     url: url.clone(),
-                    durability: config.durability,
+                    durability: config.durability.into(),
                     key_ttl: config.key_ttl,
                     lease: config.operation_lease,
+                    migrations: POSTGRES_MIGRATIONS,
                 })
                 .await?,
-            ),
+            )),
         };
-        let metrics = Arc::new(Metrics::new());
-        let provider = config
-            .psp_url
-            .as_deref()
-            .map(|url| Arc::new(Provider::new(url, config.psp_timeout, metrics.clone())));
-        let state = AppState::from(Shared {
-            store,
-            metrics,
-            chaos: config.chaos,
-            provider,
-            receipts: config.smtp_url.is_some(),
-            cache: Arc::default(),
-        });
+        let state = state(db, &config);
         let router = router(state.clone(), &config);
         let listener = serve::bind(&config.listen).await?;
         if config.chaos {
@@ -103,9 +95,13 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
-            relay: config.smtp_url.map(|smtp| outbox::Settings {
-                smtp,
-                claim: config.receipt_claim,
+            relay: config.smtp_url.map(|smtp| {
+                let settings = RelaySettings {
+                    claim: config.receipt_claim,
+                    connections: mailer::CONNECTIONS,
+                    ..RelaySettings::default()
+                };
+                (smtp, settings)
             }),
         })
     }
@@ -121,26 +117,51 @@ impl Application {
     /// Beside the requests run the sweeper, the completer and, with
     /// `--smtp-url`, the receipt relay.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
+        let engine = &self.state.engine;
         let mut background = vec![
-            tokio::spawn(sweeper::run(
-                self.state.store.clone(),
-                self.state.metrics.clone(),
-                self.sweep_interval,
-            )),
-            tokio::spawn(completer::run(self.state.clone(), self.complete_interval)),
+            tokio::spawn(engine.sweeper(self.sweep_interval)),
+            tokio::spawn(engine.completer(self.complete_interval)),
         ];
-        if let Some(relay) = self.relay {
-            background.push(tokio::spawn(outbox::run(
-                self.state.store.clone(),
-                self.state.metrics.clone(),
-                relay,
-            )));
+        if let Some((smtp, settings)) = self.relay {
+            tracing::info!(host = %smtp.host, port = smtp.port, connections = settings.connections, "receipt relay started");
+            let mailer = Mailer {
+                smtp,
+                metrics: self.state.shop_metrics.clone(),
+            };
+            background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
         serve::serve(self.listener, self.router, shutdown).await;
         for task in background {
             task.abort();
         }
     }
+}
+
+/// The shop's state over its database: the engine (its store, metrics and
+/// the shop's steps), the provider and the flags the routes read.
+pub fn state(db: Db, config: &Config) -> AppState {
+    let (metrics, shop_metrics) = ShopMetrics::registered();
+    let shop_metrics = Arc::new(shop_metrics);
+    let provider = config
+        .psp_url
+        .as_deref()
+        .map(|url| Arc::new(Provider::new(url, config.psp_timeout, shop_metrics.clone())));
+    let receipts = config.smtp_url.is_some();
+    let engine = Engine::builder(db.store())
+        .metrics(Arc::new(metrics))
+        .steps(ShopSteps {
+            provider: provider.clone(),
+            receipts,
+        })
+        .build();
+    AppState::from(Shared {
+        engine,
+        db,
+        shop_metrics,
+        chaos: config.chaos,
+        provider,
+        receipts,
+    })
 }
 
 /// The routes of the HTTP API of docs/CONTRACT.md section 3, each with its
@@ -189,7 +210,7 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // `observe`; the trace layer's own line would be a second.
                 .layer(TraceLayer::new_for_http().on_failure(()))
                 // Inside the router's layer, so it sees the matched route.
-                .layer(ObserveLayer::new(state.metrics.clone()))
+                .layer(ObserveLayer::new(state.engine.metrics.clone()))
                 .option_layer(cors)
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),

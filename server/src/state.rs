@@ -1,9 +1,9 @@
 //! What every handler can reach: cheap, cloneable handles.
 
-use crate::idempotency::cache::ReplayCache;
-use crate::metrics::Metrics;
+use crate::db::Db;
+use crate::metrics::ShopMetrics;
 use crate::provider::Provider;
-use crate::store::Store;
+use exactly_once::{Engine, Metrics};
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -15,18 +15,18 @@ pub struct AppState(Arc<Shared>);
 
 /// What [`AppState`] points to.
 pub struct Shared {
-    /// The database.
-    pub store: Arc<dyn Store>,
-    /// Counters and histograms for `/metrics`.
-    pub metrics: Arc<Metrics>,
+    /// The idempotency engine: the store, the replay cache, the metrics.
+    pub engine: Engine,
+    /// The database, for the shop's own reads.
+    pub db: Db,
+    /// The shop's own metrics (provider calls, receipts).
+    pub shop_metrics: Arc<ShopMetrics>,
     /// Whether `X-Chaos` is honoured.
     pub chaos: bool,
     /// The payment provider charges go through (`--psp-url`), if any.
     pub provider: Option<Arc<Provider>>,
     /// Whether receipts are written to the outbox (`--smtp-url`).
     pub receipts: bool,
-    /// Finished records recently seen, answered from memory.
-    pub cache: Arc<ReplayCache>,
 }
 
 impl From<Shared> for AppState {
@@ -45,6 +45,6 @@ impl Deref for AppState {
 
 impl axum::extract::FromRef<AppState> for Arc<Metrics> {
     fn from_ref(state: &AppState) -> Self {
-        state.metrics.clone()
+        state.engine.metrics.clone()
     }
 }

@@ -1,6 +1,7 @@
-//! Who is calling: a bearer token or the `sid` cookie, reduced to a hash.
+//! Who is calling: a bearer token or the `sid` cookie, reduced to the
+//! engine's [`Caller`] (a hash of the token).
 
-use sha2::{Digest, Sha256};
+use exactly_once::Caller;
 use std::fmt;
 
 /// A session token as sent by a caller: 16 to 256 characters of
@@ -45,47 +46,27 @@ impl fmt::Debug for SessionToken {
     }
 }
 
-/// A caller: the SHA-256 of its token. The token itself is never stored or
-/// logged; two callers with different tokens never share a key or a charge.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Caller([u8; 32]);
+/// The caller a token stands for: the SHA-256 of the token. The token
+/// itself is never stored or logged; two callers with different tokens
+/// never share a key or a charge.
+pub fn caller_of(token: &SessionToken) -> Caller {
+    Caller::of(&token.0)
+}
 
-impl Caller {
-    /// The caller a token stands for.
-    pub fn from_token(token: &SessionToken) -> Self {
-        Self::of(&token.0)
-    }
-
-    /// The caller of a token already checked, hashed where it lies.
-    fn of(token: &str) -> Self {
-        Self(Sha256::digest(token.as_bytes()).into())
-    }
-
-    /// Identifies the caller of a request from its `Authorization` header
-    /// (which wins when present) or its `sid` cookie.
-    pub fn from_headers(headers: &http::HeaderMap) -> Result<Self, CallerError> {
-        if let Some(value) = headers.get(http::header::AUTHORIZATION) {
-            let value = value.to_str().map_err(|_| CallerError::NotBearer)?;
-            let (scheme, token) = value.split_once(' ').ok_or(CallerError::NotBearer)?;
-            if !scheme.eq_ignore_ascii_case("bearer") {
-                return Err(CallerError::NotBearer);
-            }
-            return checked(token.trim_start_matches(' ')).map(Self::of);
+/// Identifies the caller of a request from its `Authorization` header
+/// (which wins when present) or its `sid` cookie.
+pub fn caller_from_headers(headers: &http::HeaderMap) -> Result<Caller, CallerError> {
+    if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+        let value = value.to_str().map_err(|_| CallerError::NotBearer)?;
+        let (scheme, token) = value.split_once(' ').ok_or(CallerError::NotBearer)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(CallerError::NotBearer);
         }
-        match session_cookie(headers) {
-            Some(raw) => checked(raw).map(Self::of),
-            None => Err(CallerError::Missing),
-        }
+        return checked(token.trim_start_matches(' ')).map(Caller::of);
     }
-
-    /// The hash as stored in the database.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// Rebuilds a caller from its stored hash.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
+    match session_cookie(headers) {
+        Some(raw) => checked(raw).map(Caller::of),
+        None => Err(CallerError::Missing),
     }
 }
 
@@ -113,8 +94,6 @@ pub fn session_cookie(headers: &http::HeaderMap) -> Option<&str> {
         .find(|(name, _)| *name == "sid")
         .map(|(_, value)| value)
 }
-
-short_hash_display!(Caller);
 
 #[cfg(test)]
 mod tests {
@@ -152,11 +131,11 @@ mod tests {
     fn bearer_wins_over_the_cookie_and_both_identify_the_same_token_alike() {
         let t = "token-aaaaaaaaaaaaaaaa";
         let by_bearer =
-            Caller::from_headers(&headers(&[(header::AUTHORIZATION, &format!("Bearer {t}"))]));
+            caller_from_headers(&headers(&[(header::AUTHORIZATION, &format!("Bearer {t}"))]));
         let by_cookie =
-            Caller::from_headers(&headers(&[(header::COOKIE, &format!("a=b; sid={t}"))]));
+            caller_from_headers(&headers(&[(header::COOKIE, &format!("a=b; sid={t}"))]));
         assert_eq!(by_bearer.clone().unwrap(), by_cookie.clone().unwrap());
-        let both = Caller::from_headers(&headers(&[
+        let both = caller_from_headers(&headers(&[
             (header::AUTHORIZATION, "bearer other-token-bbbbbbbbbb"),
             (header::COOKIE, &format!("sid={t}")),
         ]));
@@ -166,22 +145,22 @@ mod tests {
     #[test]
     fn missing_or_malformed_credentials_are_refused() {
         assert_eq!(
-            Caller::from_headers(&HeaderMap::new()),
+            caller_from_headers(&HeaderMap::new()),
             Err(CallerError::Missing)
         );
         assert_eq!(
-            Caller::from_headers(&headers(&[(
+            caller_from_headers(&headers(&[(
                 header::AUTHORIZATION,
                 "Basic abcdefghijklmnopq"
             )])),
             Err(CallerError::NotBearer)
         );
         assert_eq!(
-            Caller::from_headers(&headers(&[(header::AUTHORIZATION, "Bearer short")])),
+            caller_from_headers(&headers(&[(header::AUTHORIZATION, "Bearer short")])),
             Err(CallerError::Malformed)
         );
         assert_eq!(
-            Caller::from_headers(&headers(&[(header::COOKIE, "sid=short")])),
+            caller_from_headers(&headers(&[(header::COOKIE, "sid=short")])),
             Err(CallerError::Malformed)
         );
     }
@@ -189,15 +168,15 @@ mod tests {
     #[test]
     fn display_never_shows_the_token() {
         let token = SessionToken::parse("secret-token-1234567890").unwrap();
-        let caller = Caller::from_token(&token);
+        let caller = caller_of(&token);
         assert!(!format!("{caller} {caller:?} {token:?}").contains("secret"));
     }
 
     proptest! {
         #[test]
         fn valid_tokens_parse_and_hash_deterministically(raw in "[A-Za-z0-9._~+/=-]{16,256}") {
-            let a = Caller::from_token(&SessionToken::parse(&raw).unwrap());
-            let b = Caller::from_token(&SessionToken::parse(&raw).unwrap());
+            let a = caller_of(&SessionToken::parse(&raw).unwrap());
+            let b = caller_of(&SessionToken::parse(&raw).unwrap());
             prop_assert_eq!(a, b);
         }
 

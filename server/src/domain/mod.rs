@@ -1,24 +1,5 @@
-//! Domain types, each parsed once at the edge: inside the server only valid
-//! values exist.
-
-/// `Display` and `Debug` for newtypes over a SHA-256 hash: the first 12
-/// hex digits, enough to find a value's log lines and too few to reuse
-/// (`Debug` wraps them in the type's name).
-macro_rules! short_hash_display {
-    ($($name:ident),+ $(,)?) => {$(
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&hex::encode(&self.0[..6]))
-            }
-        }
-
-        impl std::fmt::Debug for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, concat!(stringify!($name), "({})"), self)
-            }
-        }
-    )+};
-}
+//! The shop's domain types, each parsed once at the edge: inside the
+//! server only valid values exist.
 
 /// Reads a JSON number whose value is an integer as an `i64`, however it
 /// is written: `1999`, `1999.0` and `1.999e3` are the same number in JSON
@@ -44,19 +25,16 @@ fn integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::
 
 mod caller;
 mod charge;
-mod fingerprint;
-mod idempotency_key;
-mod operation_id;
 mod payment;
 mod reservation;
 
-pub use caller::{session_cookie, Caller, CallerError, SessionToken};
+pub use caller::{caller_from_headers, caller_of, session_cookie, CallerError, SessionToken};
 pub use charge::{
     Amount, Charge, ChargeId, ChargeRow, Currency, Description, NewCharge, NewChargeError,
     CHARGE_COLUMNS,
 };
-pub use fingerprint::Fingerprint;
-pub use idempotency_key::{IdempotencyKey, IdempotencyKeyError};
-pub use operation_id::OperationId;
+/// The engine's names for who calls and which operation: keys are per
+/// caller.
+pub use exactly_once::{Caller, Fingerprint, IdempotencyKey, IdempotencyKeyError, OperationId};
 pub use payment::{ChargeStatus, PaymentMethod, ProviderChargeId, ReceiptEmail};
 pub use reservation::{ItemId, NewReservation, NewReservationError, Quantity, Reservation};

@@ -3,8 +3,8 @@
 //! copy of the template per input.
 
 use crate::config::Config;
-use crate::store::sqlite::{SqliteOptions, SqliteStore};
-use crate::store::Store;
+use crate::db::SQLITE_MIGRATIONS;
+use exactly_once::{SqliteOptions, SqliteStore};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -93,9 +93,10 @@ impl App {
     fn open(&self, path: &Path) -> SqliteStore {
         SqliteStore::open(SqliteOptions {
             path: path.to_path_buf(),
-            durability: self.config.durability,
+            durability: self.config.durability.into(),
             key_ttl: self.config.key_ttl,
             lease: self.config.operation_lease,
+            migrations: SQLITE_MIGRATIONS,
         })
         .expect("open a database")
     }
@@ -137,7 +138,7 @@ fn remove_stale_folders(base: &Path) {
 
 /// One input's database.
 pub(super) struct Database {
-    pub(super) store: Arc<dyn Store>,
+    pub(super) store: Arc<SqliteStore>,
     path: PathBuf,
 }
 

@@ -117,12 +117,12 @@ pub fn caller(data: &[u8]) {
             headers.append(header::COOKIE, header_value(cookie.as_bytes()));
         }
     }
-    let got = Caller::from_headers(&headers).ok();
+    let got = crate::domain::caller_from_headers(&headers).ok();
     let expected = match &auth_value {
         Some(value) => expected_bearer(value),
         None => crate::domain::session_cookie(&headers)
             .and_then(|sid| SessionToken::parse(sid).ok())
-            .map(|token| Caller::from_token(&token)),
+            .map(|token| crate::domain::caller_of(&token)),
     };
     assert_eq!(got, expected, "Caller::from_headers on {headers:?}");
 }
@@ -143,11 +143,11 @@ fn expected_bearer(value: &HeaderValue) -> Option<Caller> {
         return None;
     }
     let token = SessionToken::parse(token.trim_start_matches(' ')).ok()?;
-    Some(Caller::from_token(&token))
+    Some(crate::domain::caller_of(&token))
 }
 
 fn same_caller_however_sent(token: &str) {
-    let want = Caller::from_token(&SessionToken::parse(token).expect("a valid token"));
+    let want = crate::domain::caller_of(&SessionToken::parse(token).expect("a valid token"));
     for (name, value) in [
         (header::AUTHORIZATION, format!("Bearer {token}")),
         (header::AUTHORIZATION, format!("bearer   {token}")),
@@ -160,7 +160,7 @@ fn same_caller_however_sent(token: &str) {
             HeaderValue::from_str(&value).expect("a visible value"),
         );
         assert_eq!(
-            Caller::from_headers(&headers),
+            crate::domain::caller_from_headers(&headers),
             Ok(want),
             "{value:?} names another caller"
         );

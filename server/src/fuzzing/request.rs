@@ -2,13 +2,11 @@
 //! against the contract's invariants for every answer.
 
 use super::app::App;
-use crate::metrics::Metrics;
+use crate::db::Db;
 use crate::startup;
-use crate::state::{AppState, Shared};
 use axum::body::Body;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use std::sync::Arc;
 use tower::ServiceExt;
 
 /// Requests one input may carry, separated by `0x1E`.
@@ -69,14 +67,7 @@ pub fn request(data: &[u8]) {
     let app = App::get();
     let db = app.fresh_database();
     let router = startup::router(
-        AppState::from(Shared {
-            store: db.store.clone(),
-            metrics: Arc::new(Metrics::new()),
-            chaos: false,
-            provider: None,
-            receipts: false,
-            cache: Arc::default(),
-        }),
+        startup::state(Db::Sqlite(db.store.clone()), &app.config),
         &app.config,
     );
     let mut answered: Vec<(&FuzzRequest, Answer)> = Vec::with_capacity(requests.len());
@@ -167,9 +158,9 @@ impl FuzzRequest {
             }
         }
         let pad_to = if flags.contains(&b'L') {
-            Some(crate::idempotency::MAX_BODY_BYTES + 1)
+            Some(exactly_once::MAX_BODY_BYTES + 1)
         } else if flags.contains(&b'l') {
-            Some(crate::idempotency::MAX_BODY_BYTES)
+            Some(exactly_once::MAX_BODY_BYTES)
         } else {
             None
         };
@@ -283,7 +274,7 @@ fn check_answer(request: &FuzzRequest, answer: &Answer) {
     }
     if answer
         .headers
-        .contains_key(&crate::idempotency::IDEMPOTENT_REPLAYED)
+        .contains_key(&exactly_once::IDEMPOTENT_REPLAYED)
     {
         assert!(
             request.method == Method::POST
@@ -325,7 +316,7 @@ fn check_problem(status: StatusCode, body: &[u8]) -> Result<(), String> {
 fn check_repeat(request: &FuzzRequest, first: &Answer, again: &Answer) {
     let replayed = again
         .headers
-        .get(&crate::idempotency::IDEMPOTENT_REPLAYED)
+        .get(&exactly_once::IDEMPOTENT_REPLAYED)
         .is_some_and(|v| v == "true");
     if first.status == StatusCode::CREATED {
         assert!(

@@ -4,17 +4,20 @@
 //! row, the receipt (when there is one to send) and the answer commit with
 //! the key. With a provider it is two phases around the provider call:
 //! [`StartCharge`] records the charge as `pending` and stops at
-//! [`RecoveryPoint::ChargeCreated`] with a [`PendingCharge`];
+//! [`CHARGE_CREATED`] with a [`PendingCharge`];
 //! [`FinishCharge`] records the provider's verdict, the receipt and the
 //! answer in one commit.
 
 use super::receipt::Receipt;
+use crate::db::{postgres, sqlite};
 use crate::domain::{
     Amount, Charge, ChargeId, ChargeStatus, Currency, NewCharge, OperationId, PaymentMethod,
     ProviderChargeId,
 };
 use crate::error::Problem;
-use crate::idempotency::record::{RecoveryPoint, Step, StoredResponse};
+use async_trait::async_trait;
+use exactly_once::store::postgres::{OneStatement, Transaction};
+use exactly_once::{Operation, RunContext, Step, StoredResponse};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +64,11 @@ pub struct FinishCharge {
     /// Whether receipts are sent (`--smtp-url`).
     pub receipts: bool,
 }
+
+/// The recovery point of a charge recorded as `pending`; the provider has
+/// not (as far as we know) charged it. Next: call the provider with the
+/// downstream key, then finish ([`crate::steps`]).
+pub const CHARGE_CREATED: &str = "charge_created";
 
 /// What a stopped charge resumes from: what the provider is asked to
 /// charge. Stored as JSON with the recovery point.
@@ -143,10 +151,7 @@ impl StartCharge {
             currency: charge.currency.to_string(),
             payment_method: charge.payment_method.to_string(),
         };
-        Step::Stopped(
-            RecoveryPoint::ChargeCreated,
-            serde_json::to_string(&pending).expect("a pending charge always serialises"),
-        )
+        Step::stop(CHARGE_CREATED, &pending)
     }
 }
 
@@ -178,6 +183,67 @@ impl PendingCharge {
     /// The card.
     pub fn payment_method(&self) -> Option<PaymentMethod> {
         PaymentMethod::parse(&self.payment_method)
+    }
+}
+
+#[async_trait]
+impl Operation for RecordCharge {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        sqlite::record_charge(self, conn, at)
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        postgres::record_charge(self, tx, at).await
+    }
+
+    fn one_statement(&self) -> Option<OneStatement> {
+        postgres::record_charge_one_statement(self)
+    }
+}
+
+#[async_trait]
+impl Operation for StartCharge {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        sqlite::start_charge(self, conn, at)
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        postgres::start_charge(self, tx, at).await
+    }
+}
+
+#[async_trait]
+impl Operation for FinishCharge {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        sqlite::finish_charge(self, conn, at)
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        postgres::finish_charge(self, tx, at).await
     }
 }
 

@@ -45,6 +45,18 @@ impl Receipt {
     }
 }
 
+impl Receipt {
+    /// The receipt as the engine's outbox keeps a message.
+    pub fn message(&self) -> exactly_once::outbox::Message {
+        exactly_once::outbox::Message {
+            id: self.message_id.clone(),
+            to: self.recipient.clone(),
+            subject: self.subject.clone(),
+            body: self.body.clone(),
+        }
+    }
+}
+
 /// `1999, usd` → `19.99 USD` (two decimals: a receipt, not an invoice).
 fn format_amount(minor: i64, currency: &str) -> String {
     format!(

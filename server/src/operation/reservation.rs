@@ -1,9 +1,31 @@
 //! The answers of `POST /reservations`.
 
+use crate::db::{postgres, sqlite};
 use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
-use crate::idempotency::record::StoredResponse;
+use async_trait::async_trait;
+use exactly_once::store::postgres::Transaction;
+use exactly_once::{Operation, RunContext, Step, StoredResponse};
 use http::StatusCode;
+
+#[async_trait]
+impl Operation for NewReservation {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        sqlite::new_reservation(self, conn, at)
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        postgres::new_reservation(self, tx, at).await
+    }
+}
 
 /// `201` with the reservation.
 pub fn reserved(reservation: &Reservation) -> StoredResponse {

@@ -1,37 +1,44 @@
 //! `POST /charges` and `GET /charges`.
 
-use super::Authenticated;
+use super::{Authenticated, Keyed};
+use crate::db::ChargeQuery;
 use crate::domain::Charge;
 use crate::domain::{ChargeId, NewCharge};
 use crate::error::ApiError;
-use crate::idempotency::{self, Keyed};
 use crate::operation::charge::{RecordCharge, StartCharge};
 use crate::state::AppState;
-use crate::store::{now_ms, ChargeQuery, Operation};
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use exactly_once::Operation;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 keyed_post! {
     path = "/charges", operation_id = "create_charge", tag = "charges",
     body = NewChargeBody, answers = CreateChargeResponses,
     /// `POST /charges`: creates a charge, at most once per key: in one phase,
     /// or, with a provider, started here and finished around the provider call.
-    pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Result<Response, ApiError> {
+    pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Response {
         let (phased, receipts) = (state.provider.is_some(), state.receipts);
-        idempotency::run(&state, keyed, |body| {
+        state.engine.run(keyed, |body| {
             let request =
                 NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            Ok(if phased {
-                Arc::new(StartCharge { request }) as Arc<dyn Operation>
+            Ok::<_, ApiError>(if phased {
+                Box::new(StartCharge { request }) as Box<dyn Operation>
             } else {
-                Arc::new(RecordCharge::new(request, receipts, now_ms() / 1000))
+                Box::new(RecordCharge::new(request, receipts, now_secs()))
             })
         })
         .await
     }
+}
+
+/// Unix time in seconds: a charge's `created`.
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// A page of charges, fields in the order the contract shows them.
@@ -89,7 +96,7 @@ pub async fn list(
         })
         .transpose()?;
     let page = state
-        .store
+        .db
         .list_charges(ChargeQuery {
             caller: &caller,
             limit,

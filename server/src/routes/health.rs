@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 /// database server it wrote to (PostgreSQL); 503 otherwise.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses(HealthResponses))]
 pub async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    state.store.health().await?;
+    let store = &state.engine.store;
+    store.health().await?;
     Ok(Json(
-        json!({ "status": "ok", "database_host": state.store.database_host() }),
+        json!({ "status": "ok", "database_host": store.database_host() }),
     ))
 }

@@ -24,6 +24,6 @@ pub async fn show(
     let Path(item) = item.map_err(|_| ApiError::NotFound("there is no such item".into()))?;
     let unknown = || ApiError::NotFound(format!("there is no item {item:?}"));
     let id = ItemId::parse(&item).ok_or_else(unknown)?;
-    let available = state.store.inventory(&id).await?.ok_or_else(unknown)?;
+    let available = state.db.inventory(&id).await?.ok_or_else(unknown)?;
     Ok(Json(json!({ "item_id": id, "available": available })))
 }

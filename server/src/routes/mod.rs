@@ -7,7 +7,7 @@
 /// and tag, its body's schema (in `openapi::schemas`) and its answers (in
 /// `openapi::responses`). The handler's doc comment is its description.
 /// rustfmt leaves the handler inside the macro as written: keep it a few
-/// lines that hand the body to `idempotency::run`.
+/// lines that hand the body to `Engine::run`.
 // rustfmt indents an attribute inside a macro further on every run.
 #[rustfmt::skip]
 macro_rules! keyed_post {
@@ -37,10 +37,15 @@ pub mod inventory;
 pub mod reservations;
 pub mod www;
 
+use crate::chaos::Chaos;
 use crate::domain::Caller;
 use crate::error::ApiError;
 use axum::extract::FromRequestParts;
 use http::request::Parts;
+
+/// A keyed request of the shop: its caller by bearer token or session
+/// cookie, its faults by `X-Chaos`.
+pub type Keyed = exactly_once::Keyed<Authenticated, Chaos>;
 
 /// The caller of a request that needs one (401 otherwise).
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +55,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self(Caller::from_headers(&parts.headers)?))
+        Ok(Self(crate::domain::caller_from_headers(&parts.headers)?))
+    }
+}
+
+impl From<Authenticated> for Caller {
+    fn from(authenticated: Authenticated) -> Self {
+        authenticated.0
     }
 }
 

@@ -7,6 +7,7 @@ use axum::response::IntoResponse;
 use serde_json::{json, Value};
 use server::chaos::Fault;
 use server::domain::{CallerError, IdempotencyKeyError};
+use exactly_once::Error;
 use server::error::ApiError;
 use std::collections::BTreeSet;
 
@@ -165,47 +166,58 @@ async fn keyed_requests_document_the_key_and_the_replay_headers() {
     }
 }
 
-/// Every error the server can render, one of each variant.
+/// Every error the server can render, one of each variant: the shop's
+/// own and the engine's.
 fn every_api_error() -> Vec<ApiError> {
-    let errors = vec![
-        ApiError::Unauthorized(CallerError::Missing),
-        ApiError::MissingIdempotencyKey,
-        ApiError::InvalidIdempotencyKey(IdempotencyKeyError::Empty),
-        ApiError::InvalidRequest("bad".into()),
-        ApiError::MethodNotAllowed,
-        ApiError::UnsupportedMediaType,
-        ApiError::RequestTimeout,
-        ApiError::PayloadTooLarge(1),
-        ApiError::IdempotencyKeyMismatch,
-        ApiError::IdempotencyKeyInUse,
-        ApiError::NotFound("none".into()),
-        ApiError::ProviderUnavailable("no answer".into()),
-        ApiError::Unavailable("down".into()),
-        ApiError::OutcomeUnknown("cut".into()),
-        ApiError::Unfinished("started".into()),
-        ApiError::internal("bug"),
+    let engine = vec![
+        Error::MissingIdempotencyKey,
+        Error::InvalidIdempotencyKey(IdempotencyKeyError::Empty),
+        Error::InvalidRequest("bad".into()),
+        Error::UnsupportedMediaType,
+        Error::RequestTimeout,
+        Error::PayloadTooLarge(1),
+        Error::IdempotencyKeyMismatch,
+        Error::IdempotencyKeyInUse,
+        ApiError::provider_unavailable("no answer"),
+        Error::Unavailable("down".into()),
+        Error::OutcomeUnknown("cut".into()),
+        Error::Unfinished("started".into()),
+        Error::internal("bug"),
     ];
-    for error in &errors {
+    for error in &engine {
         // A new variant fails to compile here: add it to the list above.
         match error {
-            ApiError::Unauthorized(_)
-            | ApiError::MissingIdempotencyKey
-            | ApiError::InvalidIdempotencyKey(_)
-            | ApiError::InvalidRequest(_)
-            | ApiError::MethodNotAllowed
-            | ApiError::UnsupportedMediaType
-            | ApiError::RequestTimeout
-            | ApiError::PayloadTooLarge(_)
-            | ApiError::IdempotencyKeyMismatch
-            | ApiError::IdempotencyKeyInUse
-            | ApiError::NotFound(_)
-            | ApiError::ProviderUnavailable(_)
-            | ApiError::Unavailable(_)
-            | ApiError::OutcomeUnknown(_)
-            | ApiError::Unfinished(_)
-            | ApiError::Internal(_) => {}
+            Error::MissingIdempotencyKey
+            | Error::InvalidIdempotencyKey(_)
+            | Error::InvalidRequest(_)
+            | Error::UnsupportedMediaType
+            | Error::RequestTimeout
+            | Error::PayloadTooLarge(_)
+            | Error::IdempotencyKeyMismatch
+            | Error::IdempotencyKeyInUse
+            | Error::StepUnavailable(_)
+            | Error::Unavailable(_)
+            | Error::OutcomeUnknown(_)
+            | Error::Unfinished(_)
+            | Error::Internal(_) => {}
         }
     }
+    let mut errors = vec![
+        ApiError::Unauthorized(CallerError::Missing),
+        ApiError::InvalidRequest("bad".into()),
+        ApiError::MethodNotAllowed,
+        ApiError::NotFound("none".into()),
+    ];
+    for error in &errors {
+        match error {
+            ApiError::Unauthorized(_)
+            | ApiError::InvalidRequest(_)
+            | ApiError::MethodNotAllowed
+            | ApiError::NotFound(_)
+            | ApiError::Engine(_) => {}
+        }
+    }
+    errors.extend(engine.into_iter().map(ApiError::Engine));
     errors
 }
 

@@ -1,0 +1,128 @@
+//! [`Engine`]: what your handlers and background tasks share: the store,
+//! the replay cache, the metrics and your [`Steps`].
+
+use crate::error::Error;
+use crate::flow::cache::ReplayCache;
+use crate::metrics::Metrics;
+use crate::record::Lease;
+use crate::store::{Operation, Store};
+use async_trait::async_trait;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// The work outside the database that an operation in phases does between
+/// its phases (DBOS calls them steps): charging a card, booking a seat at
+/// a partner. An operation's phase that ends with
+/// [`Step::Stopped`](crate::Step::Stopped) names a recovery point and
+/// records the state to go on from; the engine then calls [`Steps::step`]
+/// with the lease, outside any transaction, and runs the phase it returns
+/// in a transaction of its own. A crash anywhere resumes from the last
+/// recorded point (a retry of the key, or the completer), so a step may run
+/// more than once: make its effect idempotent with
+/// [`Lease::downstream_key`], the same for every attempt of one run.
+#[async_trait]
+pub trait Steps: Send + Sync + 'static {
+    /// Does the work `lease.point` calls for and returns the phase that
+    /// records its result. An error leaves the operation at its recovery
+    /// point (the lease is given up); return
+    /// [`Error::StepUnavailable`] when the outside service gave no final
+    /// answer.
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error>;
+}
+
+/// The steps of an application whose operations all finish in one phase.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSteps;
+
+#[async_trait]
+impl Steps for NoSteps {
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+        Err(Error::internal(format!(
+            "an operation stopped at {:?} and this application has no steps",
+            lease.point
+        )))
+    }
+}
+
+/// The engine: cheap to clone (one reference count), shared by every
+/// handler and task. Put it in your state and give axum a
+/// [`FromRef`](axum::extract::FromRef) to it.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), exactly_once::StoreError> {
+/// use exactly_once::{Engine, SqliteOptions, SqliteStore};
+///
+/// let store = SqliteStore::open(SqliteOptions::new("data/app.db"))?;
+/// let engine = Engine::new(store);
+/// tokio::spawn(engine.sweeper(std::time::Duration::from_secs(60)));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Engine(Arc<Shared>);
+
+/// What an [`Engine`] points to.
+pub struct Shared {
+    /// The database.
+    pub store: Arc<dyn Store>,
+    /// Counters and histograms for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    pub(crate) cache: ReplayCache,
+    pub(crate) steps: Arc<dyn Steps>,
+}
+
+impl Deref for Engine {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl Engine {
+    /// An engine over `store`, with fresh metrics and no steps.
+    pub fn new(store: impl Store) -> Self {
+        Self::builder(Arc::new(store)).build()
+    }
+
+    /// An engine to configure, over a store you keep a handle to (for your
+    /// own reads: [`SqliteStore::read`](crate::SqliteStore::read),
+    /// [`PostgresStore::pool`](crate::PostgresStore::pool)).
+    pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder {
+            store,
+            metrics: None,
+            steps: Arc::new(NoSteps),
+        }
+    }
+}
+
+/// Configures an [`Engine`].
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    metrics: Option<Arc<Metrics>>,
+    steps: Arc<dyn Steps>,
+}
+
+impl EngineBuilder {
+    /// The steps of your operations in phases.
+    pub fn steps(mut self, steps: impl Steps) -> Self {
+        self.steps = Arc::new(steps);
+        self
+    }
+
+    /// Metrics you made (with your own registered beside the engine's).
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The engine.
+    pub fn build(self) -> Engine {
+        Engine(Arc::new(Shared {
+            store: self.store,
+            metrics: self.metrics.unwrap_or_default(),
+            cache: ReplayCache::default(),
+            steps: self.steps,
+        }))
+    }
+}

@@ -1,0 +1,343 @@
+//! The engine's errors, rendered as `application/problem+json` (RFC 9457).
+//!
+//! Internal details are logged, never sent: rendering is free of side
+//! effects and leaves a server error in the response's extensions, where
+//! [`log_server_error`] logs it once with its whole source chain (axum's
+//! error-handling example). Your own errors can use [`Problem`] for the
+//! same shape.
+
+use crate::key::IdempotencyKeyError;
+use crate::record::StoredResponse;
+use crate::store::{StoreError, StoreErrorKind};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, HeaderValue, StatusCode};
+use serde::Serialize;
+use std::fmt;
+use std::sync::Arc;
+
+/// Any error, as a server error's cause.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The media type of every error answer.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Seconds a caller should wait before retrying a 503 or a 409 in-use.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// What can go wrong in a keyed request, each with its problem type.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The `Idempotency-Key` header is absent.
+    #[error("this request needs an Idempotency-Key header")]
+    MissingIdempotencyKey,
+    /// The `Idempotency-Key` header is not a valid key.
+    #[error(transparent)]
+    InvalidIdempotencyKey(IdempotencyKeyError),
+    /// The body could not be read or is not JSON.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The body is not sent as JSON.
+    #[error("send the body as application/json")]
+    UnsupportedMediaType,
+    /// The body did not arrive in time.
+    #[error("the body did not arrive within the time allowed")]
+    RequestTimeout,
+    /// The body is over the limit.
+    #[error("the body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// The key was used before with another method, path or body.
+    #[error(
+        "this Idempotency-Key was used with a different request; use a new key for a new request"
+    )]
+    IdempotencyKeyMismatch,
+    /// The first request with this key is still running.
+    #[error("a request with this Idempotency-Key is still running; retry after a moment")]
+    IdempotencyKeyInUse,
+    /// A step outside the database gave no final answer: the operation
+    /// waits at its recovery point; a retry resumes it.
+    #[error("{0}")]
+    StepUnavailable(StepUnavailable),
+    /// The database cannot be reached: nothing ran, retry later.
+    #[error("the database is unavailable; nothing was done, retry later")]
+    Unavailable(#[source] BoxError),
+    /// The connection to the database broke while the request was being
+    /// committed: it may have been done. Never "nothing was done".
+    #[error(
+        "the database connection broke while this request was being committed, so it may or \
+         may not have been done; retry with the same Idempotency-Key to get its real outcome"
+    )]
+    OutcomeUnknown(#[source] BoxError),
+    /// A later phase of an operation in phases failed (the database, or a
+    /// step's answer that makes no sense): the operation is recorded at its
+    /// recovery point, and may have had effects already. Never "nothing
+    /// was done": the same key, sent again, resumes it and gets its outcome.
+    #[error(
+        "this operation was started and has not finished, so its outcome is not known yet; \
+         send the same request with the same Idempotency-Key again to get it"
+    )]
+    Unfinished(#[source] BoxError),
+    /// A bug or an unexpected database error: everything was rolled back.
+    #[error("internal error; nothing was done")]
+    Internal(#[source] BoxError),
+}
+
+/// A step that could not reach what it calls (a payment provider, a
+/// booking system): answered 503 with `Retry-After` and the problem type
+/// the application names, and the operation is kept at its recovery point.
+#[derive(Debug, Clone)]
+pub struct StepUnavailable {
+    /// The problem type's slug: `/problems/<slug>`.
+    pub slug: &'static str,
+    /// The problem's title, constant per slug.
+    pub title: &'static str,
+    /// What the caller is told.
+    pub detail: String,
+    /// Why, for the log.
+    pub reason: String,
+}
+
+impl fmt::Display for StepUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl From<IdempotencyKeyError> for Error {
+    fn from(e: IdempotencyKeyError) -> Self {
+        match e {
+            IdempotencyKeyError::Missing => Self::MissingIdempotencyKey,
+            other => Self::InvalidIdempotencyKey(other),
+        }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e.kind() {
+            StoreErrorKind::Unavailable => Self::Unavailable(Box::new(e)),
+            StoreErrorKind::OutcomeUnknown => Self::OutcomeUnknown(Box::new(e)),
+            StoreErrorKind::Internal => Self::Internal(Box::new(e)),
+        }
+    }
+}
+
+impl Error {
+    /// A bug: `what` went wrong, nothing was done.
+    pub fn internal(what: impl Into<String>) -> Self {
+        Self::Internal(what.into().into())
+    }
+
+    /// What a failure of a later phase (after the first phase committed)
+    /// tells the caller: that a step's service is unavailable, when it is,
+    /// and otherwise that the outcome is not known yet
+    /// ([`Error::Unfinished`]), whatever the failure would have said of a
+    /// first phase.
+    pub fn in_later_phase(self) -> Self {
+        match self {
+            kept @ (Self::StepUnavailable(_) | Self::Unfinished(_)) => kept,
+            Self::Unavailable(e) | Self::OutcomeUnknown(e) | Self::Internal(e) => {
+                Self::Unfinished(e)
+            }
+            other => Self::Unfinished(other.to_string().into()),
+        }
+    }
+
+    /// True when the answer says that nothing was done, which a log line
+    /// may then repeat.
+    pub fn nothing_done(&self) -> bool {
+        !matches!(
+            self,
+            Self::OutcomeUnknown(_) | Self::Unfinished(_) | Self::StepUnavailable(_)
+        )
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use Error::*;
+        match self {
+            MissingIdempotencyKey => (
+                StatusCode::BAD_REQUEST,
+                "missing-idempotency-key",
+                "Missing Idempotency-Key",
+            ),
+            InvalidIdempotencyKey(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid-idempotency-key",
+                "Invalid Idempotency-Key",
+            ),
+            InvalidRequest(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid-request",
+                "Invalid request",
+            ),
+            UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid-request",
+                "Unsupported media type",
+            ),
+            RequestTimeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid-request",
+                "Request timeout",
+            ),
+            PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                "Payload too large",
+            ),
+            IdempotencyKeyMismatch => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-mismatch",
+                "Idempotency-Key reused with a different request",
+            ),
+            IdempotencyKeyInUse => (
+                StatusCode::CONFLICT,
+                "idempotency-key-in-use",
+                "Idempotency-Key in use",
+            ),
+            StepUnavailable(step) => (StatusCode::SERVICE_UNAVAILABLE, step.slug, step.title),
+            Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+            ),
+            Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+            ),
+        }
+    }
+
+    /// The status code this error answers with.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+}
+
+/// An RFC 9457 problem document.
+///
+/// ```
+/// use exactly_once::Problem;
+/// use http::StatusCode;
+///
+/// let problem = Problem::new(StatusCode::CONFLICT, "sold-out", "Sold out", "no seats left");
+/// let stored = problem.stored();
+/// assert_eq!(stored.status, 409);
+/// assert_eq!(
+///     &stored.body[..],
+///     br#"{"type":"/problems/sold-out","title":"Sold out","status":409,"detail":"no seats left"}"#
+/// );
+/// ```
+#[derive(Debug, Serialize)]
+pub struct Problem<'a> {
+    /// `/problems/<slug>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short, human, constant per type.
+    pub title: &'a str,
+    /// The HTTP status.
+    pub status: u16,
+    /// What happened to this request.
+    pub detail: &'a str,
+}
+
+impl<'a> Problem<'a> {
+    /// A problem of type `/problems/<slug>`.
+    pub fn new(status: StatusCode, slug: &str, title: &'a str, detail: &'a str) -> Self {
+        Self {
+            kind: format!("/problems/{slug}"),
+            title,
+            status: status.as_u16(),
+            detail,
+        }
+    }
+
+    /// The JSON body.
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("a problem always serialises"))
+    }
+
+    /// The problem as a recorded answer (an operation's refusals are
+    /// recorded and replayed like its successes).
+    pub fn stored(&self) -> StoredResponse {
+        StoredResponse::new(
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            PROBLEM_JSON,
+            self.to_bytes(),
+        )
+    }
+
+    /// The problem as an HTTP answer.
+    pub fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            [(header::CONTENT_TYPE, PROBLEM_JSON)],
+            self.to_bytes(),
+        )
+            .into_response()
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let detail = self.to_string();
+        let mut response = Problem::new(status, slug, title, &detail).into_response();
+        let headers = response.headers_mut();
+        match self {
+            Error::Unavailable(_)
+            | Error::OutcomeUnknown(_)
+            | Error::Unfinished(_)
+            | Error::StepUnavailable(_)
+            | Error::IdempotencyKeyInUse => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            _ => {}
+        }
+        if status.is_server_error() {
+            response.extensions_mut().insert(Arc::new(self));
+        }
+        response
+    }
+}
+
+/// An error with its causes, as one line (`a: b: c`), each cause shown
+/// once even when an error repeats its source's text.
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = self.0.to_string();
+        let mut source = self.0.source();
+        while let Some(e) = source {
+            let text = e.to_string();
+            if !line.contains(&text) {
+                line.push_str(": ");
+                line.push_str(&text);
+            }
+            source = e.source();
+        }
+        f.write_str(&line)
+    }
+}
+
+/// Logs a server error once: the engine's error a response carries, with
+/// its whole source chain (the body leaves the cause out), or, for a 5xx
+/// that carries none (a static files' service), its status alone. Call it
+/// from your logging middleware.
+pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
+    let status = response.status().as_u16();
+    if let Some(error) = response.extensions().get::<Arc<Error>>() {
+        let error = error.as_ref();
+        if error.nothing_done() {
+            tracing::error!(%method, path, status, error = %Chain(error), "request failed; nothing was done");
+        } else {
+            tracing::error!(%method, path, status, error = %Chain(error), "request failed; its outcome is not known yet");
+        }
+    } else if response.status().is_server_error() {
+        tracing::error!(%method, path, status, "request failed");
+    }
+}

@@ -1,0 +1,161 @@
+//! The edge: a keyed JSON request becomes the engine's types, in this
+//! order: caller (your extractor's refusal, a 401 say), key (400), hooks
+//! (your extractor's refusal), content type (415), body size (413) and
+//! time (408), JSON (400). A request refused here stores nothing, so the
+//! same key may be sent again with a corrected request. The body's fields
+//! are parsed later, after the replay lookup.
+
+use crate::error::Error;
+use crate::hooks::{Hooks, NoHooks};
+use crate::store::IdempotentRequest;
+use crate::{Caller, Fingerprint, IdempotencyKey};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::response::{IntoResponse, Response};
+use http::{header, StatusCode};
+use std::marker::PhantomData;
+
+/// The largest body a keyed request may carry by default. Axum's
+/// `DefaultBodyLimit` layer sets another; the engine answers 413 for a
+/// body over the limit either way.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A keyed JSON request, parsed at the edge: the last argument of your
+/// handler, handed to [`Engine::run`](crate::Engine::run).
+///
+/// `C` is your authentication: any extractor that yields a [`Caller`]
+/// (keys are per caller); its refusal is answered as it renders. `H` is
+/// what the request asks of the [`Hooks`] (fault injection), [`NoHooks`]
+/// unless you have some.
+#[derive(Debug)]
+pub struct Keyed<C, H = NoHooks> {
+    /// Caller, key and fingerprint.
+    pub request: IdempotentRequest,
+    /// The body, parsed as JSON (each route parses it into its own type).
+    pub body: serde_json::Value,
+    /// The request's hooks.
+    pub hooks: H,
+    by: PhantomData<fn() -> C>,
+}
+
+impl<S, C, H> FromRequest<S> for Keyed<C, H>
+where
+    S: Send + Sync,
+    C: FromRequestParts<S> + Into<Caller>,
+    C::Rejection: IntoResponse,
+    H: Hooks + FromRequestParts<S>,
+    H::Rejection: IntoResponse,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = req.into_parts();
+        let caller: Caller = C::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?
+            .into();
+        let key = IdempotencyKey::from_headers(&parts.headers)
+            .map_err(|e| Error::from(e).into_response())?;
+        let hooks = H::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let req = Request::from_parts(parts, body);
+        Self::read(req, state, caller, key, hooks)
+            .await
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+impl<C, H> Keyed<C, H> {
+    async fn read<S: Send + Sync>(
+        req: Request,
+        state: &S,
+        caller: Caller,
+        key: IdempotencyKey,
+        hooks: H,
+    ) -> Result<Self, Error> {
+        if !is_json(req.headers()) {
+            return Err(Error::UnsupportedMediaType);
+        }
+        let method = req.method().clone();
+        let path = req.uri().path().to_owned();
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Error::PayloadTooLarge(MAX_BODY_BYTES)
+            } else if caused_by_timeout(&rejection) {
+                Error::RequestTimeout
+            } else {
+                Error::InvalidRequest(format!("could not read the body: {rejection}"))
+            }
+        })?;
+        let body: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::InvalidRequest(format!("the body is not valid JSON: {e}")))?;
+        let fingerprint = Fingerprint::new(&method, &path, &body);
+        Ok(Self {
+            request: IdempotentRequest {
+                caller,
+                key,
+                fingerprint,
+            },
+            body,
+            hooks,
+            by: PhantomData,
+        })
+    }
+}
+
+/// Whether reading the body failed because tower-http's
+/// `RequestBodyTimeoutLayer` cut it.
+fn caused_by_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+fn is_json(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let (kind, subtype) = essence.split_once('/').unwrap_or((essence, ""));
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype
+                .get(subtype.len().saturating_sub(5)..)
+                .is_some_and(|suffix| suffix.eq_ignore_ascii_case("+json")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_any_json_suffix_are_json_in_any_case() {
+        for (value, json) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            (" application/json ;charset=utf-8", true),
+            ("application/problem+json", true),
+            ("application/vnd.api+JSON", true),
+            ("text/json", false),
+            ("application/jsonx", false),
+            ("application/json+x", false),
+            ("application/x-www-form-urlencoded", false),
+            ("json", false),
+            ("", false),
+        ] {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            assert_eq!(is_json(&headers), json, "{value:?}");
+        }
+        assert!(!is_json(&http::HeaderMap::new()));
+    }
+}

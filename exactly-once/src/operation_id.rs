@@ -1,0 +1,90 @@
+//! Which operation a request belongs to, as a name that carries neither the
+//! caller's token nor anything a log reader could reuse.
+
+use crate::{Caller, IdempotencyKey};
+use sha2::{Digest, Sha256};
+
+/// SHA-256 of the caller and the key: the same for every attempt of one
+/// operation, on any instance, and different for two operations (two
+/// callers with one key are two operations).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OperationId([u8; 32]);
+
+impl OperationId {
+    /// The operation of `key` for `caller`.
+    pub fn new(caller: &Caller, key: &IdempotencyKey) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(b"exactly-once operation\0");
+        hash.update(caller.as_bytes());
+        hash.update(key.as_ref().as_bytes());
+        Self(hash.finalize().into())
+    }
+
+    /// The `Idempotency-Key` one run of this operation sends downstream
+    /// (to the payment provider): derived from the caller, the key and the
+    /// run (`run`, what the run's first phase recorded, such as the id of
+    /// the charge it created), so every attempt, resumption and instance of
+    /// that run sends the same one, and a run after the record expired (a
+    /// new operation, by the contract) sends another, never a key the
+    /// provider already holds with other parameters.
+    pub fn downstream_key(&self, run: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"exactly-once downstream\0");
+        hash.update(self.0);
+        hash.update(run.as_bytes());
+        format!("eo_{}", hex::encode(hash.finalize()))
+    }
+
+    /// The downstream key of a run whose first phase was recorded by a
+    /// release that derived it from the caller and the key alone (before
+    /// runs had keys of their own): such a run must go on with the key it
+    /// may already have sent.
+    pub fn legacy_downstream_key(&self) -> String {
+        format!("eo_{}", hex::encode(self.0))
+    }
+}
+
+short_hash_display!(OperationId);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(token: &str) -> Caller {
+        Caller::of(token)
+    }
+
+    #[test]
+    fn one_operation_one_downstream_key_and_two_callers_two() {
+        let key = IdempotencyKey::parse(b"8e03c5a2-1f4b").unwrap();
+        let ada = caller("ada-token-0123456789");
+        let bob = caller("bob-token-0123456789");
+        let run = "ch_0192f0c4a2b07c3d9e8f";
+        assert_eq!(
+            OperationId::new(&ada, &key).downstream_key(run),
+            OperationId::new(&ada, &key.clone()).downstream_key(run)
+        );
+        assert_ne!(OperationId::new(&ada, &key), OperationId::new(&bob, &key));
+        let other = IdempotencyKey::parse(b"8e03c5a2-1f4c").unwrap();
+        assert_ne!(OperationId::new(&ada, &key), OperationId::new(&ada, &other));
+        let downstream = OperationId::new(&ada, &key).downstream_key(run);
+        assert_eq!(downstream.len(), 67);
+        assert!(!downstream.contains("ada"));
+    }
+
+    /// A key sent again after its record expired is a new run: it must not
+    /// send the provider the key of the first run (which the provider holds
+    /// with the first run's parameters), and no run sends the legacy key.
+    #[test]
+    fn two_runs_of_one_key_send_two_downstream_keys() {
+        let key = IdempotencyKey::parse(b"8e03c5a2-1f4b").unwrap();
+        let op = OperationId::new(&caller("ada-token-0123456789"), &key);
+        let (first, second) = (
+            op.downstream_key("ch_first"),
+            op.downstream_key("ch_second"),
+        );
+        assert_ne!(first, second);
+        assert_ne!(first, op.legacy_downstream_key());
+        assert_eq!(op.legacy_downstream_key().len(), 67);
+    }
+}

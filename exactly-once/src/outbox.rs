@@ -1,0 +1,304 @@
+//! The outbox: messages an operation writes in its own transaction
+//! ([`enqueue_sqlite`](crate::store::sqlite::enqueue),
+//! [`enqueue_postgres`](crate::store::postgres::enqueue)), and the relay
+//! ([`Engine::relay`](crate::Engine::relay)) that hands them to your
+//! [`Transport`] (SMTP, a webhook, a queue), each with its stable id, and
+//! marks each sent once the transport has accepted it. A failed send is
+//! tried again later, with exponential backoff and full jitter. A message
+//! is claimed for a while ([`RelaySettings::claim`]) before it is sent, so
+//! that two relays (two instances on one database) do not send it at once.
+//!
+//! A claimed batch goes out over [`RelaySettings::connections`] connections
+//! at once; the next batch is claimed while the last messages of this one
+//! are on their way. A send given up halfway leaves its connection in the
+//! middle of a command, so that connection is closed and made anew.
+//!
+//! A claim is kept, not just taken: the relay starts a send only in the
+//! first half of its claim, and gives up a send that takes more than a
+//! quarter of it, so every send it makes has ended, and been marked, before
+//! the claim runs out and another relay may take the message. A mark names
+//! its claim, and one whose claim ran out anyway (the database was slow to
+//! take it) writes nothing.
+//!
+//! Delivery is at least once: the only ways to a second copy are a crash
+//! between the transport's acceptance and the mark (at most one message
+//! per connection is there at a time), and a transport that accepts a
+//! message after the relay gave up waiting for its answer; that copy has
+//! the same [`Message::id`], for the receiver to deduplicate.
+
+use crate::store::{OutboxItem, Store};
+use crate::Engine;
+use async_trait::async_trait;
+use retry_policy::Policy;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio::task::JoinSet;
+
+/// A message to send, as the outbox keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Stable and unique: the outbox keeps one message per id (writing it
+    /// again is a no-op), and every copy sent carries it (an e-mail's
+    /// `Message-ID`, a webhook's event id).
+    pub id: String,
+    /// Where it goes: an address, a URL, a topic.
+    pub to: String,
+    /// What it is about: a subject, an event type.
+    pub subject: String,
+    /// Its content.
+    pub body: String,
+}
+
+/// What sends the outbox's messages: SMTP, HTTP, a queue. One
+/// [`Connection`](Transport::Connection) sends one message at a time; the
+/// relay keeps [`RelaySettings::connections`] of them.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// One connection to the receiver, kept from one message to the next.
+    type Connection: Send + Sync + 'static;
+
+    /// A new connection (it may connect lazily, at its first send).
+    fn connect(&self) -> Self::Connection;
+
+    /// Sends `message`; `Ok` once the receiver has accepted it, `Err` with
+    /// why not (it is tried again later).
+    async fn send(&self, connection: &Self::Connection, message: &Message) -> Result<(), String>;
+
+    /// Closes a connection the relay gave up on halfway through a send.
+    async fn close(&self, connection: Self::Connection) {
+        drop(connection);
+    }
+}
+
+/// How the relay runs.
+#[derive(Debug, Clone, Copy)]
+pub struct RelaySettings {
+    /// How long a claimed message is this relay's before another may send
+    /// it.
+    pub claim: Duration,
+    /// Connections sending at once.
+    pub connections: usize,
+    /// Messages claimed at once.
+    pub batch: u32,
+    /// How often the outbox is looked at when it is empty.
+    pub poll: Duration,
+}
+
+impl Default for RelaySettings {
+    /// A minute's claim, four connections, batches of 64, polled twice a
+    /// second.
+    fn default() -> Self {
+        Self {
+            claim: Duration::from_secs(60),
+            connections: 4,
+            batch: 64,
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Backoff between sends of one message: from a second up to ten minutes.
+const BACKOFF: Policy = Policy {
+    max_attempts: u32::MAX,
+    base_ms: 1_000.0,
+    max_ms: 600_000.0,
+    max_retry_after_ms: 600_000.0,
+};
+
+/// A claimed message on its way to a connection.
+struct Claimed {
+    item: OutboxItem,
+    window: Window,
+}
+
+impl Engine {
+    /// The relay: sends the outbox's messages through `transport` until
+    /// the future is dropped (which stops its connections too). Spawn it.
+    pub fn relay<T: Transport>(
+        &self,
+        transport: T,
+        settings: RelaySettings,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        run(self.clone(), Arc::new(transport), settings)
+    }
+}
+
+async fn run<T: Transport>(engine: Engine, transport: Arc<T>, settings: RelaySettings) {
+    let RelaySettings {
+        claim,
+        connections: lines,
+        batch,
+        poll,
+    } = settings;
+    let lines = lines.max(1);
+    tracing::info!(connections = lines, "outbox relay started");
+    // Claimed messages not yet settled: a batch, and the last one's
+    // messages still being sent.
+    let room = Arc::new(Semaphore::new(batch as usize + lines));
+    let (queue, claimed) = mpsc::unbounded_channel();
+    let claimed = Arc::new(Mutex::new(claimed));
+    let mut connections = JoinSet::new();
+    for _ in 0..lines {
+        connections.spawn(connection(
+            engine.clone(),
+            transport.clone(),
+            claimed.clone(),
+            room.clone(),
+        ));
+    }
+    let store = &engine.store;
+    loop {
+        room.acquire_many(batch)
+            .await
+            .expect("the semaphore is never closed")
+            .forget();
+        match store.messages_waiting().await {
+            Ok(waiting) => engine.metrics.outbox_waiting(waiting),
+            Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
+        }
+        let window = Window::new(Instant::now(), claim);
+        let due = match store.due_messages(batch, claim).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the outbox; trying again");
+                Vec::new()
+            }
+        };
+        room.add_permits(batch as usize - due.len());
+        if due.is_empty() {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
+        for item in due {
+            if queue.send(Claimed { item, window }).is_err() {
+                return; // The connections are gone: the process is stopping.
+            }
+        }
+    }
+}
+
+/// One connection: sends the claimed messages it takes, one after the
+/// other, while their claim leaves time for it.
+async fn connection<T: Transport>(
+    engine: Engine,
+    transport: Arc<T>,
+    claimed: Arc<Mutex<mpsc::UnboundedReceiver<Claimed>>>,
+    room: Arc<Semaphore>,
+) {
+    let mut line = transport.connect();
+    loop {
+        let Some(Claimed { item, window }) = claimed.lock().await.recv().await else {
+            return;
+        };
+        match window.send_limit(Instant::now()) {
+            Some(limit) => {
+                if send(&*engine.store, &*transport, &line, item, limit).await == Sent::GaveUp {
+                    transport.close(line).await;
+                    line = transport.connect();
+                }
+            }
+            // It waits for the claim to run out.
+            None => tracing::debug!(
+                message_id = %item.message.id,
+                "the claim is half gone; leaving the message to the next claim"
+            ),
+        }
+        room.add_permits(1);
+    }
+}
+
+/// The time a claim leaves for sending: sends start in its first half,
+/// and each may take a quarter, so the last one ends a quarter before the
+/// claim does, which leaves that quarter for its mark.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    claimed_at: Instant,
+    claim: Duration,
+}
+
+impl Window {
+    /// A claim for `claim` asked for at `claimed_at` (before the database
+    /// wrote its deadline, so the window ends no later than the claim).
+    fn new(claimed_at: Instant, claim: Duration) -> Self {
+        Self { claimed_at, claim }
+    }
+
+    /// How long a send that starts at `now` may take; `None` once sends
+    /// may no longer start.
+    fn send_limit(&self, now: Instant) -> Option<Duration> {
+        (now.saturating_duration_since(self.claimed_at) < self.claim / 2).then_some(self.claim / 4)
+    }
+}
+
+/// How a send ended, for its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// The receiver answered (accepted or refused), or the message was not
+    /// sent at all: the connection is as the transport left it.
+    Answered,
+    /// The send took longer than its limit and was dropped halfway.
+    GaveUp,
+}
+
+/// Sends one message within `limit` and marks it.
+async fn send<T: Transport>(
+    store: &dyn Store,
+    transport: &T,
+    line: &T::Connection,
+    item: OutboxItem,
+    limit: Duration,
+) -> Sent {
+    let mut ended = Sent::Answered;
+    let result = match tokio::time::timeout(limit, transport.send(line, &item.message)).await {
+        Ok(sent) => sent,
+        Err(_) => {
+            ended = Sent::GaveUp;
+            Err(format!("the transport took longer than {limit:?}"))
+        }
+    };
+    let settled = match result {
+        Ok(()) => {
+            tracing::info!(message_id = %item.message.id, "message sent");
+            store.message_sent(&item).await
+        }
+        Err(error) => {
+            let retry = BACKOFF.backoff_ms(item.attempts, rand::random());
+            let retry_in = Duration::from_secs_f64(retry.max(BACKOFF.base_ms) / 1000.0);
+            tracing::warn!(message_id = %item.message.id, %error, ?retry_in, "message not sent; trying again later");
+            store.message_failed(&item, retry_in, &error).await
+        }
+    };
+    match settled {
+        Ok(true) => {}
+        // The claim ran out before the mark: another relay has the message
+        // and sends it again, with the same id.
+        Ok(false) => tracing::warn!(
+            message_id = %item.message.id,
+            "the claim ran out before the message was marked"
+        ),
+        // Sent and not marked: the claim runs out and it is sent again,
+        // with the same id.
+        Err(e) => {
+            tracing::warn!(error = %e, message_id = %item.message.id, "cannot mark the message")
+        }
+    }
+    ended
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_start_in_the_first_half_of_a_claim_and_take_a_quarter_at_most() {
+        let at = Instant::now();
+        let window = Window::new(at, Duration::from_secs(60));
+        let limit = Some(Duration::from_secs(15));
+        assert_eq!(window.send_limit(at), limit);
+        assert_eq!(window.send_limit(at + Duration::from_millis(29_999)), limit);
+        assert_eq!(window.send_limit(at + Duration::from_secs(30)), None);
+        assert_eq!(window.send_limit(at + Duration::from_secs(90)), None);
+    }
+}

@@ -1,0 +1,455 @@
+//! Persistence behind one trait, so the idempotency flow and the tests are
+//! the same whatever the database.
+//!
+//! The contract every backend keeps: [`Store::execute`] claims the key, runs
+//! the operation's first phase and writes how it ended **in one
+//! transaction**, and returns only once that transaction is durable. A
+//! phase ends with the answer (the record is finished) or at a recovery
+//! point under a lease ([`Lease`]); [`Store::advance`] runs a later phase in
+//! a transaction of its own, only for the lease's holder. A record a
+//! backend can see is finished, stopped at a recovery point (its lease
+//! says who may go on), or, on backends where a transaction can be
+//! observed in flight, reported as [`Execution::InUse`].
+//!
+//! Beside the records, the outbox: messages written with an operation's
+//! phase, claimed and marked by the relay ([`crate::outbox`]).
+//!
+//! A backend only translates: the verdict on a finished record
+//! ([`Record::verdict`](crate::Record::verdict)), the stored response's
+//! encoding and the schema rules ([`schema`]) are decided once, here and
+//! in [`crate::record`]. Each operation is the application's own type that
+//! implements [`Operation`]: its SQL, on each backend it supports.
+
+pub mod migrations;
+pub mod postgres;
+pub mod schema;
+pub mod sqlite;
+
+use crate::outbox::Message;
+use crate::record::{Lease, Record, Step, StoredResponse};
+use crate::{Caller, Fingerprint, IdempotencyKey};
+use async_trait::async_trait;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// When an answer may leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// After the commit is on disk (SQLite `synchronous=FULL`, PostgreSQL
+    /// `synchronous_commit=on`).
+    #[default]
+    Full,
+    /// After the commit is in the operating system (SQLite
+    /// `synchronous=NORMAL`, PostgreSQL `synchronous_commit=off`): survives
+    /// a process kill, not a power loss. For benchmarks and tests.
+    Relaxed,
+}
+
+/// A keyed request, parsed at the edge.
+#[derive(Debug, Clone)]
+pub struct IdempotentRequest {
+    /// Whose key.
+    pub caller: Caller,
+    /// The key.
+    pub key: IdempotencyKey,
+    /// What the request was.
+    pub fingerprint: Fingerprint,
+}
+
+/// An operation (or one phase of one) an idempotency key protects: your
+/// own type, whose SQL runs inside the transaction that records its key,
+/// ending in a [`Step`]. Implement the method of each backend your
+/// application runs on; the other answers a 500 ("nothing was done").
+///
+/// On SQLite the connection is the writer's, inside a savepoint of its
+/// own: the engine commits many requests together (group commit), and an
+/// error rolls back this operation's savepoint alone. On PostgreSQL the
+/// transaction is the request's own.
+#[async_trait]
+pub trait Operation: fmt::Debug + Send + Sync + 'static {
+    /// Runs the change on SQLite and says how the phase ended. Keep it
+    /// short: it holds the writer.
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        let _ = (conn, at);
+        Err(rusqlite::Error::ToSqlConversionFailure(
+            format!("{} does not run on SQLite", std::any::type_name::<Self>()).into(),
+        ))
+    }
+
+    /// Runs the change on PostgreSQL and says how the phase ended.
+    async fn run_postgres(
+        &self,
+        tx: &postgres::Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<Step> {
+        let _ = (tx, at);
+        Err(StoreError::internal(format!(
+            "{} does not run on PostgreSQL",
+            std::any::type_name::<Self>()
+        )))
+    }
+
+    /// On PostgreSQL, the first phase as part of its key's claim, in one
+    /// statement, when the operation's answer is known before the database
+    /// is touched ([`postgres::OneStatement`]); many such requests share one
+    /// statement. `None`: it runs in a transaction
+    /// ([`run_postgres`](Operation::run_postgres)).
+    fn one_statement(&self) -> Option<postgres::OneStatement> {
+        None
+    }
+}
+
+/// A route that runs one of several operations (a charge in one phase or
+/// in two, say) returns it boxed.
+#[async_trait]
+impl Operation for Box<dyn Operation> {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        (**self).run_sqlite(conn, at)
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &postgres::Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<Step> {
+        (**self).run_postgres(tx, at).await
+    }
+
+    fn one_statement(&self) -> Option<postgres::OneStatement> {
+        (**self).one_statement()
+    }
+}
+
+/// What an operation sees of the request running it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunContext<'a> {
+    /// Whose operation.
+    pub caller: &'a Caller,
+    /// The transaction's time on the wall clock, Unix milliseconds, for
+    /// what people read (a row's creation time).
+    pub now_ms: i64,
+    /// The transaction's time on the store's own clock, milliseconds, for
+    /// what is scheduled (a message due now); on PostgreSQL the SQL uses
+    /// `now()` and this is the wall clock.
+    pub store_ms: i64,
+}
+
+/// A finished record that is live, and for how long the database keeps it
+/// from now (by the database's clock).
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The record.
+    pub record: Record,
+    /// Its remaining life.
+    pub life: Duration,
+}
+
+/// What [`Store::execute`] did.
+#[derive(Debug)]
+pub enum Execution {
+    /// The operation ran and finished; its answer was committed with it,
+    /// and the record lives `--key-ttl` from (at least) the call.
+    Ran(StoredResponse),
+    /// The operation's first phase committed and stopped at a recovery
+    /// point; the lease is this request's.
+    Stopped(Lease),
+    /// The key's operation was stopped at a recovery point and abandoned
+    /// (its lease ran out): this request has taken it over.
+    Resumed(Lease),
+    /// The key was already recorded, finished: replay it or refuse.
+    Found(Finished),
+    /// The key's operation is unfinished and was another request: refuse.
+    Mismatch,
+    /// Another request holds the key right now (its transaction, or its
+    /// operation's lease): nothing ran.
+    InUse,
+    /// The operation ran and was rolled back on purpose (chaos
+    /// `crash-before-commit`): nothing is stored.
+    RolledBack,
+}
+
+/// What [`Store::advance`] did.
+#[derive(Debug)]
+pub enum Advanced {
+    /// The phase finished the operation; its answer is recorded.
+    Finished(StoredResponse),
+    /// The phase stopped at the next recovery point; the lease goes on.
+    Stopped(Lease),
+    /// The lease is no longer this holder's (it ran out and another took
+    /// over, or the operation finished): nothing was written.
+    LeaseLost,
+}
+
+/// A message waiting in the outbox, claimed by one relay for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxItem {
+    /// The outbox row.
+    pub id: i64,
+    /// How many sends failed before.
+    pub attempts: u32,
+    /// Which claim of the row this is: only its holder may mark it.
+    pub claim: ClaimToken,
+    /// The message.
+    pub message: Message,
+}
+
+/// Names one claim of an outbox row: the deadline the claim wrote, as the
+/// database keeps it (Unix ms on SQLite, microseconds on PostgreSQL). A row
+/// is claimed again only once its deadline has passed, and then until a
+/// later one, so a holder whose claim ran out never matches the row again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimToken(pub i64);
+
+/// Whether an execution commits or, on purpose, rolls back (chaos).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Commit, and answer once durable.
+    Commit,
+    /// Run everything, then roll it back: nothing is stored.
+    RollBack,
+}
+
+/// What [`Store::execute`] runs: a keyed request's operation (or its first
+/// phase) in the transaction that claims the key.
+#[derive(Debug)]
+pub struct FirstPhase {
+    /// The keyed request.
+    pub request: IdempotentRequest,
+    /// What it runs.
+    pub operation: Arc<dyn Operation>,
+    /// Whether the transaction commits.
+    pub finish: Finish,
+}
+
+/// What a store call returns: its value, or why the store could not answer.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Why the store could not answer. Either way nothing was written.
+///
+/// It keeps the driver's error as its [`source`](std::error::Error::source),
+/// so the log shows the whole chain; cloning shares it (a batch answers
+/// every request of a failed commit with the same error).
+#[derive(Debug, Clone)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    context: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+/// Whether a retry may succeed, and whether anything was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The database cannot be reached, is full, busy or gone: nothing was
+    /// done, a retry may succeed (503).
+    Unavailable,
+    /// The connection broke while the transaction was committing: it may
+    /// or may not have committed. A retry with the same key answers with
+    /// what was done (503).
+    OutcomeUnknown,
+    /// Anything else: a bug or a corrupt database; nothing was done (500).
+    Internal,
+}
+
+impl StoreError {
+    /// A retryable failure.
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Unavailable,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A commit whose outcome is unknown.
+    pub fn outcome_unknown(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::OutcomeUnknown,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A failure a retry will not fix.
+    pub fn internal(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::Internal,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A driver's error, sorted by the backend: [`unavailable`](Self::unavailable)
+    /// when a retry may fix it, [`internal`](Self::internal) otherwise.
+    pub fn sorted(
+        retryable: bool,
+        backend: &str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let error = if retryable {
+            Self::unavailable(backend)
+        } else {
+            Self::internal(backend)
+        };
+        error.caused_by(source)
+    }
+
+    /// The same error, caused by `source`.
+    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// Retryable or not.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// True when a retry may succeed: [`StoreErrorKind::Unavailable`] or
+    /// [`StoreErrorKind::OutcomeUnknown`].
+    pub fn is_unavailable(&self) -> bool {
+        self.kind != StoreErrorKind::Internal
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            StoreErrorKind::Unavailable => write!(f, "database unavailable: {}", self.context),
+            StoreErrorKind::OutcomeUnknown => {
+                write!(f, "database commit outcome unknown: {}", self.context)
+            }
+            StoreErrorKind::Internal => write!(f, "database error: {}", self.context),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A database holding idempotency records beside the business tables.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A finished, unexpired record of `key` for `caller`, read without
+    /// waiting for writers.
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>>;
+
+    /// The request fingerprint of `key`'s operation while it is unfinished
+    /// (stopped at a recovery point), read without waiting for writers:
+    /// what a request under the key that cannot even be parsed is
+    /// measured against.
+    async fn unfinished(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Fingerprint>>;
+
+    /// Changes whenever the store may have lost records behind a cache's
+    /// back (a SQLite file replaced on disk); copies of another epoch are
+    /// not served.
+    fn epoch(&self) -> u64 {
+        0
+    }
+
+    /// How long a new record lives.
+    fn key_ttl(&self) -> Duration;
+
+    /// Claims the key, runs the operation's first phase and records how it
+    /// ended in one transaction; answers once the transaction is durable.
+    /// A key whose operation stopped and was abandoned is taken over
+    /// instead ([`Execution::Resumed`]).
+    async fn execute(&self, phase: FirstPhase) -> Result<Execution>;
+
+    /// Runs the next phase of the lease's operation in a transaction of its
+    /// own, if the lease is still its holder's, and records how it ended.
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced>;
+
+    /// Gives the lease up at once, so a retry may resume without waiting
+    /// for it to run out.
+    async fn release(&self, lease: &Lease) -> Result<()>;
+
+    /// Up to `limit` operations stopped at a recovery point whose lease ran
+    /// out: what the completer resumes.
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>>;
+
+    /// Takes over an abandoned operation (its lease ran out); `None` when it
+    /// is held or finished meanwhile.
+    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>>;
+
+    /// Deletes at most `limit` finished records that expired by now;
+    /// returns how many. (A record stopped at a recovery point is kept until
+    /// its operation finishes, whatever its age.)
+    async fn sweep(&self, limit: u32) -> Result<u64>;
+
+    /// Up to `limit` messages due for sending, each claimed for `claim` so
+    /// that no other relay sends it meanwhile.
+    async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>>;
+
+    /// The transport accepted the message: it is never sent again. False
+    /// when the item's claim is no longer the row's (it ran out and another
+    /// relay claimed the message): nothing was written.
+    async fn message_sent(&self, item: &OutboxItem) -> Result<bool>;
+
+    /// Sending failed: try again in `retry_in`. False, and nothing written,
+    /// when the item's claim is no longer the row's.
+    async fn message_failed(
+        &self,
+        item: &OutboxItem,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<bool>;
+
+    /// How many messages wait to be sent.
+    async fn messages_waiting(&self) -> Result<u64>;
+
+    /// Ok when the database is reachable, migrated and writable.
+    async fn health(&self) -> Result<()>;
+
+    /// The `host:port` of the database server this instance writes to,
+    /// when the database is a server: on PostgreSQL the one its newest
+    /// connection (or health check) reached, the new primary after a
+    /// failover. `None` on SQLite.
+    fn database_host(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The keys the completer may resume, from records' stored callers and
+/// keys; a row that does not hold one (never written so) is skipped.
+pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
+    rows: impl IntoIterator<Item = (C, K)>,
+) -> Vec<(Caller, IdempotencyKey)> {
+    rows.into_iter()
+        .filter_map(|(caller, key)| {
+            let caller = Caller::from_bytes(caller.as_ref().try_into().ok()?);
+            let key = IdempotencyKey::parse(key.as_ref().as_bytes()).ok()?;
+            Some((caller, key))
+        })
+        .collect()
+}
+
+/// Unix time in milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A duration in milliseconds as the stores keep it (saturating).
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,125 @@
+//! The outbox in SQL: a message written with an operation's phase, claimed
+//! by one relay at a time (`FOR UPDATE SKIP LOCKED`), then marked sent or
+//! failed.
+
+use super::{cached, classify, exec};
+use crate::outbox::Message;
+use crate::store::{ClaimToken, OutboxItem, Result};
+use deadpool_postgres::{GenericClient, Transaction};
+use std::time::Duration;
+
+/// Writes `message` to the outbox from inside an operation's phase, due at
+/// once: it is sent if and only if the transaction commits. A second
+/// message with the same [`Message::id`] is never written.
+pub async fn enqueue(tx: &Transaction<'_>, message: &Message) -> Result<()> {
+    exec(
+        tx,
+        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+         VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
+        &[&message.id, &message.to, &message.subject, &message.body],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The claim's deadline in microseconds, the claim's token: the same
+/// expression where a claim returns it and where a settle compares it.
+macro_rules! token {
+    () => {
+        "(extract(epoch FROM claimed_until) * 1000000)::int8"
+    };
+}
+
+/// Claims up to `limit` due messages for `claim`; instances claiming at
+/// once skip each other's rows. A row is claimed only once its last claim's
+/// deadline is past, and until `now()` plus `claim` (at least a second),
+/// so every claim of a row has a deadline of its own: its token.
+pub(super) async fn claim(
+    client: &impl GenericClient,
+    limit: u32,
+    claim: Duration,
+) -> Result<Vec<OutboxItem>> {
+    let rows = client
+        .query(
+            &cached(
+                client,
+                concat!(
+                    "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
+                 WHERE id IN (SELECT id FROM outbox
+                              WHERE sent_at IS NULL AND next_attempt_at <= now()
+                                AND (claimed_until IS NULL OR claimed_until <= now())
+                              ORDER BY next_attempt_at LIMIT $1
+                              FOR UPDATE SKIP LOCKED)
+                 RETURNING id, attempts, message_id, recipient, subject, body, ",
+                    token!()
+                ),
+            )
+            .await?,
+            &[&i64::from(limit), &claim.as_secs_f64()],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(rows
+        .iter()
+        .map(|row| OutboxItem {
+            id: row.get(0),
+            attempts: row.get::<_, i32>(1).unsigned_abs(),
+            claim: ClaimToken(row.get(6)),
+            message: Message {
+                id: row.get(2),
+                to: row.get(3),
+                subject: row.get(4),
+                body: row.get(5),
+            },
+        })
+        .collect())
+}
+
+/// Marks a message sent (`None`), or failed: to try again after the
+/// duration, with the error kept; only while the item's claim is the row's.
+/// Whether it was.
+pub(super) async fn settle(
+    client: &impl GenericClient,
+    item: &OutboxItem,
+    failed: Option<(Duration, &str)>,
+) -> Result<bool> {
+    let changed = match failed {
+        None => {
+            exec(
+                client,
+                concat!(
+                    "UPDATE outbox SET sent_at = now(), claimed_until = NULL
+                     WHERE id = $1 AND ",
+                    token!(),
+                    " = $2"
+                ),
+                &[&item.id, &item.claim.0],
+            )
+            .await?
+        }
+        Some((retry_in, error)) => {
+            exec(
+                client,
+                concat!(
+                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $4,
+                            next_attempt_at = now() + $3 * interval '1 second'
+                     WHERE id = $1 AND ",
+                token!(),
+                " = $2"
+            ),
+                &[&item.id, &item.claim.0, &retry_in.as_secs_f64(), &error],
+            )
+            .await?
+        }
+    };
+    Ok(changed == 1)
+}
+
+/// How many messages wait to be sent.
+pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
+    let row = client
+        .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
+        .await
+        .map_err(classify)?;
+    Ok(row.get::<_, i64>(0).unsigned_abs())
+}

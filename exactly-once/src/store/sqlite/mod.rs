@@ -1,0 +1,337 @@
+//! The embedded backend: one SQLite file in WAL mode.
+//!
+//! - [`writer`]: one writer thread, group commit, a savepoint per job;
+//!   [`checkpointer`]: the thread that copies the WAL into the file.
+//! - [`readers`]: read connections beside it, for replays and listings.
+//! - [`schema`]: connection settings, migrations, the file's identity
+//!   (a missing or replaced file is never silently recreated: 503 until it
+//!   is back).
+//! - [`protocol`]: the keyed protocol's SQL (claim, decide, phases under a
+//!   lease, the completer's and the sweeper's queries); [`outbox`]: the
+//!   messages' SQL; [`queries`]: the reads.
+
+mod checkpointer;
+mod clock;
+mod outbox;
+mod protocol;
+mod queries;
+mod readers;
+mod schema;
+mod writer;
+
+pub use outbox::enqueue;
+
+use crate::record::Lease;
+use crate::store::schema::Migrations;
+use crate::store::Result;
+use crate::store::{
+    millis, now_ms, stored_keys, Advanced, ClaimToken, Durability, Execution, Finish, Finished,
+    FirstPhase, Operation, OutboxItem, Store, StoreError,
+};
+use crate::{Caller, Fingerprint, IdempotencyKey};
+use async_trait::async_trait;
+use clock::DbClock;
+use protocol::Clock;
+use readers::ReadPool;
+use rusqlite::{Connection, ErrorCode};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+use writer::{Keep, Kind, Writer};
+
+/// The engine's own schema, in order (ledger `exactly_once_migrations`).
+const MIGRATIONS: Migrations = Migrations(&[(
+    1,
+    include_str!("../../../migrations/sqlite/0001_records.sql"),
+)]);
+
+/// Where and how to open the database.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// The database file; its folder is created if missing.
+    pub path: PathBuf,
+    /// `synchronous=FULL` (the default) or `NORMAL`.
+    pub durability: Durability,
+    /// How long a key's record lives (24 hours by default).
+    pub key_ttl: Duration,
+    /// How long a stopped operation is its holder's (30 seconds by
+    /// default).
+    pub lease: Duration,
+    /// Your own tables' migrations, applied before the engine's and
+    /// recorded in `schema_migrations`.
+    pub migrations: Migrations,
+}
+
+impl SqliteOptions {
+    /// The file at `path`, with the defaults and no migrations of yours.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            durability: Durability::Full,
+            key_ttl: Duration::from_secs(24 * 3600),
+            lease: Duration::from_secs(30),
+            migrations: Migrations::default(),
+        }
+    }
+
+    /// Your migrations: `(version, SQL)` from 1 up, each applied once.
+    pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
+        self.migrations = Migrations(migrations);
+        self
+    }
+}
+
+/// The SQLite store: a handle to the writer thread and the read pool.
+pub struct SqliteStore {
+    writer: Writer,
+    readers: ReadPool,
+    /// The application's schema, checked with the engine's.
+    app: Migrations,
+    /// What every lease and expiry is measured on ([`clock`]).
+    clock: DbClock,
+    ttl_ms: i64,
+    lease_ms: i64,
+}
+
+impl SqliteStore {
+    /// Creates the file (and its folder) if missing, migrates it and starts
+    /// the writer thread. Fails if the database cannot be opened.
+    pub fn open(options: SqliteOptions) -> Result<Self> {
+        if let Some(dir) = options.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::unavailable(format!("cannot create {}", dir.display())).caused_by(e)
+            })?;
+        }
+        let mut conn = Connection::open(&options.path).map_err(classify)?;
+        schema::configure_writer(&conn, options.durability).map_err(classify)?;
+        schema::migrate(&mut conn, options.migrations, MIGRATIONS).map_err(classify)?;
+        let clock = DbClock::open(&conn).map_err(classify)?;
+        let generation = Arc::new(AtomicU64::new(0));
+        let writer = Writer::start(
+            conn,
+            options.path.clone(),
+            options.durability,
+            options.migrations,
+            generation.clone(),
+            checkpointer::Thresholds::default(),
+        )?;
+        Ok(Self {
+            writer,
+            readers: ReadPool::new(options.path, generation),
+            app: options.migrations,
+            clock,
+            ttl_ms: millis(options.key_ttl),
+            lease_ms: millis(options.lease),
+        })
+    }
+
+    fn clock(&self) -> Clock {
+        Clock {
+            now: self.clock.now(),
+            wall: now_ms(),
+            ttl: self.ttl_ms,
+            lease: self.lease_ms,
+        }
+    }
+
+    /// Runs `read` on one of the read connections (WAL readers beside the
+    /// writer, never waiting for it), on the calling thread: for your own
+    /// reads (a listing, a lookup), in the same file as the records.
+    pub fn read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.readers.with(read)
+    }
+
+    /// Runs `work` as a writer job whose savepoint is kept.
+    async fn write<T: Send + 'static>(
+        &self,
+        kind: Kind,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.writer
+            .submit(kind, move |batch| {
+                work(batch.conn).map(|t| (t, Keep::Yes)).map_err(classify)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
+        self.readers
+            .with(|conn| queries::live_record(conn, caller, key, self.clock.now()))
+    }
+
+    async fn unfinished(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<Fingerprint>> {
+        self.readers
+            .with(|conn| queries::unfinished(conn, caller, key))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.readers.generation()
+    }
+
+    fn key_ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.unsigned_abs())
+    }
+
+    async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
+        let clock = self.clock();
+        self.writer
+            .submit(Kind::Write, move |batch| {
+                let FirstPhase {
+                    request,
+                    operation,
+                    finish,
+                } = &phase;
+                let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
+                    .map_err(classify)?;
+                Ok(match (execution, *finish) {
+                    (Execution::Ran(_) | Execution::Stopped(_), Finish::RollBack) => {
+                        (Execution::RolledBack, Keep::No)
+                    }
+                    (execution, _) => (execution, Keep::Yes),
+                })
+            })
+            .await
+    }
+
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
+        let (lease, clock) = (lease.clone(), self.clock());
+        self.write(Kind::Write, move |conn| {
+            protocol::advance(conn, &lease, phase.as_ref(), clock)
+        })
+        .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        let (lease, now) = (lease.clone(), self.clock.now());
+        self.write(Kind::Write, move |conn| {
+            protocol::release(conn, &lease, now)
+        })
+        .await
+    }
+
+    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
+        let now = self.clock.now();
+        let rows = self
+            .readers
+            .with(|conn| protocol::abandoned(conn, now, limit))?;
+        Ok(stored_keys(rows))
+    }
+
+    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
+        let (caller, key, clock) = (*caller, key.clone(), self.clock());
+        self.write(Kind::Write, move |conn| {
+            protocol::take_over(conn, &caller, &key, clock)
+        })
+        .await
+    }
+
+    async fn sweep(&self, limit: u32) -> Result<u64> {
+        let clock = self.clock;
+        self.write(Kind::Other, move |conn| {
+            clock.refresh(conn)?;
+            protocol::sweep(conn, clock.now(), limit)
+        })
+        .await
+    }
+
+    async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
+        // The outbox's schedule and claims are on the database's clock, as
+        // leases are: a wall clock set back a day would hold a claim a day.
+        let now = self.clock.now();
+        let until = now.saturating_add(millis(claim).max(1));
+        let rows = self
+            .write(Kind::Other, move |conn| {
+                outbox::claim_messages(conn, now, until, limit)
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, attempts, message)| OutboxItem {
+                id,
+                attempts,
+                claim: ClaimToken(until),
+                message,
+            })
+            .collect())
+    }
+
+    async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
+        let (id, claim, now) = (item.id, item.claim, now_ms());
+        self.write(Kind::Other, move |conn| {
+            outbox::settle_message(conn, id, claim.0, Ok(now))
+        })
+        .await
+    }
+
+    async fn message_failed(
+        &self,
+        item: &OutboxItem,
+        retry_in: Duration,
+        error: &str,
+    ) -> Result<bool> {
+        let (id, claim) = (item.id, item.claim);
+        let retry_at = self.clock.now().saturating_add(millis(retry_in));
+        let error = error.to_owned();
+        self.write(Kind::Other, move |conn| {
+            outbox::settle_message(conn, id, claim.0, Err((retry_at, &error)))
+        })
+        .await
+    }
+
+    async fn messages_waiting(&self) -> Result<u64> {
+        self.readers.with(queries::messages_waiting)
+    }
+
+    async fn health(&self) -> Result<()> {
+        let app = self.app;
+        self.writer
+            .submit(Kind::Other, move |batch| {
+                if let Some(e) = batch.recent_failure {
+                    // Healthy means requests can commit, not just that a probe can.
+                    return Err(e.clone());
+                }
+                schema::check(batch.conn, app, MIGRATIONS)?;
+                schema::probe_write(batch.conn).map_err(classify)?;
+                Ok(((), Keep::Yes))
+            })
+            .await
+    }
+}
+
+/// Sorts SQLite errors: what a retry may fix (503) and what it will not
+/// (500). Your reads and operations can use it for theirs.
+pub fn classify(e: rusqlite::Error) -> StoreError {
+    let retryable = matches!(
+        e.sqlite_error_code(),
+        Some(
+            ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::CannotOpen
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::DiskFull
+                | ErrorCode::ReadOnly
+                | ErrorCode::NotADatabase
+                | ErrorCode::FileLockingProtocolFailed
+                | ErrorCode::OutOfMemory
+                | ErrorCode::PermissionDenied
+        )
+    );
+    StoreError::sorted(retryable, "SQLite", e)
+}
+
+/// A caller is stored as its hash, a 32-byte BLOB.
+impl rusqlite::ToSql for Caller {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::Borrowed(
+            rusqlite::types::ValueRef::Blob(self.as_bytes()),
+        ))
+    }
+}

@@ -1,0 +1,132 @@
+//! The outbox in SQL: a message written with an operation's phase, claimed
+//! by the relay for a while, then marked sent or failed.
+
+use crate::outbox::Message;
+use crate::store::RunContext;
+use rusqlite::{params, Connection};
+
+/// Writes `message` to the outbox from inside an operation's phase, due at
+/// once: it is sent if and only if the phase commits. A second message with
+/// the same [`Message::id`] is never written.
+pub fn enqueue(conn: &Connection, message: &Message, at: &RunContext<'_>) -> rusqlite::Result<()> {
+    enqueue_at(conn, message, at.store_ms)
+}
+
+fn enqueue_at(conn: &Connection, message: &Message, now: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (message_id) DO NOTHING",
+    )?
+    .execute(params![
+        message.id,
+        message.to,
+        message.subject,
+        message.body,
+        now
+    ])?;
+    Ok(())
+}
+
+/// Claims up to `limit` due messages until `claimed_until`, which names
+/// the claim: a row is claimed only once its last claim's deadline is past
+/// (`<= now`), and `claimed_until` is later than `now`.
+pub(super) fn claim_messages(
+    conn: &Connection,
+    now: i64,
+    claimed_until: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<(i64, u32, Message)>> {
+    conn.prepare_cached(
+        "UPDATE outbox SET claimed_until = ?2
+         WHERE id IN (SELECT id FROM outbox
+                      WHERE sent_at IS NULL AND next_attempt_at <= ?1
+                        AND (claimed_until IS NULL OR claimed_until <= ?1)
+                      ORDER BY next_attempt_at LIMIT ?3)
+         RETURNING id, attempts, message_id, recipient, subject, body",
+    )?
+    .query_map(params![now, claimed_until, limit], |row| {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            Message {
+                id: row.get(2)?,
+                to: row.get(3)?,
+                subject: row.get(4)?,
+                body: row.get(5)?,
+            },
+        ))
+    })?
+    .collect()
+}
+
+/// Marks a message sent, or failed (to try again at `retry_at`), if the
+/// claim that ends at `claimed_until` is still the row's; whether it was.
+pub(super) fn settle_message(
+    conn: &Connection,
+    id: i64,
+    claimed_until: i64,
+    outcome: Result<i64, (i64, &str)>,
+) -> rusqlite::Result<bool> {
+    let changed = match outcome {
+        Ok(sent_at) => conn
+            .prepare_cached(
+                "UPDATE outbox SET sent_at = ?3, claimed_until = NULL
+                 WHERE id = ?1 AND claimed_until = ?2",
+            )?
+            .execute(params![id, claimed_until, sent_at])?,
+        Err((retry_at, error)) => conn
+            .prepare_cached(
+                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?3,
+                                   claimed_until = NULL, last_error = ?4
+                 WHERE id = ?1 AND claimed_until = ?2",
+            )?
+            .execute(params![id, claimed_until, retry_at, error])?,
+    };
+    Ok(changed == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox_with_one_message() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::store::migrations::migrate(&mut conn, super::super::MIGRATIONS.0, 0, |_| {})
+            .unwrap();
+        let message = Message {
+            id: "<note.1@example>".into(),
+            to: "ada@example.org".into(),
+            subject: "Your note".into(),
+            body: "Thanks".into(),
+        };
+        enqueue_at(&conn, &message, 0).unwrap();
+        conn
+    }
+
+    fn sent(conn: &Connection) -> bool {
+        conn.query_row("SELECT sent_at IS NOT NULL FROM outbox", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A relay whose claim ran out, and another relay claimed the message,
+    /// marks nothing; the new holder does.
+    #[test]
+    fn only_the_claim_that_holds_the_message_marks_it() {
+        let conn = outbox_with_one_message();
+        let first = claim_messages(&conn, 10, 1_010, 20).unwrap();
+        assert_eq!(first.len(), 1);
+        assert!(
+            claim_messages(&conn, 500, 1_500, 20).unwrap().is_empty(),
+            "still claimed"
+        );
+        let (id, ..) = first[0];
+        let second = claim_messages(&conn, 1_010, 2_010, 20).unwrap();
+        assert_eq!(second.len(), 1, "the claim ran out");
+
+        assert!(!settle_message(&conn, id, 1_010, Err((5_000, "timed out"))).unwrap());
+        assert!(!settle_message(&conn, id, 1_010, Ok(1_200)).unwrap());
+        assert!(!sent(&conn));
+        assert!(settle_message(&conn, id, 2_010, Ok(1_300)).unwrap());
+        assert!(sent(&conn));
+    }
+}

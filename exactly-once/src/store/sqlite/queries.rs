@@ -1,0 +1,49 @@
+//! The engine's reads, run on a read connection.
+
+use super::protocol::{life_left, record};
+use crate::store::Finished;
+use crate::{Caller, Fingerprint, IdempotencyKey};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// A finished, live record of the key, for a replay.
+pub(super) fn live_record(
+    conn: &Connection,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    now: i64,
+) -> rusqlite::Result<Option<Finished>> {
+    conn.prepare_cached(
+        "SELECT fingerprint, status, headers, body, expires_at FROM idempotency_keys
+         WHERE caller = ?1 AND key = ?2 AND expires_at > ?3 AND recovery_point = 'finished'",
+    )?
+    .query_row(params![&caller, key.as_ref(), now], |row| {
+        Ok(Finished {
+            record: record(row, 0)?,
+            life: life_left(row.get(4)?, now),
+        })
+    })
+    .optional()
+}
+
+/// The fingerprint of the key's operation if it is unfinished.
+pub(super) fn unfinished(
+    conn: &Connection,
+    caller: &Caller,
+    key: &IdempotencyKey,
+) -> rusqlite::Result<Option<Fingerprint>> {
+    conn.prepare_cached(
+        "SELECT fingerprint FROM idempotency_keys
+         WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
+    )?
+    .query_row(params![&caller, key.as_ref()], |row| {
+        Ok(Fingerprint::from_bytes(row.get(0)?))
+    })
+    .optional()
+}
+
+/// How many messages wait to be sent.
+pub(super) fn messages_waiting(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT count(*) FROM outbox WHERE sent_at IS NULL")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| n.unsigned_abs())
+}

@@ -1,0 +1,108 @@
+//! The shop's database: the engine's store, opened with the shop's
+//! migrations, and the shop's own SQL on each backend: its operations'
+//! business changes ([`sqlite`], [`postgres`]) and its reads (charges,
+//! stock).
+
+pub mod postgres;
+pub mod sqlite;
+mod sqlite_reads;
+
+use crate::domain::{Caller, Charge, ChargeId, ItemId};
+use exactly_once::store::schema::Migrations;
+use exactly_once::store::Result;
+use exactly_once::{PostgresStore, SqliteStore, Store};
+use std::sync::Arc;
+
+/// The shop's schema on SQLite: its history, which created the engine's
+/// tables too before the engine was a library (the engine adopts them).
+pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
+    (1, include_str!("../../migrations/0001_init.sql")),
+    (2, include_str!("../../migrations/0002_phases.sql")),
+    (3, include_str!("../../migrations/0003_clock.sql")),
+]);
+
+/// The shop's schema on PostgreSQL.
+pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
+    (1, include_str!("../../migrations/postgres/0001_init.sql")),
+    (2, include_str!("../../migrations/postgres/0002_phases.sql")),
+]);
+
+/// The database the shop runs on, as the shop reads it.
+#[derive(Clone)]
+pub enum Db {
+    /// The embedded file.
+    Sqlite(Arc<SqliteStore>),
+    /// The server shared by many instances.
+    Postgres(Arc<PostgresStore>),
+}
+
+/// One page of a caller's charges, newest first.
+#[derive(Debug, Clone)]
+pub struct ChargePage {
+    /// The charges.
+    pub data: Vec<Charge>,
+    /// Whether older charges remain.
+    pub has_more: bool,
+}
+
+/// Which page of a caller's charges to read: the paging rules both
+/// backends follow.
+#[derive(Debug, Clone, Copy)]
+pub struct ChargeQuery<'a> {
+    /// Whose charges.
+    pub caller: &'a Caller,
+    /// At most this many charges (1 to 1000).
+    pub limit: u32,
+    /// Only charges older than this one.
+    pub starting_after: Option<&'a ChargeId>,
+}
+
+impl ChargeQuery<'_> {
+    /// Ids are `ch_` + hex compared as bytes, so `"ch_~"` sorts after every
+    /// id: the first page reads "ids below it".
+    pub fn before(&self) -> &str {
+        self.starting_after.map_or("ch_~", |id| id.as_ref())
+    }
+
+    /// Rows to ask for: one more than the page, to learn `has_more`.
+    pub fn rows(&self) -> i64 {
+        i64::from(self.limit) + 1
+    }
+
+    /// The page of `rows`, newest first as read.
+    pub fn page(&self, mut rows: Vec<Charge>) -> ChargePage {
+        let has_more = rows.len() > self.limit as usize;
+        rows.truncate(self.limit as usize);
+        ChargePage {
+            data: rows,
+            has_more,
+        }
+    }
+}
+
+impl Db {
+    /// The engine's view of it.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// A page of a caller's charges, newest first.
+    pub async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage> {
+        let rows = match self {
+            Self::Sqlite(store) => store.read(|conn| sqlite_reads::charges(conn, &query))?,
+            Self::Postgres(store) => postgres::charges(&store.client().await?, &query).await?,
+        };
+        Ok(query.page(rows))
+    }
+
+    /// The stock left of an item, `None` if there is no such item.
+    pub async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {
+        match self {
+            Self::Sqlite(store) => store.read(|conn| sqlite_reads::available(conn, item)),
+            Self::Postgres(store) => postgres::available(&store.client().await?, item).await,
+        }
+    }
+}

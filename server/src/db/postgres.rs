@@ -1,0 +1,226 @@
+//! Each operation's business change in PostgreSQL, inside the transaction
+//! that records its key: charges (in one phase, in one statement with the
+//! claim, or started and finished around the provider) and reservations;
+//! and the shop's reads. The operations' [`exactly_once::Operation`] impls
+//! (in [`crate::operation`]) call these.
+
+use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
+use crate::operation;
+use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
+use deadpool_postgres::GenericClient;
+use exactly_once::store::postgres::{
+    cached, classify, enqueue, exec, OneStatement, Shape, Transaction,
+};
+use exactly_once::store::Result;
+use exactly_once::{RunContext, Step};
+
+/// A charge, from a row of [`CHARGE_COLUMNS`].
+pub(crate) fn charge(row: &tokio_postgres::Row) -> Charge {
+    let columns: ChargeRow = (
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+        row.get(6),
+        row.get(7),
+        row.get(8),
+    );
+    Charge::from(columns)
+}
+
+/// A charge's row with its key's claim, and its receipt in the outbox when
+/// it has one (`c9` to `c12`, NULL without).
+static CHARGE: Shape = Shape::new(
+    &[
+        "text", "bigint", "text", "text", "text", "text", "text", "bigint", "text", "text", "text",
+        "text",
+    ],
+    &[
+        "charge AS (INSERT INTO charges (caller, id, amount, currency, description, status,
+                                        payment_method, receipt_email, created)
+             SELECT caller, c1, c2, c3, c4, c5, c6, c7, c8 FROM claimed)",
+        "receipt AS (INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
+             SELECT c9, c10, c11, c12, now() FROM claimed WHERE c9 IS NOT NULL
+             ON CONFLICT (message_id) DO NOTHING)",
+    ],
+);
+
+pub(crate) fn record_charge_one_statement(this: &RecordCharge) -> Option<OneStatement> {
+    let charge = &this.charge;
+    let receipt = this.receipt.as_ref();
+    let params = vec![
+        Some(charge.id.to_string()),
+        Some(charge.amount.get().to_string()),
+        Some(charge.currency.to_string()),
+        charge.description.as_ref().map(ToString::to_string),
+        Some(charge.status.as_str().to_owned()),
+        Some(charge.payment_method.to_string()),
+        charge.receipt_email.as_ref().map(ToString::to_string),
+        Some(charge.created.to_string()),
+        receipt.map(|r| r.message_id.clone()),
+        receipt.map(|r| r.recipient.clone()),
+        receipt.map(|r| r.subject.clone()),
+        receipt.map(|r| r.body.clone()),
+    ];
+    Some(CHARGE.with(params, this.response.clone()))
+}
+
+pub(crate) async fn record_charge(
+    this: &RecordCharge,
+    tx: &Transaction<'_>,
+    at: &RunContext<'_>,
+) -> Result<Step> {
+    insert_charge(tx, at, &this.charge).await?;
+    if let Some(receipt) = &this.receipt {
+        enqueue(tx, &receipt.message()).await?;
+    }
+    Ok(Step::Finished(this.response.clone()))
+}
+
+pub(crate) async fn start_charge(
+    this: &StartCharge,
+    tx: &Transaction<'_>,
+    at: &RunContext<'_>,
+) -> Result<Step> {
+    let charge = Charge::new(
+        this.request.clone(),
+        ChargeStatus::Pending,
+        at.now_ms / 1000,
+    );
+    insert_charge(tx, at, &charge).await?;
+    Ok(StartCharge::stop(&charge))
+}
+
+pub(crate) async fn finish_charge(
+    this: &FinishCharge,
+    tx: &Transaction<'_>,
+    at: &RunContext<'_>,
+) -> Result<Step> {
+    let row = tx
+        .query_one(
+            &cached(
+                tx,
+                &format!(
+                    "UPDATE charges SET status = $3, provider_charge = $4
+                     WHERE caller = $1 AND id = $2 RETURNING {CHARGE_COLUMNS}"
+                ),
+            )
+            .await?,
+            &[
+                &at.caller,
+                &this.charge.as_ref(),
+                &this.verdict.status().as_str(),
+                &this.verdict.provider_charge().map(AsRef::<str>::as_ref),
+            ],
+        )
+        .await
+        .map_err(classify)?;
+    let charge = charge(&row);
+    let (step, receipt) = charge::finished(&charge, &this.verdict, this.receipts);
+    if let Some(receipt) = receipt {
+        enqueue(tx, &receipt.message()).await?;
+    }
+    Ok(step)
+}
+
+async fn insert_charge(tx: &Transaction<'_>, at: &RunContext<'_>, charge: &Charge) -> Result<()> {
+    exec(
+        tx,
+        "INSERT INTO charges (caller, id, amount, currency, description, status,
+                              payment_method, receipt_email, created)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &at.caller,
+            &charge.id.as_ref(),
+            &charge.amount.get(),
+            &charge.currency.as_ref(),
+            &charge.description.as_ref().map(AsRef::<str>::as_ref),
+            &charge.status.as_str(),
+            &charge.payment_method.as_ref(),
+            &charge.receipt_email.as_ref().map(AsRef::<str>::as_ref),
+            &charge.created,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn new_reservation(
+    this: &NewReservation,
+    tx: &Transaction<'_>,
+    at: &RunContext<'_>,
+) -> Result<Step> {
+    // The guard is in the UPDATE: the row lock serialises buyers and
+    // the condition is re-checked after the wait.
+    let taken = exec(
+        tx,
+        "UPDATE inventory SET available = available - $1
+         WHERE item_id = $2 AND available >= $1",
+        &[&this.quantity.get(), &this.item_id.as_ref()],
+    )
+    .await?;
+    if taken == 0 {
+        let available = available(tx, &this.item_id).await?;
+        return Ok(Step::Finished(operation::reservation::refused(
+            this, available,
+        )));
+    }
+    let reservation = Reservation::new(this.clone());
+    exec(
+        tx,
+        "INSERT INTO reservations (id, caller, item_id, quantity, created)
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            &reservation.id,
+            &at.caller,
+            &reservation.item_id.as_ref(),
+            &reservation.quantity.get(),
+            &(at.now_ms / 1000),
+        ],
+    )
+    .await?;
+    Ok(Step::Finished(operation::reservation::reserved(
+        &reservation,
+    )))
+}
+
+/// The stock left of an item, `None` if there is no such item.
+pub(crate) async fn available(
+    client: &impl GenericClient,
+    item: &crate::domain::ItemId,
+) -> Result<Option<i64>> {
+    let row = client
+        .query_opt(
+            &cached(client, "SELECT available FROM inventory WHERE item_id = $1").await?,
+            &[&item.as_ref()],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// One page of a caller's charges, newest first (one row more than the
+/// page, see [`ChargeQuery`](super::ChargeQuery)).
+pub(crate) async fn charges(
+    client: &impl GenericClient,
+    query: &super::ChargeQuery<'_>,
+) -> Result<Vec<Charge>> {
+    // Ids are compared as bytes: the column's collation is "C".
+    let rows = client
+        .query(
+            &cached(
+                client,
+                &format!(
+                    "SELECT {CHARGE_COLUMNS} FROM charges
+                     WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+                ),
+            )
+            .await?,
+            &[&query.caller, &query.before(), &query.rows()],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(rows.iter().map(charge).collect())
+}

@@ -1,0 +1,68 @@
+//! The shop's step between phases: at `charge_created`, the card is
+//! charged at the payment provider with the run's downstream key, and the
+//! phase that records the provider's verdict ([`FinishCharge`]) comes
+//! back to the engine, which commits it under the lease.
+
+use crate::domain::ChargeId;
+use crate::error::ApiError;
+use crate::operation::charge::{FinishCharge, PendingCharge, CHARGE_CREATED};
+use crate::provider::{Provider, Reply};
+use async_trait::async_trait;
+use exactly_once::{Error, Lease, Operation, Steps};
+use std::sync::Arc;
+
+/// What the shop's steps need: the provider, and whether receipts are sent.
+pub struct ShopSteps {
+    /// `--psp-url`, if any.
+    pub provider: Option<Arc<Provider>>,
+    /// Whether receipts are sent (`--smtp-url`).
+    pub receipts: bool,
+}
+
+#[async_trait]
+impl Steps for ShopSteps {
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+        match lease.point.as_str() {
+            CHARGE_CREATED => self.charge_at_provider(lease).await,
+            other => Err(Error::internal(format!(
+                "an operation stopped at {other:?}, which this server does not know"
+            ))),
+        }
+    }
+}
+
+impl ShopSteps {
+    /// At `charge_created`: asks the provider to charge (same downstream key
+    /// every time), and returns the phase that records its verdict.
+    async fn charge_at_provider(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+        let pending = PendingCharge::from_state(&lease.state).map_err(|e| {
+            Error::Internal(format!("a stopped charge's state is unreadable: {e}").into())
+        })?;
+        let Some(provider) = &self.provider else {
+            return Err(ApiError::provider_unavailable(
+                "a payment was started with a provider and this server runs without --psp-url",
+            ));
+        };
+        let key = pending.downstream_key(&lease.operation());
+        match provider.charge(&key, &pending).await {
+            Reply::Verdict(verdict) => {
+                tracing::info!(status = verdict.status().as_str(), "the provider answered");
+                Ok(Arc::new(FinishCharge {
+                    charge: ChargeId::parse(&pending.id).ok_or_else(|| {
+                        Error::internal(format!("a stopped charge has a bad id {:?}", pending.id))
+                    })?,
+                    verdict,
+                    receipts: self.receipts,
+                }))
+            }
+            Reply::Unavailable(why) => {
+                tracing::warn!(reason = %why, "no final answer from the provider; the operation waits at its recovery point");
+                Err(ApiError::provider_unavailable(why))
+            }
+            Reply::Broken(why) => {
+                tracing::error!(reason = %why, "the provider answered what it never should; the operation waits at its recovery point");
+                Err(Error::internal(why))
+            }
+        }
+    }
+}
