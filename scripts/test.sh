@@ -34,7 +34,7 @@ step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and po
 # does not build. The power-cut harness (server/tests/powercut) mounts a
 # FUSE file system: it needs /dev/fuse and root, as on these machines.
 cargo build -p psp
-cargo test -p server -p serve -p testkit --features server/fuzzing
+cargo test -p exactly-once -p server -p serve -p testkit --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp

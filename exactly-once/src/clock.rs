@@ -1,7 +1,7 @@
 //! Time that no one sets: how long this machine has been running, suspend
 //! included (Linux's `CLOCK_BOOTTIME`).
 //!
-//! The wall clock is for people (a charge's `created`); it jumps when NTP
+//! The wall clock is for people (a row's creation time); it jumps when NTP
 //! or an operator sets it, by seconds or by a day. A lease or a record's
 //! life measured on it lasts a day too long, or ends a day early. The
 //! monotonic clock (`Instant`) never jumps, but it stops while the machine

@@ -11,8 +11,8 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 /// The work outside the database that an operation in phases does between
-/// its phases (DBOS calls them steps): charging a card, booking a seat at
-/// a partner. An operation's phase that ends with
+/// its phases (DBOS calls them steps): a call to a partner's API, a
+/// message to another system. An operation's phase that ends with
 /// [`Step::Stopped`](crate::Step::Stopped) names a recovery point and
 /// records the state to go on from; the engine then calls [`Steps::step`]
 /// with the lease, outside any transaction, and runs the phase it returns

@@ -82,8 +82,7 @@ pub enum Error {
     Internal(#[source] BoxError),
 }
 
-/// A step that could not reach what it calls (a payment provider, a
-/// booking system): answered 503 with `Retry-After` and the problem type
+/// A step that could not reach what it calls (a partner's API): answered 503 with `Retry-After` and the problem type
 /// the application names, and the operation is kept at its recovery point.
 #[derive(Debug, Clone)]
 pub struct StepUnavailable {

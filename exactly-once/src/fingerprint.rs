@@ -94,12 +94,12 @@ mod tests {
     fn spacing_and_key_order_do_not_matter() {
         let a = fp(
             Method::POST,
-            "/charges",
+            "/orders",
             r#"{"amount":1999,"currency":"usd"}"#,
         );
         let b = fp(
             Method::POST,
-            "/charges",
+            "/orders",
             "{ \"currency\" : \"usd\",\n \"amount\": 1999 }",
         );
         assert_eq!(a, b);
@@ -108,28 +108,28 @@ mod tests {
     #[test]
     fn method_path_and_every_value_matter() {
         const BODY: &str = r#"{"amount":1999,"currency":"usd"}"#;
-        let base = fp(Method::POST, "/charges", BODY);
+        let base = fp(Method::POST, "/orders", BODY);
         for (method, path, body) in [
-            (Method::PUT, "/charges", BODY),
-            (Method::POST, "/reservations", BODY),
+            (Method::PUT, "/orders", BODY),
+            (Method::POST, "/refunds", BODY),
             (
                 Method::POST,
-                "/charges",
+                "/orders",
                 r#"{"amount":2000,"currency":"usd"}"#,
             ),
             (
                 Method::POST,
-                "/charges",
+                "/orders",
                 r#"{"amount":1999,"currency":"eur"}"#,
             ),
             (
                 Method::POST,
-                "/charges",
+                "/orders",
                 r#"{"amount":"1999","currency":"usd"}"#,
             ),
             (
                 Method::POST,
-                "/charges",
+                "/orders",
                 r#"{"amount":1999,"currency":"usd","description":null}"#,
             ),
         ] {
@@ -181,8 +181,8 @@ mod tests {
             let compact = serde_json::to_string(&v).unwrap();
             let pretty = serde_json::to_string_pretty(&v).unwrap();
             prop_assert_eq!(
-                fp(Method::POST, "/charges", &compact),
-                fp(Method::POST, "/charges", &pretty)
+                fp(Method::POST, "/orders", &compact),
+                fp(Method::POST, "/orders", &pretty)
             );
         }
 
@@ -190,8 +190,8 @@ mod tests {
         fn different_values_have_different_fingerprints(a in arb_json(), b in arb_json()) {
             prop_assume!(a != b);
             prop_assert_ne!(
-                Fingerprint::new(&Method::POST, "/charges", &a),
-                Fingerprint::new(&Method::POST, "/charges", &b)
+                Fingerprint::new(&Method::POST, "/orders", &a),
+                Fingerprint::new(&Method::POST, "/orders", &b)
             );
         }
     }
@@ -206,6 +206,7 @@ mod tests {
             "description": "caf\u00e9 \"quoted\"\n\ttab \u0001 \\ \/",
             "metadata": {"z": [1, -2.5, true, null, {"b": "x", "a": 0.125}], "a": ""} }"#;
         assert_eq!(
+            // The path of the request the digest was computed for.
             hex::encode(fp(Method::POST, "/charges", body).as_bytes()),
             "81139754254432aed098164109e80a26af3a4a55866af71b0d6e5e219f33b84a"
         );

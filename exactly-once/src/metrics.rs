@@ -28,7 +28,7 @@ struct DecisionLabels {
 /// Who resumed an abandoned operation.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
-pub enum ResumedBy {
+pub(crate) enum ResumedBy {
     /// A client's retry of the same key.
     retry,
     /// The completer, on its own.
@@ -148,31 +148,31 @@ impl Metrics {
     }
 
     /// An operation ran.
-    pub fn executed(&self) {
+    pub(crate) fn executed(&self) {
         self.decided(Decision::executed);
     }
     /// A stored response was replayed.
-    pub fn replayed(&self) {
+    pub(crate) fn replayed(&self) {
         self.decided(Decision::replayed);
     }
     /// A 409: the key was in use.
-    pub fn in_conflict(&self) {
+    pub(crate) fn in_conflict(&self) {
         self.decided(Decision::conflict);
     }
     /// A 422: the key was reused with another request.
-    pub fn mismatched(&self) {
+    pub(crate) fn mismatched(&self) {
         self.decided(Decision::mismatch);
     }
     /// The sweeper deleted `n` records.
-    pub fn expired(&self, n: u64) {
+    pub(crate) fn expired(&self, n: u64) {
         self.expired.inc_by(n);
     }
     /// An abandoned operation was resumed.
-    pub fn resumed(&self, by: ResumedBy) {
+    pub(crate) fn resumed(&self, by: ResumedBy) {
         self.resumed.get_or_create(&ResumedLabels { by }).inc();
     }
     /// Messages waiting in the outbox now.
-    pub fn outbox_waiting(&self, n: u64) {
+    pub(crate) fn outbox_waiting(&self, n: u64) {
         self.outbox_waiting
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }

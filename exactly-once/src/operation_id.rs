@@ -21,12 +21,12 @@ impl OperationId {
     }
 
     /// The `Idempotency-Key` one run of this operation sends downstream
-    /// (to the payment provider): derived from the caller, the key and the
+    /// (to a partner's API): derived from the caller, the key and the
     /// run (`run`, what the run's first phase recorded, such as the id of
-    /// the charge it created), so every attempt, resumption and instance of
+    /// the row it created), so every attempt, resumption and instance of
     /// that run sends the same one, and a run after the record expired (a
     /// new operation, by the contract) sends another, never a key the
-    /// provider already holds with other parameters.
+    /// service downstream already holds with other parameters.
     pub fn downstream_key(&self, run: &str) -> String {
         let mut hash = Sha256::new();
         hash.update(b"exactly-once downstream\0");
@@ -73,7 +73,7 @@ mod tests {
     }
 
     /// A key sent again after its record expired is a new run: it must not
-    /// send the provider the key of the first run (which the provider holds
+    /// send the service downstream the key of the first run (which it holds
     /// with the first run's parameters), and no run sends the legacy key.
     #[test]
     fn two_runs_of_one_key_send_two_downstream_keys() {

@@ -1,41 +1,42 @@
-//! An exactly-once checkout API.
+//! An exactly-once checkout API: the demo shop, the first user of the
+//! [`exactly_once`] engine.
 //!
-//! Every mutating request carries an `Idempotency-Key`. The server records
+//! Every mutating request carries an `Idempotency-Key`. The engine records
 //! the key, a fingerprint of the request and the response **in the same
 //! database transaction as the business write**, replays the stored
 //! response to retries, refuses a reused key with another request (422),
 //! never runs one operation twice under concurrency, and answers only once
-//! the commit is durable.
+//! the commit is durable. This crate is the shop around it, and reaches the
+//! engine through its public API alone.
 //!
 //! # Layout
 //!
 //! * [`config`]: flags and environment variables.
-//! * [`startup`]: builds the store, the router and the listener.
-//! * [`domain`]: `Caller`, `IdempotencyKey`, `Fingerprint`, `Amount`, …
-//!   parsed once at the edge.
-//! * [`idempotency`]: the flow, top to bottom: the edge ([`idempotency::keyed`]),
-//!   replay, claim-run-record, answer; what a record holds and decides
-//!   ([`idempotency::record`]).
-//! * [`operation`]: what each business operation answers.
-//! * [`store`]: the `Store` trait and the `Operation` each backend runs;
-//!   [`store::sqlite`] the embedded backend (writer and group commit, read
-//!   pool, schema, SQL), [`store::postgres`] the many-instance one.
+//! * [`startup`]: opens the engine's store with the shop's migrations,
+//!   builds the state, the router and the listener, and runs the engine's
+//!   background tasks (sweeper, completer, receipt relay).
+//! * [`domain`]: the shop's types (`Amount`, `PaymentMethod`, the session
+//!   token reduced to the engine's `Caller`, …), parsed once at the edge.
+//! * [`operation`]: the shop's operations as the engine runs them (their
+//!   `Operation` impls) and what each answers; [`db`]: their SQL on each
+//!   backend, and the shop's reads.
+//! * [`steps`]: the step between a charge's phases (the provider call);
+//!   [`provider`]: the payment provider client (`--psp-url`), retried by
+//!   the shared retry policy; [`mailer`]: receipts by SMTP (`--smtp-url`),
+//!   the engine's outbox transport.
 //! * [`routes`]: one module per resource, each handler annotated with its
 //!   OpenAPI description.
 //! * [`openapi`]: `GET /openapi.json`, generated from those annotations,
 //!   the answer types in [`openapi::responses`] and the schemas in
 //!   [`openapi::schemas`].
-//! * [`error`]: `ApiError`, rendered as `application/problem+json`; server
-//!   errors logged once with their cause.
-//! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests.
-//! * [`provider`]: the payment provider client (`--psp-url`), retried by
-//!   the shared retry policy; [`completer`]: resumes abandoned operations;
-//!   [`outbox`]: the receipt relay (`--smtp-url`).
-//! * [`sweeper`]: deletes expired records in small batches; [`clock`]: the
-//!   boot clock, which no one sets, for every duration that matters.
-//! * [`metrics`]: Prometheus metrics; [`observe`]: the middleware that
-//!   records each request's latency and logs its server error. Logs, the
-//!   accept loop and the binary's `main` are the workspace's `serve` crate.
+//! * [`error`]: `ApiError`, the shop's errors beside the engine's, rendered
+//!   as `application/problem+json`.
+//! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests (the
+//!   engine's `Hooks`).
+//! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
+//!   [`observe`]: the middleware that records each request's latency and
+//!   logs its server error. Logs, the accept loop and the binary's `main`
+//!   are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
 //! `cargo fuzz` targets (replayed by a test). The benchmark's tools (load
@@ -62,3 +63,9 @@ pub mod steps;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};
+
+/// The README's Rust quick start ("The engine in your own Rust service"),
+/// compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeQuickStart;

@@ -2,7 +2,7 @@
 -- application's own migrations are recorded in `schema_migrations`).
 -- `IF NOT EXISTS` throughout: a database whose application created these
 -- tables itself, before the engine was a library of its own (the demo
--- shop's), adopts them as they are. Every time a record is judged by is a
+-- application's), adopts them as they are. Every time a record is judged by is a
 -- timestamptz written and compared with the database's own clock (now()),
 -- never an instance's.
 CREATE TABLE IF NOT EXISTS idempotency_keys (

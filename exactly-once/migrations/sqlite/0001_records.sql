@@ -2,7 +2,7 @@
 -- application's own migrations are recorded in `schema_migrations`).
 -- `IF NOT EXISTS` throughout: a database whose application created these
 -- tables itself, before the engine was a library of its own (the demo
--- shop's), adopts them as they are.
+-- application's), adopts them as they are.
 --
 -- A key's record is its table's own index: WITHOUT ROWID, primary key
 -- (caller, key), so a new key is one B-tree insert. A record is finished

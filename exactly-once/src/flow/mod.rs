@@ -23,7 +23,7 @@
 //! One atomic phase is enough while everything the operation changes lives
 //! in the same database as its key: the transaction makes "the work
 //! happened" and "the answer is recorded" one fact. An operation that calls
-//! something outside the database (a payment provider) cannot be inside
+//! something outside the database (a partner's API) cannot be inside
 //! that transaction; it runs in phases instead, each phase a transaction
 //! that records how far the operation got (its recovery point), with the
 //! outside call between phases carrying its own idempotency key.

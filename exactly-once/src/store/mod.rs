@@ -104,8 +104,8 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     }
 }
 
-/// A route that runs one of several operations (a charge in one phase or
-/// in two, say) returns it boxed.
+/// A route that runs one of several operations (in one phase or in two,
+/// by configuration, say) returns it boxed.
 #[async_trait]
 impl Operation for Box<dyn Operation> {
     fn run_sqlite(

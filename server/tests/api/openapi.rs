@@ -4,10 +4,10 @@
 
 use crate::helpers::{new_key, TestApp};
 use axum::response::IntoResponse;
+use exactly_once::Error;
 use serde_json::{json, Value};
 use server::chaos::Fault;
 use server::domain::{CallerError, IdempotencyKeyError};
-use exactly_once::Error;
 use server::error::ApiError;
 use std::collections::BTreeSet;
 

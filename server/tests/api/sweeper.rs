@@ -15,7 +15,7 @@ async fn expired_records_are_swept_in_batches_and_live_ones_stay() {
     let app = TestApp::start(
         Server::builder()
             .flags(["--sweep-interval", "1s"])
-            .env("RUST_LOG", "info,server::sweeper=debug"),
+            .env("RUST_LOG", "info,exactly_once::sweeper=debug"),
     )
     .await;
     let live = new_key();

@@ -17,8 +17,9 @@
 //!    claimed record, and the transaction commits (`synchronous_commit=on`
 //!    with `--durability full`) before the answer leaves.
 //!
-//! A charge without a provider skips the transaction: its claim, rows and
-//! answer are one statement ([`one_statement`]), and the charges that
+//! An operation whose rows and answer are made before the database is
+//! touched can skip the transaction: its claim, rows and answer are one
+//! statement ([`one_statement`]), and the requests that
 //! arrive together share one, a row each ([`batch`]: group commit, as
 //! SQLite's writer does it). Every expiry and lease is judged by the
 //! database's clock (`now()`), so instances with wrong clocks still agree.

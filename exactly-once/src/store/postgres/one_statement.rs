@@ -1,6 +1,6 @@
 //! The one-statement first phase: an operation whose answer is known
 //! before the database is touched and whose change cannot be refused (a
-//! charge without a provider) runs as part of its key's claim, in a single
+//! row and its answer, made before the database is touched) runs as part of its key's claim, in a single
 //! statement that commits on its own. Requests that arrive together share
 //! one such statement, a row each ([`super::batch`]): PostgreSQL's cost is
 //! per statement and per commit far more than per row.
@@ -123,7 +123,7 @@ impl Shape {
 }
 
 /// An operation whose answer is known before the database is touched and
-/// whose change cannot be refused (a charge without a provider) runs as
+/// whose change cannot be refused (an insert of rows made in advance) runs as
 /// part of its key's claim: one statement, one round trip, committed on its
 /// own, shared with the requests that arrive with it.
 pub struct OneStatement {

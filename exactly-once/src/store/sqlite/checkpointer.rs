@@ -193,7 +193,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_stays_bounded_under_unbroken_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shop.db");
+        let path = dir.path().join("app.db");
         let conn = Connection::open(&path).unwrap();
         schema::configure_writer(&conn, Durability::Relaxed).unwrap();
         conn.execute_batch("CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL)")

@@ -16,7 +16,7 @@ pub(super) struct Clock {
     /// every lease and expiry is measured on.
     pub(super) now: i64,
     /// The job's "now" on the wall clock (Unix ms), for what people read
-    /// (a charge's `created`).
+    /// (a row's creation time).
     pub(super) wall: i64,
     /// How long a new record lives.
     pub(super) ttl: i64,

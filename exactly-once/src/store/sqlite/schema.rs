@@ -30,7 +30,7 @@ pub(super) fn open_existing(path: &Path) -> rusqlite::Result<Connection> {
 /// What every connection of ours is set to: it waits [`BUSY_TIMEOUT`] for
 /// another connection's lock, and it keeps its temporary files in memory.
 /// SQLite otherwise spills a savepoint's journal past 64 KiB (a job that
-/// changes many pages: a sweep, a charge that splits B-tree pages) to a
+/// changes many pages: a sweep, an insert that splits B-tree pages) to a
 /// file in `/var/tmp` or `/tmp`; where those are read-only (a container's
 /// read-only root filesystem) or full, that job failed and took its whole
 /// batch with it. The journal holds one job's changed pages at most.
