@@ -8,7 +8,6 @@ pub use exactly_once::Problem;
 
 use crate::domain::CallerError;
 use axum::response::{IntoResponse, Response};
-use exactly_once::StepUnavailable;
 use http::{header, HeaderValue, StatusCode};
 
 /// Everything that can go wrong in a request, each with its problem type.
@@ -42,19 +41,6 @@ impl ApiError {
     /// A bug: `what` went wrong, nothing was done.
     pub fn internal(what: impl Into<String>) -> Self {
         Self::Engine(exactly_once::Error::internal(what))
-    }
-
-    /// The payment provider gave no final answer: the operation waits at
-    /// its recovery point; a retry resumes it (503 `provider-unavailable`).
-    pub fn provider_unavailable(reason: impl Into<String>) -> exactly_once::Error {
-        exactly_once::Error::StepUnavailable(StepUnavailable {
-            slug: "provider-unavailable",
-            title: "Payment provider unavailable",
-            detail: "the payment provider did not answer; the payment is kept and a retry with \
-                     the same Idempotency-Key resumes it"
-                .into(),
-            reason: reason.into(),
-        })
     }
 
     fn parts(&self) -> (StatusCode, &'static str, &'static str) {

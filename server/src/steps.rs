@@ -4,12 +4,24 @@
 //! back to the engine, which commits it under the lease.
 
 use crate::domain::ChargeId;
-use crate::error::ApiError;
 use crate::operation::charge::{FinishCharge, PendingCharge, CHARGE_CREATED};
 use crate::provider::{Provider, Reply};
 use async_trait::async_trait;
-use exactly_once::{Error, Lease, Operation, Steps};
+use exactly_once::{Error, Lease, Operation, StepUnavailable, Steps};
 use std::sync::Arc;
+
+/// The payment provider gave no final answer: the operation waits at its
+/// recovery point; a retry resumes it (503 `provider-unavailable`).
+pub fn provider_unavailable(reason: impl Into<String>) -> Error {
+    Error::StepUnavailable(StepUnavailable {
+        slug: "provider-unavailable",
+        title: "Payment provider unavailable",
+        detail: "the payment provider did not answer; the payment is kept and a retry with \
+                 the same Idempotency-Key resumes it"
+            .into(),
+        reason: reason.into(),
+    })
+}
 
 /// What the shop's steps need: the provider, and whether receipts are sent.
 pub struct ShopSteps {
@@ -39,7 +51,7 @@ impl ShopSteps {
             Error::Internal(format!("a stopped charge's state is unreadable: {e}").into())
         })?;
         let Some(provider) = &self.provider else {
-            return Err(ApiError::provider_unavailable(
+            return Err(provider_unavailable(
                 "a payment was started with a provider and this server runs without --psp-url",
             ));
         };
@@ -57,7 +69,7 @@ impl ShopSteps {
             }
             Reply::Unavailable(why) => {
                 tracing::warn!(reason = %why, "no final answer from the provider; the operation waits at its recovery point");
-                Err(ApiError::provider_unavailable(why))
+                Err(provider_unavailable(why))
             }
             Reply::Broken(why) => {
                 tracing::error!(reason = %why, "the provider answered what it never should; the operation waits at its recovery point");

@@ -178,7 +178,7 @@ fn every_api_error() -> Vec<ApiError> {
         Error::PayloadTooLarge(1),
         Error::IdempotencyKeyMismatch,
         Error::IdempotencyKeyInUse,
-        ApiError::provider_unavailable("no answer"),
+        server::steps::provider_unavailable("no answer"),
         Error::Unavailable("down".into()),
         Error::OutcomeUnknown("cut".into()),
         Error::Unfinished("started".into()),
