@@ -1,0 +1,102 @@
+//! Builds the service from its flags: the store (this service's migrations
+//! with the engine's), the engine with the partner step, the router, the
+//! listener; then serves beside the completer and the sweeper.
+
+use crate::config::{Config, DatabaseUrl};
+use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+use crate::routes::{self, AppState};
+use crate::steps::PartnerSteps;
+use exactly_once::{
+    Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
+};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How often expired records are deleted.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// The database could not be opened or migrated.
+    #[error("cannot open the database")]
+    Database(#[from] StoreError),
+    /// The address could not be bound.
+    #[error("cannot listen on {0}")]
+    Bind(String, #[source] std::io::Error),
+}
+
+/// A bound, ready service.
+pub struct App {
+    listener: TcpListener,
+    state: AppState,
+    complete_interval: Duration,
+}
+
+impl App {
+    /// Opens (and migrates) the database and binds.
+    pub async fn build(config: Config) -> Result<Self, StartupError> {
+        let db = match &config.database {
+            DatabaseUrl::Sqlite(path) => {
+                let mut options = SqliteOptions::new(path).migrations(SQLITE_MIGRATIONS);
+                options.durability = config.durability.into();
+                options.lease = config.operation_lease;
+                // Opening migrates and starts the writer thread: blocking.
+                let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                    .await
+                    .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
+                Db::Sqlite(Arc::new(store))
+            }
+            DatabaseUrl::Postgres(url) => {
+                let mut options = PostgresOptions::new(url).migrations(POSTGRES_MIGRATIONS);
+                options.durability = config.durability.into();
+                options.lease = config.operation_lease;
+                Db::Postgres(Arc::new(PostgresStore::open(options).await?))
+            }
+        };
+        let engine = Engine::builder(db.store())
+            .steps(PartnerSteps::new(
+                &config.partner_url,
+                config.partner_timeout,
+            ))
+            .build();
+        let listener = TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| StartupError::Bind(config.listen.clone(), e))?;
+        Ok(Self {
+            listener,
+            state: AppState { engine, db },
+            complete_interval: config.complete_interval,
+        })
+    }
+
+    /// The address bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` resolves, with the completer (which finishes
+    /// bookings whose request died) and the sweeper beside.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let engine = &self.state.engine;
+        let background = [
+            tokio::spawn(engine.completer(self.complete_interval)),
+            tokio::spawn(engine.sweeper(SWEEP_INTERVAL)),
+        ];
+        let router = routes::router(self.state.clone());
+        if let Err(e) = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(error = %e, "the server stopped");
+        }
+        for task in background {
+            task.abort();
+        }
+    }
+}

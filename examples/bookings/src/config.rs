@@ -1,0 +1,115 @@
+//! The service's flags, each with an environment variable.
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `bookings --listen ADDR --database URL --partner-url URL …`
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "bookings",
+    about = "A seat booking service: exactly-once bookings confirmed at a partner"
+)]
+pub struct Config {
+    /// The address to listen on (port 0 picks one; the address is printed).
+    #[arg(long, env = "BOOKINGS_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// `sqlite://PATH` or `postgres://USER@HOST:PORT/DB`.
+    #[arg(
+        long,
+        env = "BOOKINGS_DATABASE",
+        default_value = "sqlite://data/bookings.db",
+        value_parser = DatabaseUrl::parse
+    )]
+    pub database: DatabaseUrl,
+
+    /// The partner that confirms seats (`POST /confirmations`).
+    #[arg(
+        long,
+        env = "BOOKINGS_PARTNER_URL",
+        default_value = "http://127.0.0.1:8090"
+    )]
+    pub partner_url: String,
+
+    /// How long a partner call may take before it counts as no answer.
+    #[arg(long, env = "BOOKINGS_PARTNER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub partner_timeout: Duration,
+
+    /// How often the completer looks for abandoned bookings.
+    #[arg(long, env = "BOOKINGS_COMPLETE_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub complete_interval: Duration,
+
+    /// How long a held booking is its request's before a retry or the
+    /// completer may take it over.
+    #[arg(long, env = "BOOKINGS_OPERATION_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub operation_lease: Duration,
+
+    /// `full`: answers leave once the commit is on disk; `relaxed`: once
+    /// it is in the operating system (survives a process kill, not a power
+    /// cut).
+    #[arg(long, env = "BOOKINGS_DURABILITY", default_value = "full")]
+    pub durability: Durability,
+}
+
+/// Where the bookings are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseUrl {
+    /// A SQLite file (created with its folder if missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(String),
+}
+
+impl DatabaseUrl {
+    /// `sqlite://PATH`, `postgres://…` or `postgresql://…`.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err("sqlite:// needs a path".into());
+            }
+            Ok(Self::Sqlite(path.into()))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres(url.to_owned()))
+        } else {
+            Err(format!("{url:?} is neither sqlite://PATH nor postgres://…"))
+        }
+    }
+}
+
+/// When an answer may leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    /// After the commit is on disk.
+    Full,
+    /// After the commit is in the operating system.
+    Relaxed,
+}
+
+impl From<Durability> for exactly_once::Durability {
+    fn from(d: Durability) -> Self {
+        match d {
+            Durability::Full => Self::Full,
+            Durability::Relaxed => Self::Relaxed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_urls() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite://data/b.db"),
+            Ok(DatabaseUrl::Sqlite("data/b.db".into()))
+        );
+        assert_eq!(
+            DatabaseUrl::parse("postgres://u@h:5432/d"),
+            Ok(DatabaseUrl::Postgres("postgres://u@h:5432/d".into()))
+        );
+        assert!(DatabaseUrl::parse("sqlite://").is_err());
+        assert!(DatabaseUrl::parse("mysql://x").is_err());
+    }
+}

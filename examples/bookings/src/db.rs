@@ -1,0 +1,126 @@
+//! The service's own table on each backend: its migrations, handed to the
+//! store, and its reads, beside the engine's records in the same database.
+
+use exactly_once::{Caller, PostgresStore, SqliteStore, Store, StoreError};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The `bookings` table on SQLite.
+pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE bookings (
+       id TEXT PRIMARY KEY,
+       caller BLOB NOT NULL,
+       idempotency_key TEXT NOT NULL,
+       seat TEXT NOT NULL UNIQUE,
+       status TEXT NOT NULL CHECK (status IN ('held', 'confirmed')),
+       confirmation TEXT,
+       created_ms INTEGER NOT NULL
+     );
+     CREATE INDEX bookings_by_caller ON bookings (caller, created_ms);",
+)];
+
+/// The `bookings` table on PostgreSQL.
+pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE bookings (
+       id TEXT PRIMARY KEY,
+       caller BYTEA NOT NULL,
+       idempotency_key TEXT NOT NULL,
+       seat TEXT NOT NULL UNIQUE,
+       status TEXT NOT NULL CHECK (status IN ('held', 'confirmed')),
+       confirmation TEXT,
+       created_ms BIGINT NOT NULL
+     );
+     CREATE INDEX bookings_by_caller ON bookings (caller, created_ms);",
+)];
+
+/// A booking row as `GET /bookings` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BookingRow {
+    /// `bk_…`.
+    pub id: String,
+    /// The seat.
+    pub seat: String,
+    /// `held` or `confirmed`.
+    pub status: String,
+    /// The partner's code, once confirmed.
+    pub confirmation: Option<String>,
+    /// The key of the request that made it.
+    pub idempotency_key: String,
+}
+
+/// The database, by backend, for this service's own reads.
+#[derive(Clone)]
+pub enum Db {
+    /// A SQLite file.
+    Sqlite(Arc<SqliteStore>),
+    /// A PostgreSQL database.
+    Postgres(Arc<PostgresStore>),
+}
+
+const LIST_SQLITE: &str = "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
+     WHERE caller = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY created_ms, id";
+const LIST_POSTGRES: &str = "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
+     WHERE caller = $1 AND ($2::text IS NULL OR id = $2) ORDER BY created_ms, id";
+
+impl Db {
+    /// The engine's store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Sqlite(store) => store.clone(),
+            Self::Postgres(store) => store.clone(),
+        }
+    }
+
+    /// `caller`'s bookings, oldest first; only the one with `id`, if given.
+    pub async fn bookings(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Vec<BookingRow>, StoreError> {
+        let (caller, id) = (*caller, id.map(str::to_owned));
+        match self {
+            Self::Sqlite(store) => {
+                let store = store.clone();
+                // Reads on a read connection, off the async threads.
+                tokio::task::spawn_blocking(move || {
+                    store.read(|conn| {
+                        let mut statement = conn.prepare_cached(LIST_SQLITE)?;
+                        let rows = statement.query_map(rusqlite::params![caller, id], |row| {
+                            Ok(BookingRow {
+                                id: row.get(0)?,
+                                seat: row.get(1)?,
+                                status: row.get(2)?,
+                                confirmation: row.get(3)?,
+                                idempotency_key: row.get(4)?,
+                            })
+                        })?;
+                        rows.collect()
+                    })
+                })
+                .await
+                .map_err(|e| StoreError::internal("a read panicked").caused_by(e))?
+            }
+            Self::Postgres(store) => {
+                let client = store.client().await?;
+                let statement =
+                    exactly_once::store::postgres::cached(&client, LIST_POSTGRES).await?;
+                let rows = client
+                    .query(&statement, &[&caller, &id])
+                    .await
+                    .map_err(exactly_once::store::postgres::classify)?;
+                Ok(rows
+                    .iter()
+                    .map(|row| BookingRow {
+                        id: row.get(0),
+                        seat: row.get(1),
+                        status: row.get(2),
+                        confirmation: row.get(3),
+                        idempotency_key: row.get(4),
+                    })
+                    .collect())
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! `bookings`: the seat booking service. Prints `listening on http://ADDR`
+//! on stdout once it serves; logs on stderr (`RUST_LOG`).
+
+use bookings::{App, Config};
+use clap::Parser;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let config = Config::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let app = match App::build(config).await {
+            Ok(app) => app,
+            Err(e) => {
+                eprintln!("error: {}", exactly_once::error::Chain(&e));
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("listening on http://{}", app.local_addr());
+        app.run_until_stopped(shutdown()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler installs");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}

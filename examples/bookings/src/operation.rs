@@ -1,0 +1,217 @@
+//! The booking operation: its two phases, each this service's own SQL on
+//! each backend, run by the engine inside the transaction that records
+//! the key (phase 1) or advances it under the lease (phase 2).
+
+use async_trait::async_trait;
+use exactly_once::store::postgres::{exec, Transaction};
+use exactly_once::{Error, IdempotencyKey, Operation, Problem, RunContext, Step, StoredResponse};
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+/// The recovery point of a booking inserted as `held`: the partner has not
+/// (as far as we know) confirmed it. Next: [`crate::PartnerSteps`].
+pub const SEAT_HELD: &str = "seat_held";
+
+/// What a held booking resumes from, recorded with [`SEAT_HELD`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The booking's id: what makes this run's downstream key its own.
+    pub id: String,
+    /// The seat.
+    pub seat: String,
+}
+
+/// The answer of a confirmed booking: `201` with this body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Booking {
+    /// `bk_…`.
+    pub id: String,
+    /// The seat.
+    pub seat: String,
+    /// Always `confirmed` in an answer.
+    pub status: String,
+    /// The partner's confirmation code.
+    pub confirmation: String,
+}
+
+/// Phase 1: the booking inserted as `held`, or the seat refused.
+#[derive(Debug)]
+pub struct HoldSeat {
+    /// A new id, made when the request is parsed.
+    pub id: String,
+    /// The seat asked for.
+    pub seat: String,
+    /// The request's key, kept on the row so that every booking can be
+    /// traced to the key that made it.
+    pub key: String,
+}
+
+impl HoldSeat {
+    /// The operation a `POST /bookings` body asks for: `{"seat": "12A"}`,
+    /// a row from 1 to 99 and a letter from A to K.
+    pub fn parse(body: &serde_json::Value, key: &IdempotencyKey) -> Result<Self, Error> {
+        let seat = body
+            .get("seat")
+            .and_then(|s| s.as_str())
+            .ok_or_else(|| Error::InvalidRequest("the body needs a \"seat\" string".into()))?;
+        if !valid_seat(seat) {
+            return Err(Error::InvalidRequest(format!(
+                "{seat:?} is not a seat: a row from 1 to 99 and a letter from A to K, like \"12A\""
+            )));
+        }
+        Ok(Self {
+            id: format!("bk_{}", uuid::Uuid::new_v4().simple()),
+            seat: seat.to_owned(),
+            key: key.as_ref().to_owned(),
+        })
+    }
+
+    /// How the phase ends: stopped at [`SEAT_HELD`] if the row went in,
+    /// else the recorded refusal.
+    fn ended(&self, inserted: bool) -> Step {
+        if inserted {
+            Step::stop(
+                SEAT_HELD,
+                &Held {
+                    id: self.id.clone(),
+                    seat: self.seat.clone(),
+                },
+            )
+        } else {
+            let detail = format!("seat {} is already booked", self.seat);
+            Step::Finished(
+                Problem::new(StatusCode::CONFLICT, "seat-taken", "Seat taken", &detail).stored(),
+            )
+        }
+    }
+}
+
+fn valid_seat(seat: &str) -> bool {
+    if !seat.is_ascii() {
+        return false;
+    }
+    let (row, letter) = seat.split_at(seat.len().saturating_sub(1));
+    matches!(letter.as_bytes(), [b'A'..=b'K'])
+        && !row.starts_with('0')
+        && (1..=2).contains(&row.len())
+        && row.bytes().all(|b| b.is_ascii_digit())
+}
+
+const HOLD_SQLITE: &str =
+    "INSERT INTO bookings (id, caller, idempotency_key, seat, status, created_ms)
+     VALUES (?1, ?2, ?3, ?4, 'held', ?5) ON CONFLICT (seat) DO NOTHING";
+const HOLD_POSTGRES: &str =
+    "INSERT INTO bookings (id, caller, idempotency_key, seat, status, created_ms)
+     VALUES ($1, $2, $3, $4, 'held', $5) ON CONFLICT (seat) DO NOTHING";
+
+#[async_trait]
+impl Operation for HoldSeat {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        let inserted = conn
+            .prepare_cached(HOLD_SQLITE)?
+            .execute(rusqlite::params![
+                self.id, at.caller, self.key, self.seat, at.now_ms
+            ])?;
+        Ok(self.ended(inserted == 1))
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        let inserted = exec(
+            tx,
+            HOLD_POSTGRES,
+            &[&self.id, at.caller, &self.key, &self.seat, &at.now_ms],
+        )
+        .await?;
+        Ok(self.ended(inserted == 1))
+    }
+}
+
+/// Phase 2: the partner's confirmation recorded, and the answer.
+#[derive(Debug)]
+pub struct ConfirmSeat {
+    /// The held booking.
+    pub id: String,
+    /// The partner's code.
+    pub confirmation: String,
+}
+
+impl ConfirmSeat {
+    fn answer(&self, seat: String) -> Step {
+        let booking = Booking {
+            id: self.id.clone(),
+            seat,
+            status: "confirmed".into(),
+            confirmation: self.confirmation.clone(),
+        };
+        let body = serde_json::to_vec(&booking).expect("a booking serialises");
+        Step::Finished(StoredResponse::new(
+            StatusCode::CREATED,
+            "application/json",
+            body,
+        ))
+    }
+}
+
+const CONFIRM_SQLITE: &str = "UPDATE bookings SET status = 'confirmed', confirmation = ?2
+     WHERE id = ?1 AND status = 'held' RETURNING seat";
+const CONFIRM_POSTGRES: &str = "UPDATE bookings SET status = 'confirmed', confirmation = $2
+     WHERE id = $1 AND status = 'held' RETURNING seat";
+
+#[async_trait]
+impl Operation for ConfirmSeat {
+    fn run_sqlite(
+        &self,
+        conn: &rusqlite::Connection,
+        _: &RunContext<'_>,
+    ) -> rusqlite::Result<Step> {
+        // No row: the booking is not held (never under a live lease); the
+        // phase fails and the operation stays at its recovery point.
+        let seat = conn
+            .prepare_cached(CONFIRM_SQLITE)?
+            .query_row(rusqlite::params![self.id, self.confirmation], |row| {
+                row.get(0)
+            })?;
+        Ok(self.answer(seat))
+    }
+
+    async fn run_postgres(
+        &self,
+        tx: &Transaction<'_>,
+        _: &RunContext<'_>,
+    ) -> exactly_once::store::Result<Step> {
+        let statement = exactly_once::store::postgres::cached(tx, CONFIRM_POSTGRES).await?;
+        let row = tx
+            .query_opt(&statement, &[&self.id, &self.confirmation])
+            .await
+            .map_err(exactly_once::store::postgres::classify)?
+            .ok_or_else(|| {
+                exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
+            })?;
+        Ok(self.answer(row.get(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seats() {
+        for seat in ["1A", "12A", "99K"] {
+            assert!(valid_seat(seat), "{seat}");
+        }
+        for seat in [
+            "", "A", "0A", "01A", "100A", "12L", "12a", "1 A", "é", "12AA",
+        ] {
+            assert!(!valid_seat(seat), "{seat}");
+        }
+    }
+}
