@@ -7,7 +7,8 @@
 //!   run, record, answer).
 //! * [`Operation`] and [`Step`]: your SQL inside the engine's transaction
 //!   and how a phase ends; [`Steps`]: your work between phases.
-//! * [`store`]: the [`Store`] protocol; [`SqliteStore`], [`PostgresStore`].
+//! * [`store`]: the [`Store`] protocol; [`SqliteStore`] (feature
+//!   `sqlite`), [`PostgresStore`] (feature `postgres`); both by default.
 //! * [`outbox`]: messages written with your transaction and relayed by a
 //!   [`Transport`](outbox::Transport) of yours.
 //! * [`Engine::completer`], [`Engine::sweeper`], [`Engine::relay`]: the
@@ -52,6 +53,8 @@ pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
 pub use record::{Lease, Record, Step, StoredResponse};
+#[cfg(feature = "postgres")]
 pub use store::postgres::{PostgresOptions, PostgresStore};
+#[cfg(feature = "sqlite")]
 pub use store::sqlite::{SqliteOptions, SqliteStore};
 pub use store::{Durability, Operation, RunContext, Store, StoreError};

@@ -4,10 +4,7 @@
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
-/// The statement that reads the version a ledger records (0 for none).
-pub fn version_query(ledger: &str) -> String {
-    format!("SELECT coalesce(max(version), 0) FROM {ledger}")
-}
+pub use super::schema::version_query;
 
 /// Applies the `(version, sql)` migrations newer than the version the
 /// `schema_migrations` ledger records, as [`migrate_in`] does.

@@ -20,18 +20,23 @@
 //! in [`crate::record`]. Each operation is the application's own type that
 //! implements [`Operation`]: its SQL, on each backend it supports.
 
+#[cfg(feature = "sqlite")]
 pub mod migrations;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod schema;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use crate::outbox::Message;
-use crate::record::{Lease, Record, Step, StoredResponse};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use crate::record::Step;
+use crate::record::{Lease, Record, StoredResponse};
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// When an answer may leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,6 +75,7 @@ pub struct IdempotentRequest {
 pub trait Operation: fmt::Debug + Send + Sync + 'static {
     /// Runs the change on SQLite and says how the phase ended. Keep it
     /// short: it holds the writer.
+    #[cfg(feature = "sqlite")]
     fn run_sqlite(
         &self,
         conn: &rusqlite::Connection,
@@ -82,6 +88,7 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Runs the change on PostgreSQL and says how the phase ended.
+    #[cfg(feature = "postgres")]
     async fn run_postgres(
         &self,
         tx: &postgres::Transaction<'_>,
@@ -99,6 +106,7 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     /// is touched ([`postgres::OneStatement`]); many such requests share one
     /// statement. `None`: it runs in a transaction
     /// ([`run_postgres`](Operation::run_postgres)).
+    #[cfg(feature = "postgres")]
     fn one_statement(&self) -> Option<postgres::OneStatement> {
         None
     }
@@ -108,6 +116,7 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
 /// by configuration, say) returns it boxed.
 #[async_trait]
 impl Operation for Box<dyn Operation> {
+    #[cfg(feature = "sqlite")]
     fn run_sqlite(
         &self,
         conn: &rusqlite::Connection,
@@ -116,6 +125,7 @@ impl Operation for Box<dyn Operation> {
         (**self).run_sqlite(conn, at)
     }
 
+    #[cfg(feature = "postgres")]
     async fn run_postgres(
         &self,
         tx: &postgres::Transaction<'_>,
@@ -124,6 +134,7 @@ impl Operation for Box<dyn Operation> {
         (**self).run_postgres(tx, at).await
     }
 
+    #[cfg(feature = "postgres")]
     fn one_statement(&self) -> Option<postgres::OneStatement> {
         (**self).one_statement()
     }
@@ -429,6 +440,7 @@ pub trait Store: Send + Sync + 'static {
 
 /// The keys the completer may resume, from records' stored callers and
 /// keys; a row that does not hold one (never written so) is skipped.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
     rows: impl IntoIterator<Item = (C, K)>,
 ) -> Vec<(Caller, IdempotencyKey)> {
@@ -442,14 +454,16 @@ pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
 }
 
 /// Unix time in milliseconds.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
 /// A duration in milliseconds as the stores keep it (saturating).
+#[cfg(feature = "sqlite")]
 pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

@@ -57,7 +57,10 @@ impl Migrations {
     }
 }
 
-pub use super::migrations::version_query;
+/// The statement that reads the version a ledger records (0 for none).
+pub fn version_query(ledger: &str) -> String {
+    format!("SELECT coalesce(max(version), 0) FROM {ledger}")
+}
 
 #[cfg(test)]
 mod tests {

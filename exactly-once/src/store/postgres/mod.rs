@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: how the server runs as many instances.
 //!
 //! Each phase is one transaction on a pooled connection
-//! ([`protocol::execute`]):
+//! (`protocol::execute`):
 //!
 //! 1. the key is **claimed** with `INSERT … ON CONFLICT (caller, key) DO
 //!    UPDATE … WHERE` the existing record is finished and expired (an
@@ -19,14 +19,14 @@
 //!
 //! An operation whose rows and answer are made before the database is
 //! touched can skip the transaction: its claim, rows and answer are one
-//! statement ([`one_statement`]), and the requests that
-//! arrive together share one, a row each ([`batch`]: group commit, as
+//! statement (`one_statement`), and the requests that
+//! arrive together share one, a row each (`batch`: group commit, as
 //! SQLite's writer does it). Every expiry and lease is judged by the
 //! database's clock (`now()`), so instances with wrong clocks still agree.
 //!
-//! - [`protocol`]: the keyed protocol's SQL; [`one_statement`]: its
-//!   one-statement first phase; [`batch`]: many requests to a statement;
-//!   [`outbox`]: the messages' SQL; [`schema`]: migrations under an
+//! - `protocol`: the keyed protocol's SQL; `one_statement`: its
+//!   one-statement first phase; `batch`: many requests to a statement;
+//!   `outbox`: the messages' SQL; `schema`: migrations under an
 //!   advisory lock.
 
 mod batch;

@@ -1,14 +1,14 @@
 //! The embedded backend: one SQLite file in WAL mode.
 //!
-//! - [`writer`]: one writer thread, group commit, a savepoint per job;
-//!   [`checkpointer`]: the thread that copies the WAL into the file.
-//! - [`readers`]: read connections beside it, for replays and listings.
-//! - [`schema`]: connection settings, migrations, the file's identity
+//! - `writer`: one writer thread, group commit, a savepoint per job;
+//!   `checkpointer`: the thread that copies the WAL into the file.
+//! - `readers`: read connections beside it, for replays and listings.
+//! - `schema`: connection settings, migrations, the file's identity
 //!   (a missing or replaced file is never silently recreated: 503 until it
 //!   is back).
-//! - [`protocol`]: the keyed protocol's SQL (claim, decide, phases under a
-//!   lease, the completer's and the sweeper's queries); [`outbox`]: the
-//!   messages' SQL; [`queries`]: the reads.
+//! - `protocol`: the keyed protocol's SQL (claim, decide, phases under a
+//!   lease, the completer's and the sweeper's queries); `outbox`: the
+//!   messages' SQL; `queries`: the reads.
 
 mod checkpointer;
 mod clock;
