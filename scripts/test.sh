@@ -28,6 +28,13 @@ scripts/maildev.sh
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -q -- -D warnings
+# The engine library: each backend alone builds clean, its docs warn about
+# nothing, and it packages (with the retry policy it depends on) as it
+# would be published.
+cargo clippy -p exactly-once --no-default-features --features sqlite -q -- -D warnings
+cargo clippy -p exactly-once --no-default-features --features postgres -q -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --no-deps -q
+cargo package -p retry-policy -p exactly-once --allow-dirty -q
 
 step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and power-cut tests on SQLite"
 # The server's tests start the psp binary, which `cargo test -p server`
