@@ -131,8 +131,8 @@ export const settings = (options) =>
     const baseUrl = string(options, "baseUrl", origin === "null" ? null : origin);
     return {
       baseUrl: baseUrl && baseUrl.replace(/\/+$/, ""),
-      prefix: string(options, "storagePrefix", "idem:"),
-      scope: visible(options, "scope", 0, 128, ""),
+      // The client's entries; opens no storage yet.
+      store: new Store(string(options, "storagePrefix", "idem:"), visible(options, "scope", 0, 128, "")),
       credentials: member(
         options,
         "credentials",
@@ -221,6 +221,8 @@ export const call = (settings, options, operation) =>
       // its own attempts could take (5: retry_policy::Policy::DEFAULT).
       lockMs: timeoutMs * (maxAttempts ?? settings.maxAttempts ?? 5),
       key: visible(options, "key", 1, 255, undefined),
+      // The operation's Web Lock: named like its storage entry.
+      lock: settings.store.start + operation,
       baseUrl: settings.baseUrl,
       credentials: settings.credentials,
       onAttempt: settings.onAttempt,
@@ -398,8 +400,9 @@ export function withFetch(Class) {
 }
 
 /**
- * Runs `run` (which starts the call and returns its promise) under the Web
- * Lock `name` where the browser has `navigator.locks`, else at once. The
+ * Runs `run` (which starts the call and returns its promise) under the
+ * call's Web Lock (`call.lock`, the operation's entry name) where the
+ * browser has `navigator.locks`, else at once. The
  * wait for the lock is bounded: an abort of the call's signal ends it (the
  * call then runs unlocked and sees its abort itself), and so does the time
  * the call's own attempts could take, `timeoutMs` × `maxAttempts` (a frozen
@@ -408,7 +411,7 @@ export function withFetch(Class) {
  * (opaque origins) runs `run` unlocked. The call's abort listener is
  * removed once it settles.
  */
-export function locked(name, call, run, operation) {
+export function locked(call, run, operation) {
   let ran = false;
   const go = () => ((ran = true), run());
   const { signal } = call;
@@ -423,7 +426,7 @@ export function locked(name, call, run, operation) {
   };
   let result;
   try {
-    result = navigator.locks.request(name, { signal: signal?.aborted ? signal : stop.signal }, () => (granted(), go())).then(
+    result = navigator.locks.request(call.lock, { signal: signal?.aborted ? signal : stop.signal }, () => (granted(), go())).then(
       (value) => (ran ? value : go()),
       (error) => {
         granted();
@@ -457,8 +460,8 @@ let warned = false;
 export class Store {
   constructor(prefix, scope) {
     // Entry names: prefix + operation for the scope "" (as the first
-    // release), prefix + scope + "|" + operation for another (Config::
-    // entry_name in Rust spells lock names the same way). Names can
+    // release), prefix + scope + "|" + operation for another (a call's
+    // Web Lock has the same name, `call` above). Names can
     // collide ("idem:" + "admin:x" is "idem:admin:" + "x"), so each record
     // names its owner too, written by `put` and checked exactly by `get`.
     this.start = scope ? prefix + scope + "|" : prefix;
@@ -466,13 +469,27 @@ export class Store {
       '{"v":2,"prefix":' + JSON.stringify(prefix) + ',"scope":' + JSON.stringify(scope) + ',"op":' + JSON.stringify(operation);
     this.scope = scope;
     this.inMemory = false;
-    try {
-      // Reading the property itself throws where storage is disabled. A
-      // full one is found at the first write, which falls back then.
-      this.local = localStorage;
-    } catch (e) {
-      this.fallBack(e);
+  }
+
+  /**
+   * `localStorage`, looked up at this client's first use of it, not when the
+   * client is made: in Chromium the lookup asks the browser process whether
+   * the page may use storage (1-3 ms in a new profile), which would be paid
+   * while the page loads (docs/BENCHMARKS.md, "Init"). Undefined or null
+   * where there is none; reading the property itself throws where storage
+   * is disabled (then page memory). A full one is found at the first write,
+   * which falls back then.
+   */
+  get local() {
+    if (this.opened === undefined) {
+      this.opened = null;
+      try {
+        this.opened = localStorage;
+      } catch (e) {
+        this.fallBack(e);
+      }
     }
+    return this.opened;
   }
 
   /** `false` once this client's entries go to page memory (or there is no localStorage). */

@@ -13,7 +13,8 @@
 //
 // Steps: rename the imports and exports in the glue as wasm-opt renamed
 // them in the module (each old import name must be found exactly once: a
-// glue of another shape fails the build instead of the page); bundle the
+// glue of another shape fails the build instead of the page), and make its
+// `init()` compile from bytes rather than stream (below); bundle the
 // glue, js/browser.js and an entry that also exports IdempotencyError (and
 // gives the class its `fetch`, js/browser.js's withFetch) into
 // one minified ES module with esbuild (one file, so a page can load it from
@@ -73,6 +74,21 @@ for (const [module, { line }] of objects) {
 }
 for (const [oldName, newName] of names.exports) {
   glue = glue.replace(new RegExp(`\\bwasm\\.${escape(oldName)}\\b`, "g"), "wasm." + newName);
+}
+// `init()` compiles the fetched wasm from its bytes
+// (`WebAssembly.instantiate(await response.arrayBuffer())`, the glue's own
+// fallback) instead of `WebAssembly.instantiateStreaming`: for a module
+// this small, streaming compilation's extra hops between the page's thread
+// and the compiler's cost a cold page 2-5 ms (docs/BENCHMARKS.md, "Init"),
+// and a server with the wrong MIME type for .wasm works without a warning.
+// WASM_STREAMING=1 keeps wasm-bindgen's streaming load, to measure both.
+if (!process.env.WASM_STREAMING) {
+  replaceOnce(
+    /\n *if \(typeof WebAssembly\.instantiateStreaming === 'function'\) \{\n[^]*?\n {8}\}\n/g,
+    () => "\n",
+    "instantiateStreaming",
+  );
+  replaceOnce(/\n *function expectedResponseType\(type\) \{\n[^]*?\n {4}\}\n/g, () => "\n", "expectedResponseType");
 }
 writeFileSync(join(bindgen, "client_wasm.js"), glue);
 

@@ -135,14 +135,13 @@ impl IdempotentClient {
             Ok(call) => call,
             Err(error) => return Promise::reject(&error),
         };
-        let name = self.inner.config.entry_name(&operation);
         let inner = self.inner.clone();
         let operation_name = operation.clone();
         let work = {
             let call = call.clone();
             async move { inner.call(&operation, job, &call).await }
         };
-        lock::run(&name, &operation_name, &call, work)
+        lock::run(&operation_name, &call, work)
     }
 }
 

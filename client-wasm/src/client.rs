@@ -34,10 +34,10 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// Names the storage; touches none of it, so constructing a client
-    /// while the page loads costs no storage access.
+    /// Takes the storage the settings name; touches none of it, so
+    /// constructing a client while the page loads costs no storage access.
     pub(crate) fn new(config: Config) -> Client {
-        let store = Store::open(&config.prefix, &config.scope);
+        let store = Store::open(&config.settings);
         Client {
             config,
             store,
@@ -112,7 +112,7 @@ impl Client {
         if let Some(record) = self.live_record(operation, now, false)? {
             return Ok(record.key);
         }
-        let record = Record::new(new_key(), now, self.config.key_ttl_ms);
+        let record = Record::new(new_key(), now, self.config.key_ttl_ms());
         self.store().put(operation, &record);
         Ok(record.key)
     }

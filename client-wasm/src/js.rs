@@ -22,10 +22,9 @@ extern "C" {
     #[wasm_bindgen(catch)]
     pub(crate) fn settings(options: &JsValue) -> Result<Settings, JsValue>;
 
+    /// The client's entries (its prefix and scope).
     #[wasm_bindgen(method, getter)]
-    pub(crate) fn prefix(this: &Settings) -> String;
-    #[wasm_bindgen(method, getter)]
-    pub(crate) fn scope(this: &Settings) -> String;
+    pub(crate) fn store(this: &Settings) -> Store;
     #[wasm_bindgen(method, getter = keyTtlMs)]
     pub(crate) fn key_ttl_ms(this: &Settings) -> f64;
     #[wasm_bindgen(method, getter = maxAttempts)]
@@ -80,10 +79,10 @@ extern "C" {
     pub(crate) fn sleep(call: &Call, ms: f64) -> Promise;
 
     /// Runs `run` (a function returning the call's promise) under the Web
-    /// Lock `name`, or unlocked where there is none or it is refused;
-    /// rejects (`exhausted`) when the lock is not granted within the call's
-    /// `timeoutMs`.
-    pub(crate) fn locked(name: &str, call: &Call, run: &JsValue, operation: &str) -> Promise;
+    /// Lock named like the operation's storage entry, or unlocked where
+    /// there is none or it is refused; rejects (`exhausted`) when the lock
+    /// is not granted within the call's `timeoutMs` × `maxAttempts`.
+    pub(crate) fn locked(call: &Call, run: &JsValue, operation: &str) -> Promise;
 
     /// One `fetch` with the key and its answer read, within the call's
     /// timeout; always resolves, with an [`Answer`].
@@ -148,8 +147,6 @@ extern "C" {
     /// refuses (and the page is told once). Never throws.
     pub(crate) type Store;
 
-    #[wasm_bindgen(constructor)]
-    pub(crate) fn new(prefix: &str, scope: &str) -> Store;
     /// `false` once the entries are kept in page memory.
     #[wasm_bindgen(method, getter)]
     pub(crate) fn persistent(this: &Store) -> bool;

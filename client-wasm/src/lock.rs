@@ -40,17 +40,17 @@ use crate::js::{self, Call};
 /// (a few milliseconds), with a wide margin for a busy machine.
 pub(crate) const SETTLE_MS: u64 = 100;
 
-/// Runs `work` under the Web Lock `name` where there is one, else
-/// directly (`locked` in `js/browser.js`); the promise settles as `work`
-/// does. A lock request that is refused or aborted before it is granted
-/// runs `work` unlocked: `work` itself sees the abort and rejects without
+/// Runs `work` under the operation's Web Lock (named like its storage
+/// entry, which the call knows) where there is one, else directly
+/// (`locked` in `js/browser.js`); the promise settles as `work` does. A
+/// lock request that is refused or aborted before it is granted runs
+/// `work` unlocked: `work` itself sees the abort and rejects without
 /// sending.
 pub(crate) fn run(
-    name: &str,
     operation: &str,
     call: &Call,
     work: impl Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> Promise {
     let start = Closure::once_into_js(move || future_to_promise(work));
-    js::locked(name, call, &start, operation)
+    js::locked(call, &start, operation)
 }

@@ -21,14 +21,14 @@ use crate::text::concat;
 /// A bad argument, as a message naming it.
 pub(crate) type Invalid = String;
 
-/// The constructor's options, checked.
+/// The constructor's options, checked (in JavaScript, `settings`). The
+/// constructor keeps them as they are and reads nothing else: what the
+/// key lifecycle and the retry policy need is read when a call needs it,
+/// so that constructing a client while the page loads crosses the wasm
+/// boundary once (docs/BENCHMARKS.md, "Init").
 pub(crate) struct Config {
-    pub(crate) prefix: String,
-    /// Whose operations these are (`scope`, `""` by default).
-    pub(crate) scope: String,
-    pub(crate) key_ttl_ms: u64,
-    pub(crate) policy: Policy,
-    /// All of them, for each call's [`js::call`].
+    /// All of them, for each call's [`js::call`]; their `store` is the
+    /// client's storage, named by prefix and scope.
     pub(crate) settings: Settings,
 }
 
@@ -36,35 +36,30 @@ impl Config {
     /// Reads `new IdempotentClient(options)`; `Err` is the
     /// `IdempotencyError` to throw.
     pub(crate) fn read(options: &JsValue) -> Result<Config, JsValue> {
-        let settings = js::settings(options)?;
-        let defaults = Policy::DEFAULT;
         Ok(Config {
-            prefix: settings.prefix(),
-            scope: settings.scope(),
-            key_ttl_ms: settings.key_ttl_ms() as u64,
-            policy: Policy {
-                max_attempts: settings.max_attempts().unwrap_or(defaults.max_attempts),
-                base_ms: settings.backoff_base_ms().unwrap_or(defaults.base_ms),
-                max_ms: settings.backoff_max_ms().unwrap_or(defaults.max_ms),
-                max_retry_after_ms: settings
-                    .max_retry_after_ms()
-                    .unwrap_or(defaults.max_retry_after_ms),
-            },
-            settings,
+            settings: js::settings(options)?,
         })
     }
-}
 
-impl Config {
-    /// The name of an operation's storage entry and Web Lock:
-    /// `storagePrefix + operation` for the scope `""`, else
-    /// `storagePrefix + scope + "|" + operation` (`Store.name` in
-    /// `js/browser.js` spells it the same way).
-    pub(crate) fn entry_name(&self, operation: &str) -> String {
-        if self.scope.is_empty() {
-            concat(&[&self.prefix, operation])
-        } else {
-            concat(&[&self.prefix, &self.scope, "|", operation])
+    /// How long a key lives (`keyTtlMs`).
+    pub(crate) fn key_ttl_ms(&self) -> u64 {
+        self.settings.key_ttl_ms() as u64
+    }
+
+    /// The retry policy: the client's options over [`Policy::DEFAULT`],
+    /// with a call's own `maxAttempts` (`call_attempts`) over both.
+    pub(crate) fn policy(&self, call_attempts: Option<u32>) -> Policy {
+        let settings = &self.settings;
+        let defaults = Policy::DEFAULT;
+        Policy {
+            max_attempts: call_attempts
+                .or_else(|| settings.max_attempts())
+                .unwrap_or(defaults.max_attempts),
+            base_ms: settings.backoff_base_ms().unwrap_or(defaults.base_ms),
+            max_ms: settings.backoff_max_ms().unwrap_or(defaults.max_ms),
+            max_retry_after_ms: settings
+                .max_retry_after_ms()
+                .unwrap_or(defaults.max_retry_after_ms),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! a final answer, `maxAttempts`, or the caller's abort.
 
 use alloc::string::String;
-use retry_policy::{parse_retry_after_with, Attempt, Decision, Policy};
+use retry_policy::{parse_retry_after_with, Attempt, Decision};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -53,12 +53,7 @@ impl Client {
             attempts,
             last_status,
         };
-        let policy = Policy {
-            max_attempts: call
-                .max_attempts()
-                .unwrap_or(self.config.policy.max_attempts),
-            ..self.config.policy
-        };
+        let policy = self.config.policy(call.max_attempts());
 
         let mut attempts: u32 = 0;
         let mut status = None;
@@ -173,7 +168,7 @@ impl Client {
             Job::Send(request) => {
                 let record = found.unwrap_or_else(|| {
                     let key = wanted.clone().unwrap_or_else(new_key);
-                    Record::new(key, now, self.config.key_ttl_ms)
+                    Record::new(key, now, self.config.key_ttl_ms())
                 });
                 (record, request)
             }

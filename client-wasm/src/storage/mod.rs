@@ -26,10 +26,11 @@ pub(crate) struct Store {
 
 impl Store {
     /// `localStorage`, or memory where it is missing or disabled (or, from
-    /// its first refused write on, full). Reads and writes nothing yet.
-    pub(crate) fn open(prefix: &str, scope: &str) -> Store {
+    /// its first refused write on, full), as the client's settings name
+    /// it (prefix and scope). Reads and writes nothing yet.
+    pub(crate) fn open(settings: &js::Settings) -> Store {
         Store {
-            entries: js::Store::new(prefix, scope),
+            entries: settings.store(),
         }
     }
 
