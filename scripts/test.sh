@@ -41,7 +41,7 @@ step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and po
 # does not build. The power-cut harness (server/tests/powercut) mounts a
 # FUSE file system: it needs /dev/fuse and root, as on these machines.
 cargo build -p psp
-cargo test -p exactly-once -p server -p serve -p testkit --features server/fuzzing
+cargo test -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp
@@ -54,7 +54,7 @@ step "server: the API, crash and instances suites again, and the outage harness,
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
-TEST_POSTGRES_URL="$pgurl" cargo test -p server --test api --test crash --test instances \
+TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
   --test outage -- --include-ignored
 
 # PostgreSQL on the power-cut file system, and a failover to a streaming

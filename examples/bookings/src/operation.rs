@@ -48,7 +48,7 @@ pub struct HoldSeat {
 
 impl HoldSeat {
     /// The operation a `POST /bookings` body asks for: `{"seat": "12A"}`,
-    /// a row from 1 to 99 and a letter from A to K.
+    /// a row from 1 to 999 and a letter from A to K.
     pub fn parse(body: &serde_json::Value, key: &IdempotencyKey) -> Result<Self, Error> {
         let seat = body
             .get("seat")
@@ -56,7 +56,7 @@ impl HoldSeat {
             .ok_or_else(|| Error::InvalidRequest("the body needs a \"seat\" string".into()))?;
         if !valid_seat(seat) {
             return Err(Error::InvalidRequest(format!(
-                "{seat:?} is not a seat: a row from 1 to 99 and a letter from A to K, like \"12A\""
+                "{seat:?} is not a seat: a row from 1 to 999 and a letter from A to K, like \"12A\""
             )));
         }
         Ok(Self {
@@ -93,7 +93,7 @@ fn valid_seat(seat: &str) -> bool {
     let (row, letter) = seat.split_at(seat.len().saturating_sub(1));
     matches!(letter.as_bytes(), [b'A'..=b'K'])
         && !row.starts_with('0')
-        && (1..=2).contains(&row.len())
+        && (1..=3).contains(&row.len())
         && row.bytes().all(|b| b.is_ascii_digit())
 }
 
@@ -205,11 +205,11 @@ mod tests {
 
     #[test]
     fn seats() {
-        for seat in ["1A", "12A", "99K"] {
+        for seat in ["1A", "12A", "99K", "999K"] {
             assert!(valid_seat(seat), "{seat}");
         }
         for seat in [
-            "", "A", "0A", "01A", "100A", "12L", "12a", "1 A", "é", "12AA",
+            "", "A", "0A", "01A", "1000A", "12L", "12a", "1 A", "é", "12AA",
         ] {
             assert!(!valid_seat(seat), "{seat}");
         }

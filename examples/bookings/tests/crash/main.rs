@@ -37,8 +37,8 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 const CUSTOMERS: usize = 3;
 /// Bookings in flight at once, each sent by two senders.
 const LANES: usize = 8;
-/// Seats 1A to 99K: one per booking.
-const SEATS: usize = 99 * 11;
+/// Seats 1A to 999K: one per booking.
+const SEATS: usize = 999 * 11;
 /// How long a kill waits for requests in flight.
 const FIND_WORK: Duration = Duration::from_secs(2);
 /// How long one booking may take to get a final answer through the kills.
@@ -200,6 +200,9 @@ async fn sigkill_rounds_with_duplicate_senders_lose_nothing_and_run_nothing_twic
                         seat,
                         answers,
                     });
+                    // A customer's next booking comes a moment later.
+                    let pause = rng.random_range(0..30);
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
                 Ok::<_, String>(sent)
             })
