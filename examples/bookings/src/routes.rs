@@ -1,5 +1,5 @@
 //! The HTTP API: `POST /bookings` (keyed), `GET /bookings`,
-//! `GET /bookings/{id}`, `GET /healthz`.
+//! `GET /bookings/{id}`, `GET /healthz`, `GET /metrics`.
 
 use crate::db::{BookingRow, Db};
 use crate::operation::HoldSeat;
@@ -64,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         .route("/bookings", post(create).get(list))
         .route("/bookings/{id}", get(show))
         .route("/healthz", get(health))
+        .route("/metrics", get(metrics))
         .with_state(state)
 }
 
@@ -116,4 +117,17 @@ async fn health(State(state): State<AppState>) -> Response {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => Error::from(e).into_response(),
     }
+}
+
+/// `GET /metrics`: the engine's counters (requests by outcome, operations
+/// resumed by a retry or the completer, …), OpenMetrics text.
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.engine.metrics.render(),
+    )
+        .into_response()
 }

@@ -314,6 +314,18 @@ async fn sigkill_rounds_with_duplicate_senders_lose_nothing_and_run_nothing_twic
     );
 }
 
+/// Operations resumed since the service's last start: by the completer,
+/// by a retry (no series yet: none).
+async fn resumed(bookings: &Bookings) -> (f64, f64) {
+    let metrics = bookings.metrics().await.unwrap();
+    let by = |who| {
+        metrics
+            .counter("operations_resumed_total", &[("by", who)])
+            .unwrap_or(0.0)
+    };
+    (by("completer"), by("retry"))
+}
+
 /// Kills the service while the partner holds its answer to a booking's
 /// step (the effect recorded there, not here), releases the partner,
 /// restarts the service: the booking's row is still `held` at
@@ -360,11 +372,7 @@ async fn a_crash_between_the_step_and_its_record_is_finished_by_the_completer_wi
         assert!(Instant::now() < deadline, "never confirmed: {rows:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let log = bookings.process.log_text();
-    assert!(
-        log.contains("the completer resumes an abandoned operation"),
-        "{log}"
-    );
+    assert_eq!(resumed(&bookings).await, (1.0, 0.0), "(completer, retry)");
 
     let ledger = partner.ledger().await.unwrap();
     assert_eq!(
@@ -407,8 +415,7 @@ async fn a_crash_between_the_step_and_its_record_is_finished_by_a_retry_without_
         (201, false),
         "{finished:?}"
     );
-    let log = bookings.process.log_text();
-    assert!(log.contains("resuming an abandoned operation"), "{log}");
+    assert_eq!(resumed(&bookings).await, (0.0, 1.0), "(completer, retry)");
     let replay = send(book(&ada, &key, "7C")).await.unwrap();
     assert!(replay.replayed);
     assert_eq!((replay.status, &replay.body), (201, &finished.body));

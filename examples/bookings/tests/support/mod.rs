@@ -170,6 +170,12 @@ impl Bookings {
         })
     }
 
+    /// `GET /metrics` of the process running now.
+    pub(crate) async fn metrics(&self) -> Result<testkit::Metrics> {
+        let response = self.http.get(self.process.url("/metrics")).send().await?;
+        testkit::Metrics::parse(&response.error_for_status()?.text().await?)
+    }
+
     /// Rows of the table, counted straight from the database.
     pub(crate) async fn rows(&self, filter: &str) -> Result<i64> {
         self.database.count(&format!("bookings {filter}")).await
