@@ -79,6 +79,7 @@ impl Application {
                     key_ttl: config.key_ttl,
                     lease: config.operation_lease,
                     migrations: POSTGRES_MIGRATIONS,
+                    application_name: "idempotent-checkout".to_owned(),
                 })
                 .await?,
             )),

@@ -145,6 +145,9 @@ impl Operation for Box<dyn Operation> {
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,
+    /// Its key (with the caller: [`OperationId`](crate::OperationId)), for
+    /// a row that should say which operation wrote it.
+    pub key: &'a IdempotencyKey,
     /// The transaction's time on the wall clock, Unix milliseconds, for
     /// what people read (a row's creation time).
     pub now_ms: i64,

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use exactly_once::store::postgres::{exec, Transaction};
-use exactly_once::{Error, IdempotencyKey, Operation, Problem, RunContext, Step, StoredResponse};
+use exactly_once::{Error, Operation, Problem, RunContext, Step, StoredResponse};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
@@ -41,15 +41,12 @@ pub struct HoldSeat {
     pub id: String,
     /// The seat asked for.
     pub seat: String,
-    /// The request's key, kept on the row so that every booking can be
-    /// traced to the key that made it.
-    pub key: String,
 }
 
 impl HoldSeat {
     /// The operation a `POST /bookings` body asks for: `{"seat": "12A"}`,
     /// a row from 1 to 999 and a letter from A to K.
-    pub fn parse(body: &serde_json::Value, key: &IdempotencyKey) -> Result<Self, Error> {
+    pub fn parse(body: &serde_json::Value) -> Result<Self, Error> {
         let seat = body
             .get("seat")
             .and_then(|s| s.as_str())
@@ -62,7 +59,6 @@ impl HoldSeat {
         Ok(Self {
             id: format!("bk_{}", uuid::Uuid::new_v4().simple()),
             seat: seat.to_owned(),
-            key: key.as_ref().to_owned(),
         })
     }
 
@@ -114,7 +110,12 @@ impl Operation for HoldSeat {
         let inserted = conn
             .prepare_cached(HOLD_SQLITE)?
             .execute(rusqlite::params![
-                self.id, at.caller, self.key, self.seat, at.now_ms
+                // The row names the key that made it.
+                self.id,
+                at.caller,
+                at.key.as_ref(),
+                self.seat,
+                at.now_ms
             ])?;
         Ok(self.ended(inserted == 1))
     }
@@ -127,7 +128,13 @@ impl Operation for HoldSeat {
         let inserted = exec(
             tx,
             HOLD_POSTGRES,
-            &[&self.id, at.caller, &self.key, &self.seat, &at.now_ms],
+            &[
+                &self.id,
+                at.caller,
+                &at.key.as_ref(),
+                &self.seat,
+                &at.now_ms,
+            ],
         )
         .await?;
         Ok(self.ended(inserted == 1))

@@ -70,11 +70,7 @@ pub fn router(state: AppState) -> Router {
 
 /// `POST /bookings {"seat": "12A"}`: books the seat at most once per key.
 async fn create(State(state): State<AppState>, keyed: Keyed) -> Response {
-    let key = keyed.request.key.clone();
-    state
-        .engine
-        .run(keyed, |body| HoldSeat::parse(body, &key))
-        .await
+    state.engine.run(keyed, HoldSeat::parse).await
 }
 
 #[derive(Serialize)]

@@ -81,6 +81,9 @@ pub struct PostgresOptions {
     /// Your own tables' migrations, applied before the engine's (under the
     /// same advisory lock) and recorded in `schema_migrations`.
     pub migrations: Migrations,
+    /// How the connections name themselves to the server
+    /// (`pg_stat_activity.application_name`); `exactly-once` by default.
+    pub application_name: String,
 }
 
 impl PostgresOptions {
@@ -93,12 +96,38 @@ impl PostgresOptions {
             key_ttl: Duration::from_secs(24 * 3600),
             lease: Duration::from_secs(30),
             migrations: Migrations::default(),
+            application_name: "exactly-once".to_owned(),
         }
     }
 
     /// Your migrations: `(version, SQL)` from 1 up, each applied once.
     pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
         self.migrations = Migrations(migrations);
+        self
+    }
+
+    /// When an answer may leave ([`Durability::Full`] by default).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How long a key's record lives.
+    pub fn key_ttl(mut self, key_ttl: Duration) -> Self {
+        self.key_ttl = key_ttl;
+        self
+    }
+
+    /// How long a stopped operation is its holder's before a retry or the
+    /// completer may take it over.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How the connections name themselves to the server.
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = name.into();
         self
     }
 }
@@ -137,7 +166,7 @@ impl PostgresStore {
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(10));
         config.tcp_user_timeout(Duration::from_secs(15));
-        config.application_name("idempotent-checkout");
+        config.application_name(&options.application_name);
         let manager = Manager::from_config(
             config,
             NoTls,

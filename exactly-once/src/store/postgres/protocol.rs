@@ -82,6 +82,7 @@ pub(super) async fn execute(
 
     let context = RunContext {
         caller: &request.caller,
+        key: &request.key,
         now_ms,
         store_ms: now_ms,
     };
@@ -276,6 +277,7 @@ pub(super) async fn advance(
     }
     let context = RunContext {
         caller: &lease.caller,
+        key: &lease.key,
         now_ms,
         store_ms: now_ms,
     };

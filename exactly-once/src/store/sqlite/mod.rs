@@ -80,6 +80,25 @@ impl SqliteOptions {
         self.migrations = Migrations(migrations);
         self
     }
+
+    /// When an answer may leave ([`Durability::Full`] by default).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How long a key's record lives.
+    pub fn key_ttl(mut self, key_ttl: Duration) -> Self {
+        self.key_ttl = key_ttl;
+        self
+    }
+
+    /// How long a stopped operation is its holder's before a retry or the
+    /// completer may take it over.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
 }
 
 /// The SQLite store: a handle to the writer thread and the read pool.
@@ -137,7 +156,11 @@ impl SqliteStore {
 
     /// Runs `read` on one of the read connections (WAL readers beside the
     /// writer, never waiting for it), on the calling thread: for your own
-    /// reads (a listing, a lookup), in the same file as the records.
+    /// reads (a listing, a lookup), in the same file as the records. The
+    /// engine's own replay lookups run so, inside async handlers: an
+    /// indexed read of a page the cache holds takes microseconds. A read
+    /// that scans (a report, an export) belongs in
+    /// `tokio::task::spawn_blocking`.
     pub fn read<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
         self.readers.with(read)
     }

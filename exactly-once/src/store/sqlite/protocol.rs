@@ -56,6 +56,7 @@ pub(super) fn execute(
 
     let context = RunContext {
         caller: &request.caller,
+        key: &request.key,
         now_ms: clock.wall,
         store_ms: clock.now,
     };
@@ -212,6 +213,7 @@ pub(super) fn advance(
     }
     let context = RunContext {
         caller: &lease.caller,
+        key: &lease.key,
         now_ms: clock.wall,
         store_ms: clock.now,
     };
