@@ -2,7 +2,10 @@
 # Benchmarks of docs/BENCHMARKS.md: each product case beside its floor (a
 # server doing the same insert or read with no idempotency at all:
 # bench/src/bin/floor.rs), back to back in one run, each on a fresh
-# database, and the ratio between them. Release builds, driven by loadgen.
+# database, and the ratio between them. New keys are also measured against
+# the minimal idempotent floor (`floor --keyed`: the key in a UNIQUE
+# (caller, key) column of the charge row, one insert per request), req/s and
+# p99 both. Release builds, driven by loadgen.
 #   scripts/bench.sh                 all cases, 10 s each, SQLite
 #   PROVIDER=0 LIVE=0 SWEEP=0 scripts/bench.sh
 #       without the provider, the file of 2 M live records, the sweeper
@@ -10,6 +13,9 @@
 #   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
 #       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
 #       starts a throwaway cluster)
+#   BUILD=0 scripts/bench.sh
+#       without building first (the binaries already built, e.g. under a
+#       machine-wide build lock)
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -20,7 +26,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 DURABILITY=${DURABILITY:-full}
-cargo build --release -p server -p psp -p bench --bins -q
+if [ "${BUILD:-1}" = 1 ]; then cargo build --release -p server -p psp -p bench --bins -q; fi
 BIN=${CARGO_TARGET_DIR:-target}/release
 
 fresh_database() { # DIR -> a database URL
@@ -33,14 +39,16 @@ fresh_database() { # DIR -> a database URL
   fi
 }
 
-# run PROGRAM SCENARIO [flags...]: prints loadgen's line, keeps its rps in $rps.
+# run PROGRAM SCENARIO [flags...]: prints loadgen's line, keeps its rps in
+# $rps and its p99 in $p99. PROGRAM is server, floor or floor-keyed (the
+# minimal idempotent floor).
 run() {
   local program=$1 scenario=$2; shift 2
   local dir; dir=$(mktemp -d)
   local database; database=$(fresh_database "$dir")
-  if [ "$program" = floor ]; then
+  if [ "$program" = floor ] || [ "$program" = floor-keyed ]; then
     "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
-      >"$dir/out" 2>"$dir/err" &
+      $([ "$program" = floor-keyed ] && echo --keyed) >"$dir/out" 2>"$dir/err" &
   else
     RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
       --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
@@ -52,10 +60,13 @@ run() {
   line=$("$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
     --duration "$DURATION" ${REQUESTS:+--requests "$REQUESTS"})
   echo "$program $line"
-  rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
+  rps=$(rps_of "$line"); p99=$(p99_of "$line")
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
 }
+
+rps_of() { sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$1"; }
+p99_of() { sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' <<<"$1"; }
 
 # filled_server FILL N [server flags...]: a server on a fresh SQLite file
 # that a first server run migrated and `loadgen --scenario FILL` then gave
@@ -73,16 +84,36 @@ filled_server() {
   addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
 }
 
+# filled_floor N: the minimal idempotent floor on a fresh SQLite file that
+# a first floor run created and `loadgen --scenario fill-keyed` then gave N
+# charges; sets $dir, $pid and $addr.
+filled_floor() {
+  local records=$1
+  dir=$(mktemp -d)
+  "$BIN/floor" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --keyed >"$dir/out" 2>/dev/null &
+  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
+  kill "$pid"; wait "$pid" || true
+  "$BIN/loadgen" --scenario fill-keyed --addr unused --database "$dir/shop.db" --requests "$records"
+  "$BIN/floor" --listen 127.0.0.1:0 --database "sqlite://$dir/shop.db" --durability "$DURABILITY" --keyed \
+    >"$dir/out2" 2>"$dir/err" &
+  pid=$!; for _ in $(seq 100); do grep -q listening "$dir/out2" 2>/dev/null && break; sleep 0.05; done
+  addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
 run floor read;       read_floor=$rps
 run server read;      read_server=$rps
-run floor new-key;    insert_floor=$rps
-run server new-key;   new_key=$rps
+run floor new-key;    insert_floor=$rps; insert_floor_p99=$p99
+run floor-keyed new-key; keyed_floor=$rps; keyed_floor_p99=$p99
+run server new-key;   new_key=$rps; new_key_p99=$p99
 run server replay;    replay=$rps
 run server storm
 echo "ratio new-key / insert floor: $(ratio "$new_key" "$insert_floor")"
+echo "ratio new-key / minimal idempotent floor: $(ratio "$new_key" "$keyed_floor")"
+echo "ratio new-key p99 / insert floor p99: $(ratio "$new_key_p99" "$insert_floor_p99")"
+echo "ratio new-key p99 / minimal idempotent floor p99: $(ratio "$new_key_p99" "$keyed_floor_p99")"
 echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
 echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
 
@@ -116,8 +147,18 @@ if [ "${LIVE:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
   echo "# new-key on a file of $LIVE_RECORDS live records:"
   line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
   echo "server $line"
-  live=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")
+  live=$(rps_of "$line"); live_p99=$(p99_of "$line")
   echo "ratio new-key on $LIVE_RECORDS records / insert floor: $(ratio "$live" "$insert_floor")"
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+  # The minimal idempotent floor on a file of as many charges under random
+  # keys: its UNIQUE (caller, key) index is as large as the product's.
+  filled_floor "$LIVE_RECORDS"
+  line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
+  echo "floor-keyed $line"
+  live_floor=$(rps_of "$line"); live_floor_p99=$(p99_of "$line")
+  echo "ratio new-key on $LIVE_RECORDS records / minimal idempotent floor on as many: $(ratio "$live" "$live_floor")"
+  echo "ratio new-key p99 on $LIVE_RECORDS records / minimal idempotent floor p99 on as many: $(ratio "$live_p99" "$live_floor_p99")"
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
 fi

@@ -9,6 +9,14 @@
 //!   into one transaction (group commit, one fsync per batch under `full`);
 //!   on PostgreSQL each request is one autocommit `INSERT` through a pool
 //!   of the product's size.
+//! - With `--keyed`, the minimal idempotent floor: the least any
+//!   idempotent server can do. The request's `Idempotency-Key` is a column
+//!   of the charge row itself, `UNIQUE (caller, key)`; each request is one
+//!   `INSERT … ON CONFLICT (caller, key) DO NOTHING`, and a duplicate key
+//!   reads the existing charge row and answers it (200). No fingerprint, no
+//!   stored answer, no expiry. On SQLite the same writer thread and group
+//!   commit as above; on PostgreSQL one autocommit statement per request
+//!   (PostgreSQL groups concurrent commits into shared WAL flushes itself).
 //! - `GET /inventory/ITEM` is one indexed read.
 //!
 //! Nothing here is checked beyond what the insert needs: it is a floor,
@@ -37,12 +45,16 @@ CREATE TABLE IF NOT EXISTS charges (
     id TEXT PRIMARY KEY, caller BYTEA NOT NULL, amount BIGINT NOT NULL,
     currency TEXT NOT NULL, description TEXT, created BIGINT NOT NULL);
 CREATE INDEX IF NOT EXISTS charges_by_caller ON charges (caller, id);
+CREATE TABLE IF NOT EXISTS keyed_charges (
+    id TEXT PRIMARY KEY, caller BYTEA NOT NULL, key TEXT NOT NULL, amount BIGINT NOT NULL,
+    currency TEXT NOT NULL, description TEXT, created BIGINT NOT NULL, UNIQUE (caller, key));
+CREATE INDEX IF NOT EXISTS keyed_charges_by_caller ON keyed_charges (caller, id);
 CREATE TABLE IF NOT EXISTS inventory (item_id TEXT PRIMARY KEY, available BIGINT NOT NULL);
 INSERT INTO inventory (item_id, available) VALUES ('sku-tee', 100) ON CONFLICT DO NOTHING;";
 
 #[derive(Parser)]
 #[command(
-    about = "A floor server: one insert per charge, one read per stock query, no idempotency"
+    about = "A floor server: one insert per charge (with --keyed, keyed by a UNIQUE column), one read per stock query"
 )]
 struct Args {
     /// Address to bind (port 0 picks one; printed as `listening on http://ADDR`).
@@ -54,22 +66,44 @@ struct Args {
     /// `full` (fsync per commit) or `relaxed`.
     #[arg(long, default_value = "full")]
     durability: String,
+    /// The minimal idempotent floor: the `Idempotency-Key` in a
+    /// `UNIQUE (caller, key)` column of the charge row, one insert per
+    /// request, a duplicate answered from the existing row.
+    #[arg(long)]
+    keyed: bool,
 }
 
 /// One charge row.
 struct Row {
     id: String,
     caller: Vec<u8>,
+    /// The `Idempotency-Key` (`--keyed` only).
+    key: Option<String>,
     amount: i64,
     currency: String,
     description: Option<String>,
     created: i64,
 }
 
+/// What the insert did: `None` if it could not be stored, else whether it
+/// inserted the row (`Stored::New`) or found the key's row already there.
+enum Stored {
+    New,
+    Existing(Row),
+}
+
+type Reply = oneshot::Sender<Option<Stored>>;
+
+#[derive(Clone)]
+struct App {
+    db: Db,
+    keyed: bool,
+}
+
 #[derive(Clone)]
 enum Db {
     Sqlite {
-        inserts: mpsc::Sender<(Row, oneshot::Sender<bool>)>,
+        inserts: mpsc::Sender<(Row, Reply)>,
         readers: Arc<Mutex<Vec<rusqlite::Connection>>>,
         path: String,
     },
@@ -87,7 +121,10 @@ async fn main() {
     let app = Router::new()
         .route("/charges", post(create))
         .route("/inventory/{item}", get(stock))
-        .with_state(db);
+        .with_state(App {
+            db,
+            keyed: args.keyed,
+        });
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .expect("bind");
@@ -116,11 +153,16 @@ fn open_sqlite(path: &str, full: bool) -> Db {
     }
 }
 
+const INSERT: &str = "INSERT INTO charges (id, caller, amount, currency, description, created)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+const INSERT_KEYED: &str =
+    "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (caller, key) DO NOTHING";
+const SELECT_KEYED: &str = "SELECT id, amount, currency, description, created
+     FROM keyed_charges WHERE caller = ?1 AND key = ?2";
+
 /// The writer thread: every queued insert in one transaction, then answer.
-fn write_batches(
-    mut conn: rusqlite::Connection,
-    mut queue: mpsc::Receiver<(Row, oneshot::Sender<bool>)>,
-) {
+fn write_batches(mut conn: rusqlite::Connection, mut queue: mpsc::Receiver<(Row, Reply)>) {
     while let Some(first) = queue.blocking_recv() {
         let mut batch = vec![first];
         while let Ok(next) = queue.try_recv() {
@@ -131,26 +173,67 @@ fn write_batches(
         }
         let result = (|| {
             let tx = conn.transaction()?;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO charges (id, caller, amount, currency, description, created)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for (row, _) in &batch {
-                    insert.execute(rusqlite::params![
-                        row.id,
-                        row.caller,
-                        row.amount,
-                        row.currency,
-                        row.description,
-                        row.created
-                    ])?;
+            let mut stored = Vec::with_capacity(batch.len());
+            for (row, _) in &batch {
+                stored.push(match &row.key {
+                    None => {
+                        tx.prepare_cached(INSERT)?.execute(rusqlite::params![
+                            row.id,
+                            row.caller,
+                            row.amount,
+                            row.currency,
+                            row.description,
+                            row.created
+                        ])?;
+                        Stored::New
+                    }
+                    Some(key) => {
+                        let inserted =
+                            tx.prepare_cached(INSERT_KEYED)?.execute(rusqlite::params![
+                                row.id,
+                                row.caller,
+                                key,
+                                row.amount,
+                                row.currency,
+                                row.description,
+                                row.created
+                            ])?;
+                        if inserted == 1 {
+                            Stored::New
+                        } else {
+                            let existing = tx.prepare_cached(SELECT_KEYED)?.query_row(
+                                rusqlite::params![row.caller, key],
+                                |r| {
+                                    Ok(Row {
+                                        id: r.get(0)?,
+                                        caller: row.caller.clone(),
+                                        key: Some(key.clone()),
+                                        amount: r.get(1)?,
+                                        currency: r.get(2)?,
+                                        description: r.get(3)?,
+                                        created: r.get(4)?,
+                                    })
+                                },
+                            )?;
+                            Stored::Existing(existing)
+                        }
+                    }
+                });
+            }
+            tx.commit()?;
+            Ok::<_, rusqlite::Error>(stored)
+        })();
+        match result {
+            Ok(stored) => {
+                for ((_, reply), stored) in batch.into_iter().zip(stored) {
+                    let _ = reply.send(Some(stored));
                 }
             }
-            tx.commit()
-        })();
-        for (_, reply) in batch {
-            let _ = reply.send(result.is_ok());
+            Err(_) => {
+                for (_, reply) in batch {
+                    let _ = reply.send(None);
+                }
+            }
         }
     }
 }
@@ -180,14 +263,24 @@ async fn open_postgres(url: &str, full: bool) -> Db {
     Db::Postgres(pool)
 }
 
-async fn create(State(db): State<Db>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+async fn create(State(app): State<App>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let key = match app.keyed {
+        false => None,
+        true => match headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+            Some(key) => Some(key.to_owned()),
+            None => return StatusCode::BAD_REQUEST.into_response(),
+        },
+    };
     let row = Row {
         id: format!("ch_{}", uuid::Uuid::now_v7().simple()),
-        caller: Sha256::digest(token.as_bytes()).to_vec(),
+        // The product's caller: the SHA-256 of the bearer token (so
+        // `loadgen --scenario fill-keyed` writes rows of the same caller).
+        caller: Sha256::digest(token.trim_start_matches("Bearer ").as_bytes()).to_vec(),
+        key,
         amount: body["amount"].as_i64().unwrap_or(0),
         currency: body["currency"].as_str().unwrap_or("usd").to_owned(),
         description: body["description"].as_str().map(str::to_owned),
@@ -195,55 +288,106 @@ async fn create(State(db): State<Db>, headers: HeaderMap, Json(body): Json<Value
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64),
     };
-    let answer = json!({
-        "id": row.id, "amount": row.amount, "currency": row.currency,
-        "description": row.description, "status": "succeeded", "created": row.created,
-    });
-    let stored = match db {
+    let answer = |row: &Row| {
+        json!({
+            "id": row.id, "amount": row.amount, "currency": row.currency,
+            "description": row.description, "status": "succeeded", "created": row.created,
+        })
+    };
+    let new = answer(&row);
+    let stored = match app.db {
         Db::Sqlite { inserts, .. } => {
             let (reply, done) = oneshot::channel();
             match inserts.send((row, reply)).await {
-                Ok(()) => done.await.unwrap_or(false),
-                Err(_) => false,
+                Ok(()) => done.await.ok().flatten(),
+                Err(_) => None,
             }
         }
-        Db::Postgres(pool) => match pool.get().await {
-            // A statement prepared once per connection, as the product's are.
-            Ok(client) => match client
-                .prepare_cached(
-                    "INSERT INTO charges (id, caller, amount, currency, description, created)
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .await
-            {
-                Ok(insert) => client
-                    .execute(
-                        &insert,
-                        &[
-                            &row.id,
-                            &row.caller,
-                            &row.amount,
-                            &row.currency,
-                            &row.description,
-                            &row.created,
-                        ],
-                    )
-                    .await
-                    .is_ok(),
-                Err(_) => false,
-            },
-            Err(_) => false,
-        },
+        Db::Postgres(pool) => insert_postgres(&pool, row).await,
     };
-    if stored {
-        (StatusCode::CREATED, Json(answer)).into_response()
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE.into_response()
+    match stored {
+        Some(Stored::New) => (StatusCode::CREATED, Json(new)).into_response(),
+        Some(Stored::Existing(row)) => (StatusCode::OK, Json(answer(&row))).into_response(),
+        None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }
 
-async fn stock(State(db): State<Db>, Path(item): Path<String>) -> Response {
-    let available: Option<i64> = match db {
+/// One autocommit statement (prepared once per connection, as the
+/// product's are); a keyed duplicate then reads the existing row.
+async fn insert_postgres(pool: &Pool, row: Row) -> Option<Stored> {
+    let client = pool.get().await.ok()?;
+    let Some(key) = &row.key else {
+        let insert = client
+            .prepare_cached(
+                "INSERT INTO charges (id, caller, amount, currency, description, created)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .await
+            .ok()?;
+        client
+            .execute(
+                &insert,
+                &[
+                    &row.id,
+                    &row.caller,
+                    &row.amount,
+                    &row.currency,
+                    &row.description,
+                    &row.created,
+                ],
+            )
+            .await
+            .ok()?;
+        return Some(Stored::New);
+    };
+    let insert = client
+        .prepare_cached(
+            "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (caller, key) DO NOTHING",
+        )
+        .await
+        .ok()?;
+    let inserted = client
+        .execute(
+            &insert,
+            &[
+                &row.id,
+                &row.caller,
+                key,
+                &row.amount,
+                &row.currency,
+                &row.description,
+                &row.created,
+            ],
+        )
+        .await
+        .ok()?;
+    if inserted == 1 {
+        return Some(Stored::New);
+    }
+    // The insert waited for any transaction holding the key, so the row is
+    // committed and this statement's snapshot sees it.
+    let select = client
+        .prepare_cached(
+            "SELECT id, amount, currency, description, created
+             FROM keyed_charges WHERE caller = $1 AND key = $2",
+        )
+        .await
+        .ok()?;
+    let existing = client.query_one(&select, &[&row.caller, key]).await.ok()?;
+    Some(Stored::Existing(Row {
+        id: existing.get(0),
+        caller: row.caller.clone(),
+        key: row.key.clone(),
+        amount: existing.get(1),
+        currency: existing.get(2),
+        description: existing.get(3),
+        created: existing.get(4),
+    }))
+}
+
+async fn stock(State(app): State<App>, Path(item): Path<String>) -> Response {
+    let available: Option<i64> = match app.db {
         Db::Sqlite { readers, path, .. } => {
             let conn = readers.lock().expect("readers").pop();
             let conn = conn.unwrap_or_else(|| {

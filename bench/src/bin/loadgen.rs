@@ -68,6 +68,11 @@ enum Scenario {
     /// under random keys straight into `--database`: the file a day of
     /// traffic leaves, which new keys then land among.
     FillLive,
+    /// Not a load: writes `--requests` charges of loadgen's own caller
+    /// under random keys straight into the keyed floor's `--database`
+    /// (`floor --keyed`, already run once to create it): the same file
+    /// for the minimal idempotent floor.
+    FillKeyed,
 }
 
 struct Sample {
@@ -82,12 +87,13 @@ async fn main() {
     if let Some(fill) = match args.scenario {
         Scenario::FillExpired => Some(Fill::Expired),
         Scenario::FillLive => Some(Fill::Live),
+        Scenario::FillKeyed => Some(Fill::Keyed),
         _ => None,
     } {
         let path = args
             .database
             .as_deref()
-            .expect("fill-expired and fill-live need --database");
+            .expect("fill-expired, fill-live and fill-keyed need --database");
         return fill.write(path, args.requests);
     }
     let run_id = std::process::id();
@@ -230,6 +236,8 @@ enum Fill {
     Expired,
     /// Live for another day, all loadgen's own caller.
     Live,
+    /// The keyed floor's charges, all loadgen's own caller.
+    Keyed,
 }
 
 impl Fill {
@@ -240,6 +248,7 @@ impl Fill {
         match self {
             Fill::Expired => ("expired", now_ms - 3_600_000 - day, now_ms - 3_600_000),
             Fill::Live => ("live", now_ms, now_ms + day),
+            Fill::Keyed => ("keyed floor", now_ms, now_ms + day),
         }
     }
 
@@ -247,7 +256,7 @@ impl Fill {
     fn caller(self, i: usize, own: [u8; 32]) -> [u8; 32] {
         match self {
             Fill::Expired => [(i / 100) as u8; 32],
-            Fill::Live => own,
+            Fill::Live | Fill::Keyed => own,
         }
     }
 
@@ -265,7 +274,21 @@ impl Fill {
         // The server's caller is the SHA-256 of the bearer token.
         let own: [u8; 32] = Sha256::digest(TOKEN.trim_start_matches("Bearer ")).into();
         let tx = conn.transaction().expect("begin");
-        {
+        if self == Fill::Keyed {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
+                     VALUES (?1, ?2, ?3, 1999, 'usd', 'cart 42', ?4)",
+                )
+                .expect("prepare");
+            for _ in 0..count {
+                let id = format!("ch_{}", uuid::Uuid::now_v7().simple());
+                let key = uuid::Uuid::new_v4().to_string();
+                insert
+                    .execute(rusqlite::params![id, &own[..], key, created / 1000])
+                    .expect("insert");
+            }
+        } else {
             let mut insert = tx
                 .prepare(
                     "INSERT INTO idempotency_keys
