@@ -77,6 +77,30 @@ impl Batches {
     }
 }
 
+/// Adds what is queued to `batch`, up to [`MAX_ROWS`]. When the queue
+/// looks empty after the first job, the request tasks already woken run
+/// first (one turn of the scheduler, no timer): the answers of the last
+/// statement all send their next request at once, and without the turn
+/// its first one or two would take a statement for themselves.
+async fn fill(batch: &mut Vec<Job>, jobs: &mut mpsc::Receiver<Job>) {
+    loop {
+        let before = batch.len();
+        while batch.len() < MAX_ROWS {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if batch.len() == MAX_ROWS || (batch.len() == before && before > 1) {
+            return;
+        }
+        tokio::task::yield_now().await;
+        if batch.len() == before && jobs.is_empty() {
+            return;
+        }
+    }
+}
+
 /// Takes whatever is queued, up to [`MAX_ROWS`], whenever fewer than
 /// [`CONCURRENT`] statements run.
 async fn collect(pool: Pool, mut jobs: mpsc::Receiver<Job>) {
@@ -89,12 +113,7 @@ async fn collect(pool: Pool, mut jobs: mpsc::Receiver<Job>) {
             return;
         };
         let mut batch = vec![first];
-        while batch.len() < MAX_ROWS {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+        fill(&mut batch, &mut jobs).await;
         let pool = pool.clone();
         tokio::spawn(async move {
             run(&pool, batch).await;
