@@ -35,12 +35,10 @@ impl OperationId {
         format!("eo_{}", hex::encode(hash.finalize()))
     }
 
-    /// The downstream key of a run whose first phase was recorded by a
-    /// release that derived it from the caller and the key alone (before
-    /// runs had keys of their own): such a run must go on with the key it
-    /// may already have sent.
-    pub fn legacy_downstream_key(&self) -> String {
-        format!("eo_{}", hex::encode(self.0))
+    /// The hash itself, for an application that derives names of its own
+    /// from the operation.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 }
 
@@ -74,7 +72,7 @@ mod tests {
 
     /// A key sent again after its record expired is a new run: it must not
     /// send the service downstream the key of the first run (which it holds
-    /// with the first run's parameters), and no run sends the legacy key.
+    /// with the first run's parameters).
     #[test]
     fn two_runs_of_one_key_send_two_downstream_keys() {
         let key = IdempotencyKey::parse(b"8e03c5a2-1f4b").unwrap();
@@ -84,7 +82,5 @@ mod tests {
             op.downstream_key("ch_second"),
         );
         assert_ne!(first, second);
-        assert_ne!(first, op.legacy_downstream_key());
-        assert_eq!(op.legacy_downstream_key().len(), 67);
     }
 }

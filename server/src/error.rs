@@ -43,8 +43,10 @@ impl ApiError {
         Self::Engine(exactly_once::Error::internal(what))
     }
 
-    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
-        match self {
+    /// Status, problem type and title of the shop's own errors; `None`
+    /// for the engine's, which render themselves.
+    fn parts(&self) -> Option<(StatusCode, &'static str, &'static str)> {
+        Some(match self {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             Self::InvalidRequest(_) => (
                 StatusCode::BAD_REQUEST,
@@ -57,22 +59,27 @@ impl ApiError {
                 "Method not allowed",
             ),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
-            Self::Engine(e) => (e.status(), "", ""),
-        }
+            Self::Engine(_) => return None,
+        })
     }
 
     /// The status code this error answers with.
     pub fn status(&self) -> StatusCode {
-        self.parts().0
+        match self {
+            Self::Engine(e) => e.status(),
+            own => own
+                .parts()
+                .map_or(StatusCode::INTERNAL_SERVER_ERROR, |p| p.0),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, slug, title) = self.parts();
         if let Self::Engine(e) = self {
             return e.into_response();
         }
+        let (status, slug, title) = self.parts().expect("the shop's own errors have parts");
         let detail = self.to_string();
         let mut response = Problem::new(status, slug, title, &detail).into_response();
         if let Self::Unauthorized(_) = self {

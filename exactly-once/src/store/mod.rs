@@ -20,6 +20,38 @@
 //! in [`crate::record`]. Each operation is the application's own type that
 //! implements [`Operation`]: its SQL, on each backend it supports.
 
+/// The setters both stores' options share: migrations, durability, TTL,
+/// lease (fields of those names on the options type).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! store_option_setters {
+    () => {
+        /// Your migrations: `(version, SQL)` from 1 up, each applied once.
+        pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
+            self.migrations = $crate::store::schema::Migrations(migrations);
+            self
+        }
+
+        /// When an answer may leave ([`Durability::Full`] by default).
+        pub fn durability(mut self, durability: $crate::store::Durability) -> Self {
+            self.durability = durability;
+            self
+        }
+
+        /// How long a key's record lives.
+        pub fn key_ttl(mut self, key_ttl: std::time::Duration) -> Self {
+            self.key_ttl = key_ttl;
+            self
+        }
+
+        /// How long a stopped operation is its holder's before a retry or
+        /// the completer may take it over.
+        pub fn lease(mut self, lease: std::time::Duration) -> Self {
+            self.lease = lease;
+            self
+        }
+    };
+}
+
 #[cfg(feature = "sqlite")]
 pub mod migrations;
 #[cfg(feature = "postgres")]

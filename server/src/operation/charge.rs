@@ -155,12 +155,20 @@ impl StartCharge {
     }
 }
 
+/// The downstream key of a charge whose first phase was recorded by a
+/// release that derived it from the caller and the key alone (before runs
+/// had keys of their own): such a run must go on with the key it may
+/// already have sent.
+fn legacy_downstream_key(operation: &OperationId) -> String {
+    format!("eo_{}", hex::encode(operation.as_bytes()))
+}
+
 impl PendingCharge {
     /// The `Idempotency-Key` the provider is sent for this charge: the same
     /// for every attempt, resumption and instance of this run.
     pub fn downstream_key(&self, operation: &OperationId) -> String {
         match self.key_scheme {
-            KeyScheme::PerOperation => operation.legacy_downstream_key(),
+            KeyScheme::PerOperation => legacy_downstream_key(operation),
             KeyScheme::PerRun => operation.downstream_key(&self.id),
         }
     }
@@ -301,7 +309,8 @@ mod tests {
         let caller = crate::domain::Caller::from_bytes([7; 32]);
         let key = crate::domain::IdempotencyKey::parse(b"8e03c5a2").unwrap();
         let op = OperationId::new(&caller, &key);
-        assert_eq!(pending.downstream_key(&op), op.legacy_downstream_key());
+        assert_eq!(pending.downstream_key(&op), legacy_downstream_key(&op));
+        assert_eq!(legacy_downstream_key(&op).len(), 67);
 
         let fresh = PendingCharge {
             key_scheme: KeyScheme::PerRun,
@@ -310,5 +319,7 @@ mod tests {
         let back = PendingCharge::from_state(&serde_json::to_string(&fresh).unwrap()).unwrap();
         assert_eq!(back, fresh);
         assert_eq!(back.downstream_key(&op), op.downstream_key(&pending.id));
+        // No run sends the legacy key.
+        assert_ne!(back.downstream_key(&op), legacy_downstream_key(&op));
     }
 }

@@ -100,30 +100,7 @@ impl PostgresOptions {
         }
     }
 
-    /// Your migrations: `(version, SQL)` from 1 up, each applied once.
-    pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
-        self.migrations = Migrations(migrations);
-        self
-    }
-
-    /// When an answer may leave ([`Durability::Full`] by default).
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
-    /// How long a key's record lives.
-    pub fn key_ttl(mut self, key_ttl: Duration) -> Self {
-        self.key_ttl = key_ttl;
-        self
-    }
-
-    /// How long a stopped operation is its holder's before a retry or the
-    /// completer may take it over.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
+    store_option_setters!();
 
     /// How the connections name themselves to the server.
     pub fn application_name(mut self, name: impl Into<String>) -> Self {

@@ -75,30 +75,7 @@ impl SqliteOptions {
         }
     }
 
-    /// Your migrations: `(version, SQL)` from 1 up, each applied once.
-    pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
-        self.migrations = Migrations(migrations);
-        self
-    }
-
-    /// When an answer may leave ([`Durability::Full`] by default).
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
-    /// How long a key's record lives.
-    pub fn key_ttl(mut self, key_ttl: Duration) -> Self {
-        self.key_ttl = key_ttl;
-        self
-    }
-
-    /// How long a stopped operation is its holder's before a retry or the
-    /// completer may take it over.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
+    store_option_setters!();
 }
 
 /// The SQLite store: a handle to the writer thread and the read pool.
