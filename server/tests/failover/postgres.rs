@@ -7,21 +7,23 @@ use std::time::{Duration, Instant};
 use testkit::Postgres;
 
 /// `pg_terminate_backend` for every session whose COMMIT waits for the
-/// synchronous standby; how many.
-pub(crate) async fn terminate_sync_waiters(primary: &Postgres) -> usize {
+/// synchronous standby; the statements they waited in (the start of each),
+/// so a run shows which phases it ended.
+pub(crate) async fn terminate_sync_waiters(primary: &Postgres) -> Vec<String> {
     let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     let rows = client
         .query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE wait_event = 'SyncRep'",
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40), \
+                    pg_terminate_backend(pid) \
+             FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
             &[],
         )
         .await
         .unwrap();
-    rows.len()
+    rows.iter().map(|row| row.get::<_, String>(0)).collect()
 }
 
 /// The pid of the primary's WAL sender (its one standby's).
