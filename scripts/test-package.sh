@@ -3,8 +3,10 @@
 # exactly-once-client (client-wasm/pkg/):
 #
 #   1. the size budget: scripts/build-wasm.sh --check (builds the package);
-#   2. the tarball of `npm pack`: its files, its package.json, declarations
-#      without `any` (client-wasm/package/tests/manifest.mjs);
+#   2. the tarball of `npm pack`: its files (the module compiles its own
+#      wasm in Node), its package.json, declarations without `any`, a clear
+#      error when the module is read in another charset than UTF-8
+#      (client-wasm/package/tests/manifest.mjs);
 #   3. types: the Vite app's strict TypeScript consumer
 #      (client-wasm/package/tests/app/main.ts), the checks of issue 24's
 #      types (app/types.ts), the package README's quick start and every
@@ -71,9 +73,10 @@ read -r version license < <(cargo metadata --no-deps --format-version 1 |
              const c = m.packages.find((p) => p.name === "client-wasm");
              console.log(c.version, c.license)')
 manifest() { node client-wasm/package/tests/manifest.mjs "$package" "$version" "$license" "$1"; }
-check the_tarball_holds_the_module_the_wasm_the_types_and_the_readme manifest files
+check the_tarball_holds_the_module_with_its_wasm_the_types_and_the_readme manifest files
 check package_json_names_the_package_with_the_crates_version_and_license manifest manifest
 check the_declarations_say_no_any_and_post_resolves_to_outcome_of_t manifest no-any
+check a_module_read_in_another_charset_than_utf8_fails_clearly manifest charset
 
 # The app, with the package installed from the tarball (the package has no
 # dependencies; the app's pinned devDependencies, the recipes' libraries,
@@ -101,7 +104,7 @@ ssr_import() {
 }
 check importing_the_package_on_the_server_throws_nothing ssr_import
 vite_build() {
-    (cd "$app" && vite build --logLevel warn) && ls "$app"/dist/assets/*.wasm
+    (cd "$app" && vite build --logLevel warn)
 }
 check vite_build_bundles_the_package_with_its_defaults vite_build
 

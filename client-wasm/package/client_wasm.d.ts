@@ -10,22 +10,23 @@ export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembl
 /** What `initSync` takes: the module's bytes, or a compiled module. */
 export type SyncInitInput = BufferSource | WebAssembly.Module;
 
-/** The instantiated module's exports; pages need none of them. */
-export interface InitOutput {
-  readonly memory: WebAssembly.Memory;
-}
+/** The instantiated module's exports (their names are minified); pages need none of them. */
+export type InitOutput = WebAssembly.Exports;
 
 /**
- * Loads and instantiates the module, once; call it before anything else.
- * Without an argument it fetches `client_wasm_bg.wasm` next to this file
- * (bundlers such as Vite emit it as an asset).
+ * Compiles and instantiates the module, once; call it before anything else.
+ * Without an argument it uses the wasm's bytes inside this file (no second
+ * request); a page that hosts a module of its own may pass it instead.
  */
 export default function init(
   module_or_path?: { module_or_path: InitInput | Promise<InitInput> } | InitInput | Promise<InitInput>,
 ): Promise<InitOutput>;
 
-/** Instantiates the module synchronously from its bytes or a compiled module. */
-export function initSync(module: { module: SyncInitInput } | SyncInitInput): InitOutput;
+/**
+ * Instantiates the module synchronously: without an argument from the bytes
+ * inside this file, or from the bytes or compiled module given.
+ */
+export function initSync(module?: { module: SyncInitInput } | SyncInitInput): InitOutput;
 /** Options of {@link IdempotentClient}. Every member is optional. */
 export interface ClientOptions {
   /** Prefix of every request URL (`baseUrl + path`). Default: the page's origin. */

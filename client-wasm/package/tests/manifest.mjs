@@ -1,19 +1,26 @@
 // Checks an unpacked `npm pack` tarball of exactly-once-client the way an
 // app that installs it depends on it (scripts/test-package.sh):
 //
-//   node manifest.mjs PACKAGE_DIR VERSION LICENSE files|manifest|no-any
+//   node manifest.mjs PACKAGE_DIR VERSION LICENSE files|manifest|no-any|charset
 //
-//   files     the tarball holds the module, the wasm, the declarations,
-//             the README and package.json
+//   files     the tarball holds the module, the declarations, the README
+//             and package.json; the module holds the wasm: Node imports it
+//             and `initSync()` with no argument compiles and instantiates
+//             it (no second file to serve)
 //   manifest  package.json: the name, the crate's version and license, an
 //             ES module whose `exports` and `types` point at files in the
 //             tarball, `files`, `sideEffects`
 //   no-any    the declarations the package exposes never say `any`
 //             (comments aside)
+//   charset   the module read as Latin-1 instead of UTF-8 (a classic
+//             script in a page of another charset) makes `initSync()`
+//             throw a clear error, not compile garbage
 //
 // Prints what is wrong and exits 1, or exits 0.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 
 const [dir, version, license, check] = process.argv.slice(2);
 const problems = [];
@@ -21,16 +28,19 @@ const expect = (condition, problem) => condition || problems.push(problem);
 const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
 
 if (check === "files") {
-  for (const file of ["client_wasm.js", "client_wasm_bg.wasm", "client_wasm.d.ts", "README.md", "package.json"]) {
+  for (const file of ["client_wasm.js", "client_wasm.d.ts", "README.md", "package.json"]) {
     expect(existsSync(join(dir, file)), file + " is missing");
   }
+  const module = await import(pathToFileURL(join(dir, "client_wasm.js")).href);
+  const exports = module.initSync();
+  expect(Object.values(exports ?? {}).some((v) => v instanceof WebAssembly.Memory), "initSync() gave no instance of the wasm");
 } else if (check === "manifest") {
   expect(manifest.name === "exactly-once-client", "name is " + manifest.name);
   expect(manifest.version === version, `version is ${manifest.version}, the crate's is ${version}`);
   expect(manifest.license === license, `license is ${manifest.license}, the crate's is ${license}`);
   expect(manifest.type === "module", "type is not module");
   expect(manifest.sideEffects === false, "sideEffects is not false");
-  expect(Array.isArray(manifest.files) && manifest.files.includes("client_wasm_bg.wasm"), "files lacks the wasm");
+  expect(Array.isArray(manifest.files) && manifest.files.includes("client_wasm.js"), "files lacks the module");
   const root = manifest.exports?.["."];
   expect(root?.types === manifest.types, "exports['.'].types differs from types");
   for (const target of [manifest.types, root?.types, root?.default, manifest.main]) {
@@ -46,8 +56,19 @@ if (check === "files") {
   }
   expect(/\bpost<T = unknown>\(.*\): Promise<Outcome<T>>/.test(types), "post<T> does not resolve to Outcome<T>");
   expect(/\bsend<T = unknown>\(.*\): Promise<Outcome<T>>/.test(types), "send<T> does not resolve to Outcome<T>");
+} else if (check === "charset") {
+  const misread = join(mkdtempSync(join(tmpdir(), "charset-")), "client_wasm.js");
+  writeFileSync(misread, readFileSync(join(dir, "client_wasm.js")).toString("latin1"), "utf8");
+  const module = await import(pathToFileURL(misread).href);
+  let thrown;
+  try {
+    module.initSync();
+  } catch (error) {
+    thrown = String(error);
+  }
+  expect(/must be loaded as UTF-8/.test(thrown ?? ""), "initSync() of the misread module: " + (thrown ?? "no error"));
 } else {
-  console.error("usage: node manifest.mjs PACKAGE_DIR VERSION LICENSE files|manifest|no-any");
+  console.error("usage: node manifest.mjs PACKAGE_DIR VERSION LICENSE files|manifest|no-any|charset");
   process.exit(2);
 }
 for (const problem of problems) console.error("  " + problem);

@@ -62,12 +62,12 @@ export function race_in_windows(server, options, operations, body) {
 }
 
 // Runs the client in a sandboxed frame (opaque origin: no localStorage,
-// Web Locks refused, `location.origin === "null"`). The module and the
-// wasm are handed over by message: the frame's origin cannot fetch them
-// by CORS. Resolves with what the frame saw.
+// Web Locks refused, `location.origin === "null"`). The module, which
+// holds the wasm, is handed over by message (the frame's origin cannot
+// fetch it by CORS) and imported from a blob URL. Resolves with what the
+// frame saw.
 export async function in_opaque_origin(server) {
   const js = await (await fetch(server + "/pkg/client_wasm.js")).text();
-  const wasm = await (await fetch(server + "/pkg/client_wasm_bg.wasm")).arrayBuffer();
   const frame = document.createElement("iframe");
   frame.sandbox = "allow-scripts";
   frame.srcdoc = `<!doctype html><script type="module">
@@ -76,7 +76,7 @@ export async function in_opaque_origin(server) {
       try {
         const url = URL.createObjectURL(new Blob([e.data.js], { type: "text/javascript" }));
         const { default: init, IdempotentClient, IdempotencyError } = await import(url);
-        await init({ module_or_path: e.data.wasm });
+        await init();
         let sent = 0;
         const realFetch = globalThis.fetch;
         globalThis.fetch = (...args) => { sent += 1; return realFetch(...args); };
@@ -109,7 +109,7 @@ export async function in_opaque_origin(server) {
     addEventListener("message", function listener(e) {
       if (e.source !== frame.contentWindow) return;
       if (e.data === "ready") {
-        frame.contentWindow.postMessage({ js, wasm }, "*");
+        frame.contentWindow.postMessage({ js }, "*");
         return;
       }
       clearTimeout(timer);
