@@ -24,10 +24,15 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_postgres::error::SqlState;
 
 /// Statements running at once, each on a pooled connection of its own.
-/// Measured on 2 cores with PostgreSQL beside the server (docs/BENCHMARKS.md):
-/// 2 gave 0.81-0.92× the plain-INSERT floor, 1 0.74-0.83×, 3 0.79-0.80×,
-/// 4 0.67-0.73×, 8 and 16 less; fewer statements carry more rows each.
-const CONCURRENT: usize = 2;
+/// Measured on 2 cores with PostgreSQL beside the server (docs/BENCHMARKS.md,
+/// "Issue 28's PostgreSQL tail"): since a batch takes one scheduler turn
+/// before it closes ([`fill`]), 4 keeps 2's new keys a second (medians
+/// 12.0k and 12.3k, the minimal idempotent floor's 12.1k, 12-14 runs each
+/// by turns) with a shorter, steadier tail: p99 a median 5.0 ms, above 9 ms
+/// in 1 run of 14, against 6.0 ms and 4 runs of 12 (the floor's 6.0 ms).
+/// Before that turn, 2 gave 0.81-0.92× the plain-INSERT floor, 1
+/// 0.74-0.83×, 3 0.79-0.80×, 4 0.67-0.73×, 8 and 16 less.
+const CONCURRENT: usize = 4;
 /// Requests queued for a statement, at most; more wait to be queued.
 const QUEUED: usize = 1024;
 
