@@ -12,7 +12,7 @@
 #   DURATION=5s CONNECTIONS=32 scripts/bench.sh
 #   BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres SWEEP=0 scripts/bench.sh
 #       the same cases on a fresh PostgreSQL database each (scripts/postgres.sh
-#       starts a throwaway cluster)
+#       starts a throwaway cluster), the 2 M live records written by SQL
 #   BUILD=0 scripts/bench.sh
 #       without building first (the binaries already built, e.g. under a
 #       machine-wide build lock)
@@ -154,6 +154,58 @@ if [ "${LIVE:-1}" = 1 ] && [ -z "${BENCH_POSTGRES_URL:-}" ]; then
   # The minimal idempotent floor on a file of as many charges under random
   # keys: its UNIQUE (caller, key) index is as large as the product's.
   filled_floor "$LIVE_RECORDS"
+  line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
+  echo "floor-keyed $line"
+  live_floor=$(rps_of "$line"); live_floor_p99=$(p99_of "$line")
+  echo "ratio new-key on $LIVE_RECORDS records / minimal idempotent floor on as many: $(ratio "$live" "$live_floor")"
+  echo "ratio new-key p99 on $LIVE_RECORDS records / minimal idempotent floor p99 on as many: $(ratio "$live_p99" "$live_floor_p99")"
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+fi
+
+if [ "${LIVE:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
+  # The same on PostgreSQL: a fresh database that a first run migrated,
+  # given LIVE_RECORDS rows by one INSERT ... SELECT (the records under
+  # loadgen's caller, finished and live for a day; the floor's charges
+  # under as many keys), then VACUUM ANALYZE, as a day of traffic and
+  # autovacuum would leave it.
+  LIVE_RECORDS=${LIVE_RECORDS:-2000000}
+  caller="sha256(convert_to('bench-token-0123456789', 'UTF8'))"
+  # pg_filled PROGRAM SQL: sets $dir, $pid and $addr.
+  pg_filled() {
+    local program=$1 sql=$2
+    dir=$(mktemp -d)
+    local database; database=$(fresh_database "$dir")
+    start() {
+      if [ "$program" = floor-keyed ]; then
+        "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" --keyed >"$dir/$1" 2>"$dir/err" &
+      else
+        RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
+          --www "$dir" >"$dir/$1" 2>"$dir/err" &
+      fi
+      pid=$!; for _ in $(seq 100); do grep -q listening "$dir/$1" 2>/dev/null && break; sleep 0.05; done
+    }
+    start out; kill "$pid"; wait "$pid" || true
+    psql -q "$database" -c "$sql" -c "VACUUM ANALYZE"
+    start out2
+    addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
+  }
+  pg_filled server "INSERT INTO idempotency_keys
+      (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)
+    SELECT $caller, gen_random_uuid()::text, '\\x$(printf '0%.0s' $(seq 64))'::bytea, 'finished', 201,
+      convert_to('{\"id\":\"ch_0\",\"amount\":1999,\"currency\":\"usd\",\"status\":\"succeeded\"}', 'UTF8'),
+      now(), now() + interval '1 day'
+    FROM generate_series(1, $LIVE_RECORDS)"
+  echo "# new-key on a database of $LIVE_RECORDS live records:"
+  line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
+  echo "server $line"
+  live=$(rps_of "$line"); live_p99=$(p99_of "$line")
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+  pg_filled floor-keyed "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
+    SELECT 'ch_' || replace(gen_random_uuid()::text, '-', ''), $caller, gen_random_uuid()::text,
+      1999, 'usd', 'cart 42', extract(epoch FROM now())::bigint
+    FROM generate_series(1, $LIVE_RECORDS)"
   line=$("$BIN/loadgen" --addr "$addr" --scenario new-key --connections "$CONNECTIONS" --duration "$DURATION")
   echo "floor-keyed $line"
   live_floor=$(rps_of "$line"); live_floor_p99=$(p99_of "$line")
