@@ -168,7 +168,8 @@ if [ "${LIVE:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
   # given LIVE_RECORDS rows by one INSERT ... SELECT (the records under
   # loadgen's caller, finished and live for a day; the floor's charges
   # under as many keys), then VACUUM ANALYZE, as a day of traffic and
-  # autovacuum would leave it.
+  # autovacuum would leave it, and a CHECKPOINT, so the run does not also
+  # write back the fill's dirty pages.
   LIVE_RECORDS=${LIVE_RECORDS:-2000000}
   caller="sha256(convert_to('bench-token-0123456789', 'UTF8'))"
   # pg_filled PROGRAM SQL: sets $dir, $pid and $addr.
@@ -186,7 +187,7 @@ if [ "${LIVE:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
       pid=$!; for _ in $(seq 100); do grep -q listening "$dir/$1" 2>/dev/null && break; sleep 0.05; done
     }
     start out; kill "$pid"; wait "$pid" || true
-    psql -q "$database" -c "$sql" -c "VACUUM ANALYZE"
+    psql -q "$database" -c "$sql" -c "VACUUM ANALYZE" -c "CHECKPOINT"
     start out2
     addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
   }
