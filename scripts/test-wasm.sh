@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests the browser client end to end:
 #
-#   1. host tests: `cargo test -p retry-policy -p client-wasm` (retry
+#   1. host tests: `cargo test -p exactly-once-retry -p client-wasm` (retry
 #      policy, backoff, Retry-After, record format, messages);
 #   2. the release build into client-wasm/pkg and www/pkg
 #      (scripts/build-wasm.sh, with sizes);
@@ -31,7 +31,7 @@ cd "$ROOT"
 step() { printf '\n== %s\n' "$*"; }
 
 step "host tests"
-cargo test -p retry-policy -p client-wasm
+cargo test -p exactly-once-retry -p client-wasm
 
 step "release build into client-wasm/pkg and www/pkg"
 scripts/build-wasm.sh

@@ -34,7 +34,7 @@ cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 cargo clippy -p exactly-once --no-default-features --features sqlite -q -- -D warnings
 cargo clippy -p exactly-once --no-default-features --features postgres -q -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --no-deps -q
-cargo package -p retry-policy -p exactly-once --allow-dirty -q
+cargo package -p exactly-once-retry -p exactly-once --allow-dirty -q
 
 step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and power-cut tests on SQLite"
 # The server's tests start the psp binary, which `cargo test -p server`

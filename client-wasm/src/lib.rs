@@ -42,7 +42,7 @@
 //!   beside it, cargo skips LTO.
 //!
 //! The retry policy (what is retried, backoff, `Retry-After`) is the
-//! `retry-policy` crate of this workspace, which the server uses for its
+//! `exactly-once-retry` crate of this workspace, which the server uses for its
 //! provider calls too. The wasm module carries no JSON crate: stored
 //! records and request and answer bodies go through the browser's `JSON`.
 

@@ -10,7 +10,7 @@
 //! them what the key lifecycle and the retry policy need.
 
 use alloc::string::String;
-use retry_policy::Policy;
+use exactly_once_retry::Policy;
 use wasm_bindgen::JsValue;
 
 use crate::js::{self, Settings};

@@ -1,11 +1,11 @@
 //! The send loop of one call (`post`, `send`, `resume`), run under the
 //! operation's lock ([`crate::lock`]): store the request beside the key,
 //! settle a young key, then attempt, report each attempt to `onAttempt`,
-//! and wait or stop as the retry policy ([`retry_policy`]) decides, until
+//! and wait or stop as the retry policy ([`exactly_once_retry`]) decides, until
 //! a final answer, `maxAttempts`, or the caller's abort.
 
 use alloc::string::String;
-use retry_policy::{parse_retry_after_with, Attempt, Decision};
+use exactly_once_retry::{parse_retry_after_with, Attempt, Decision};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;

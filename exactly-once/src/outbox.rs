@@ -29,7 +29,7 @@
 use crate::store::{OutboxItem, Store};
 use crate::Engine;
 use async_trait::async_trait;
-use retry_policy::Policy;
+use exactly_once_retry::Policy;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -28,7 +28,7 @@
 //! wasm module small.
 //!
 //! ```
-//! use retry_policy::{parse_retry_after, Attempt, Decision, Policy};
+//! use exactly_once_retry::{parse_retry_after, Attempt, Decision, Policy};
 //!
 //! let policy = Policy::default(); // 5 attempts, 200 ms base, 10 s cap, Retry-After up to 60 s
 //! let got_503 = Attempt::Answer { status: 503, problem_type: None };

@@ -11,7 +11,7 @@
 use crate::domain::ProviderChargeId;
 use crate::metrics::{ProviderOutcome, ShopMetrics};
 use crate::operation::charge::{PendingCharge, ProviderVerdict};
-use retry_policy::{parse_retry_after, Attempt, Decision, Policy};
+use exactly_once_retry::{parse_retry_after, Attempt, Decision, Policy};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
