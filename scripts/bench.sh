@@ -39,23 +39,30 @@ fresh_database() { # DIR -> a database URL
   fi
 }
 
+# start PROGRAM DATABASE DIR OUT [server flags...]: starts PROGRAM (server,
+# floor or floor-keyed) on DATABASE, its output in DIR/OUT, and waits until
+# it listens; sets $pid and $addr.
+start() {
+  local program=$1 database=$2 dir=$3 out=$4; shift 4
+  if [ "$program" = floor ] || [ "$program" = floor-keyed ]; then
+    "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
+      $([ "$program" = floor-keyed ] && echo --keyed) >"$dir/$out" 2>"$dir/err" &
+  else
+    RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
+      --durability "$DURABILITY" --www "$dir" "$@" >"$dir/$out" 2>"$dir/err" &
+  fi
+  pid=$!
+  for _ in $(seq 100); do grep -q listening "$dir/$out" 2>/dev/null && break; sleep 0.05; done
+  addr=$(sed -n 's#^listening on http://##p' "$dir/$out")
+}
+
 # run PROGRAM SCENARIO [flags...]: prints loadgen's line, keeps its rps in
 # $rps and its p99 in $p99. PROGRAM is server, floor or floor-keyed (the
 # minimal idempotent floor).
 run() {
   local program=$1 scenario=$2; shift 2
   local dir; dir=$(mktemp -d)
-  local database; database=$(fresh_database "$dir")
-  if [ "$program" = floor ] || [ "$program" = floor-keyed ]; then
-    "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
-      $([ "$program" = floor-keyed ] && echo --keyed) >"$dir/out" 2>"$dir/err" &
-  else
-    RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
-      --durability "$DURABILITY" --www "$dir" "$@" >"$dir/out" 2>"$dir/err" &
-  fi
-  local pid=$!
-  for _ in $(seq 100); do grep -q listening "$dir/out" 2>/dev/null && break; sleep 0.05; done
-  local addr; addr=$(sed -n 's#^listening on http://##p' "$dir/out")
+  start "$program" "$(fresh_database "$dir")" "$dir" out "$@"
   local line
   line=$("$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
     --duration "$DURATION" ${REQUESTS:+--requests "$REQUESTS"})
@@ -177,19 +184,9 @@ if [ "${LIVE:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
     local program=$1 sql=$2
     dir=$(mktemp -d)
     local database; database=$(fresh_database "$dir")
-    start() {
-      if [ "$program" = floor-keyed ]; then
-        "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" --keyed >"$dir/$1" 2>"$dir/err" &
-      else
-        RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
-          --www "$dir" >"$dir/$1" 2>"$dir/err" &
-      fi
-      pid=$!; for _ in $(seq 100); do grep -q listening "$dir/$1" 2>/dev/null && break; sleep 0.05; done
-    }
-    start out; kill "$pid"; wait "$pid" || true
+    start "$program" "$database" "$dir" out; kill "$pid"; wait "$pid" || true
     psql -q "$database" -c "$sql" -c "VACUUM ANALYZE" -c "CHECKPOINT"
-    start out2
-    addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
+    start "$program" "$database" "$dir" out2
   }
   pg_filled server "INSERT INTO idempotency_keys
       (caller, key, fingerprint, recovery_point, status, body, created_at, expires_at)

@@ -76,10 +76,11 @@ total_raw=0
 total_gz=0
 printf '| file | raw | gzip -9 | brotli -q 11 |\n|---|---:|---:|---:|\n'
 for f in "${files[@]}"; do
-    printf '| %s | %d | %d | %d |\n' "${f#client-wasm/pkg/}" "$(size "$f")" "$(gz "$f")" "$(br "$f")"
-    total_br=$((total_br + $(br "$f")))
-    total_raw=$((total_raw + $(size "$f")))
-    total_gz=$((total_gz + $(gz "$f")))
+    raw=$(size "$f") gzipped=$(gz "$f") brotlied=$(br "$f")
+    printf '| %s | %d | %d | %d |\n' "${f#client-wasm/pkg/}" "$raw" "$gzipped" "$brotlied"
+    total_raw=$((total_raw + raw))
+    total_gz=$((total_gz + gzipped))
+    total_br=$((total_br + brotlied))
 done
 printf '| **what a page loads** | %d | %d | **%d** |\n' "$total_raw" "$total_gz" "$total_br"
 wasm="$bindgen/client_wasm_opt.wasm"

@@ -326,6 +326,24 @@ async fn resumed(bookings: &Bookings) -> (f64, f64) {
     (by("completer"), by("retry"))
 }
 
+/// The partner's one effect of the crashed booking: it happened once,
+/// and was asked for twice under the same key (the dead request, then the
+/// one that finished it).
+async fn the_one_effect_asked_twice(partner: &support::Partner) -> support::Effect {
+    let ledger = partner.ledger().await.unwrap();
+    assert_eq!(
+        ledger.effects.len(),
+        1,
+        "the partner's effect happened once: {ledger:?}"
+    );
+    let effect = ledger.effects[0].clone();
+    assert_eq!(
+        effect.requests, 2,
+        "asked again, under the same key: {ledger:?}"
+    );
+    effect
+}
+
 /// Kills the service while the partner holds its answer to a booking's
 /// step (the effect recorded there, not here), releases the partner,
 /// restarts the service: the booking's row is still `held` at
@@ -374,17 +392,7 @@ async fn a_crash_between_the_step_and_its_record_is_finished_by_the_completer_wi
     };
     assert_eq!(resumed(&bookings).await, (1.0, 0.0), "(completer, retry)");
 
-    let ledger = partner.ledger().await.unwrap();
-    assert_eq!(
-        ledger.effects.len(),
-        1,
-        "the partner's effect happened once: {ledger:?}"
-    );
-    let effect = &ledger.effects[0];
-    assert_eq!(
-        effect.requests, 2,
-        "asked again, under the same key: {ledger:?}"
-    );
+    let effect = &the_one_effect_asked_twice(&partner).await;
     assert_eq!(
         (effect.booking.as_str(), effect.seat.as_str()),
         (row["id"].as_str().unwrap(), "7C")
@@ -420,17 +428,7 @@ async fn a_crash_between_the_step_and_its_record_is_finished_by_a_retry_without_
     assert!(replay.replayed);
     assert_eq!((replay.status, &replay.body), (201, &finished.body));
 
-    let ledger = partner.ledger().await.unwrap();
-    assert_eq!(
-        ledger.effects.len(),
-        1,
-        "the partner's effect happened once: {ledger:?}"
-    );
-    let effect = &ledger.effects[0];
-    assert_eq!(
-        effect.requests, 2,
-        "asked again, under the same key: {ledger:?}"
-    );
+    let effect = &the_one_effect_asked_twice(&partner).await;
     let booking = finished.json();
     assert_eq!(booking["id"], effect.booking.as_str());
     assert_eq!(booking["confirmation"], effect.confirmation.as_str());
