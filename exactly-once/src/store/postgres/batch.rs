@@ -31,7 +31,10 @@ use tokio_postgres::error::SqlState;
 /// by turns) with a shorter, steadier tail: p99 a median 5.0 ms, above 9 ms
 /// in 1 run of 14, against 6.0 ms and 4 runs of 12 (the floor's 6.0 ms).
 /// Before that turn, 2 gave 0.81-0.92× the plain-INSERT floor, 1
-/// 0.74-0.83×, 3 0.79-0.80×, 4 0.67-0.73×, 8 and 16 less.
+/// 0.74-0.83×, 3 0.79-0.80×, 4 0.67-0.73×, 8 and 16 less. Those figures
+/// were taken with 64 rows a statement. With 8 ([`MAX_ROWS`]), 4 was
+/// measured again ("Issue 28's tail is the statement"): 6 did no better,
+/// and 8 statements of 4 rows did worse.
 const CONCURRENT: usize = 4;
 /// Requests queued for a statement, at most; more wait to be queued.
 const QUEUED: usize = 1024;
