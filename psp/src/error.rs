@@ -27,6 +27,14 @@ pub enum ApiError {
          different request."
     )]
     IdempotencyMismatch(IdempotencyKey),
+    /// A request with this key is still being answered (Stripe's 409 to a
+    /// concurrent request under one key): retry once it is done.
+    #[error(
+        "There is currently another in-progress request using this Idempotent Key (that \
+         probably means you submitted twice, and the other request is still going through): \
+         '{0}'. Please try again later."
+    )]
+    IdempotencyKeyInUse(String),
     /// No such path.
     #[error("Unrecognized request URL ({method}: {path}).")]
     NotFound {
@@ -69,6 +77,11 @@ impl ApiError {
             Params(e) => (BAD, "invalid_request_error", e.code()),
             InvalidRequest(_) => (BAD, "invalid_request_error", "parameter_invalid"),
             IdempotencyMismatch(_) => (BAD, "idempotency_error", "idempotency_key_reused"),
+            IdempotencyKeyInUse(_) => (
+                StatusCode::CONFLICT,
+                "idempotency_error",
+                "idempotency_key_in_use",
+            ),
             NotFound { .. } => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",

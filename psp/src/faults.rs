@@ -31,6 +31,9 @@ pub enum Fault {
     Delay(Duration),
     /// `503` `api_error` at once; nothing is charged.
     Down,
+    /// `409` `idempotency_error` at once, as Stripe answers a request whose
+    /// key another request is still using; nothing is charged.
+    Conflict,
 }
 
 /// A fault and how many more requests it applies to.
@@ -46,7 +49,7 @@ pub struct Pending {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultRequest {
-    /// `fail`, `drop-after-charge`, `delay`, `down` or `none`.
+    /// `fail`, `drop-after-charge`, `delay`, `down`, `conflict` or `none`.
     pub mode: Mode,
     /// How many charge requests (default 1); not with `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +73,8 @@ pub enum Mode {
     Delay,
     /// See [`Fault::Down`].
     Down,
+    /// See [`Fault::Conflict`].
+    Conflict,
 }
 
 impl FaultRequest {
@@ -92,6 +97,7 @@ impl FaultRequest {
             (Mode::Fail, None) => Fault::Fail,
             (Mode::DropAfterCharge, None) => Fault::DropAfterCharge,
             (Mode::Down, None) => Fault::Down,
+            (Mode::Conflict, None) => Fault::Conflict,
         };
         let remaining = NonZeroU32::new(self.count.unwrap_or(1))
             .ok_or_else(|| String::from("count must be 1 or more"))?;
@@ -120,6 +126,7 @@ impl FaultRequest {
                 Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             ),
             Fault::Down => (Mode::Down, None),
+            Fault::Conflict => (Mode::Conflict, None),
         };
         Self {
             mode,
@@ -181,6 +188,10 @@ pub async fn inject(State(faults): State<Faults>, request: Request, next: Next) 
         Fault::Down => {
             tracing::warn!(key, outcome = "fault-down", replayed = false, "charge");
             ApiError::SimulatedOutage.into_response()
+        }
+        Fault::Conflict => {
+            tracing::warn!(key, outcome = "fault-conflict", replayed = false, "charge");
+            ApiError::IdempotencyKeyInUse(key).into_response()
         }
         Fault::Delay(delay) => {
             tracing::warn!(
@@ -245,6 +256,10 @@ mod tests {
         assert_eq!(
             request(r#"{"mode":"down","count":2}"#),
             Ok(pending(Fault::Down, 2))
+        );
+        assert_eq!(
+            request(r#"{"mode":"conflict","count":2}"#),
+            Ok(pending(Fault::Conflict, 2))
         );
         assert_eq!(request(r#"{"mode":"none"}"#), Ok(None));
         for bad in [

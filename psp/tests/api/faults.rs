@@ -28,6 +28,23 @@ async fn fail_answers_500_charges_nothing_and_the_retry_charges_once() {
     assert_eq!(psp.ledger().await.len(), 1);
 }
 
+/// `conflict` answers 409 idempotency_error, as Stripe answers a request
+/// whose key another one is still using, without charging; the retry then
+/// charges, once.
+#[tokio::test]
+async fn conflict_answers_409_charges_nothing_and_the_retry_charges_once() {
+    let psp = Psp::start(&[]);
+    set(&psp, r#"{"mode": "conflict"}"#).await;
+    let busy = psp.charge("k", &visa(300)).await;
+    assert_eq!(busy.status, StatusCode::CONFLICT);
+    assert_error(&busy.json, "idempotency_error", "idempotency_key_in_use");
+    assert!(psp.ledger().await.is_empty());
+    let retry = psp.charge("k", &visa(300)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(!retry.replayed);
+    assert_eq!(psp.ledger().await.len(), 1);
+}
+
 /// `drop-after-charge` commits the charge, then cuts the connection
 /// without an answer; the retry replays the committed charge.
 #[tokio::test]
