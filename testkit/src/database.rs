@@ -6,7 +6,7 @@
 //! database, or a restart on the same file), and its folder lives as long
 //! as the last clone.
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -142,9 +142,42 @@ impl Database {
         }
     }
 
+    /// SQLite's `PRAGMA integrity_check` of the file: `"ok"` when it is
+    /// sound, else what is wrong. An error on PostgreSQL.
+    pub fn integrity(&self) -> Result<String> {
+        match &*self.0 {
+            Kind::Sqlite { path, .. } => {
+                let conn = open(path)?;
+                let mut verdict = conn.prepare("PRAGMA integrity_check")?;
+                let lines: Vec<String> = verdict
+                    .query_map([], |row| row.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(lines.join("; "))
+            }
+            Kind::Postgres { .. } => bail!("an integrity check is SQLite's"),
+        }
+    }
+
     /// `SELECT count(*) FROM table`, read straight from the database.
     pub async fn count(&self, table: &str) -> Result<i64> {
-        let sql = format!("SELECT count(*) FROM {table}");
+        self.count_of(format!("SELECT count(*) FROM {table}")).await
+    }
+
+    /// The keys' records, live or expired, not their tombstones (what an
+    /// expired record leaves behind once swept: its key's generation).
+    pub async fn records(&self) -> Result<i64> {
+        self.count_where("idempotency_keys", "recovery_point <> 'expired'")
+            .await
+    }
+
+    /// `SELECT count(*) FROM table WHERE condition`, read straight from the
+    /// database (the condition in SQL both backends read alike).
+    pub async fn count_where(&self, table: &str, condition: &str) -> Result<i64> {
+        self.count_of(format!("SELECT count(*) FROM {table} WHERE {condition}"))
+            .await
+    }
+
+    async fn count_of(&self, sql: String) -> Result<i64> {
         match &*self.0 {
             Kind::Sqlite { path, .. } => open(path)?
                 .query_row(&sql, [], |row| row.get(0))

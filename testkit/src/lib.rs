@@ -35,6 +35,8 @@
 //!   ones the contract rules out.
 //! - [`lazyfs`]: a FUSE file system that keeps written data in memory
 //!   until it is fsynced and drops it on a power cut, then remounts.
+//! - [`refusing_smtp`]: a mail server that refuses every recipient for
+//!   good, for the outbox's dead letters.
 //! - [`clock`]: a process whose wall clock is wrong on purpose (an
 //!   `LD_PRELOAD` shim), for the tests of instances that disagree on time.
 //!
@@ -72,6 +74,7 @@ pub mod metrics;
 pub mod process;
 pub mod proxy;
 pub mod psp;
+pub mod refusing_smtp;
 pub mod server;
 
 pub use binary::Binary;
@@ -88,6 +91,7 @@ pub use metrics::Metrics;
 pub use process::{Launch, Process};
 pub use proxy::Proxy;
 pub use psp::{Fault, LedgerRow, Psp};
+pub use refusing_smtp::RefusingSmtp;
 pub use server::{Server, ServerBuilder};
 
 /// A fresh random idempotency key (a UUID v4).

@@ -325,6 +325,19 @@ impl Filesystem for Lazy {
         reply: ReplyEmpty,
     ) {
         let mut state = self.state();
+        if let Some(suffix) = state.failing_fsync.clone() {
+            let failing = state
+                .node(ino)
+                .is_ok_and(|node| node.path.to_string_lossy().ends_with(&suffix));
+            if failing {
+                // The disk refused the write-back: nothing reaches it, and
+                // the pages stay in the "page cache", where every process
+                // reading the file until a power cut or a remount sees them.
+                state.failing_fsync = None;
+                lock(&self.stats).failed_syncs += 1;
+                return reply.error(Errno::EIO);
+            }
+        }
         match state.node(ino).and_then(|node| Ok(node.sync()?)) {
             Ok(pages) => {
                 let mut stats = lock(&self.stats);

@@ -71,6 +71,8 @@ pub struct Stats {
     pub pages_dropped: u64,
     /// Files that lost pages in a cut.
     pub files_dropped: u64,
+    /// `fsync` calls failed on purpose ([`LazyFs::fail_next_fsync`]).
+    pub failed_syncs: u64,
 }
 
 /// A mounted forgetting file system over a backing folder.
@@ -144,6 +146,15 @@ impl LazyFs {
         stats.pages_dropped += pages;
         stats.files_dropped += files;
         (pages, files)
+    }
+
+    /// The next `fsync` or `fdatasync` of a file whose path ends with
+    /// `suffix` (`"-wal"`) fails with `EIO` and syncs nothing: a disk error
+    /// at write-back. Its pages stay in memory, as a page cache keeps them,
+    /// so every process that reads the file sees them until a
+    /// [`LazyFs::cut`] drops them.
+    pub fn fail_next_fsync(&self, suffix: &str) {
+        lock(&self.state).failing_fsync = Some(suffix.to_owned());
     }
 
     /// Unmounts (waiting up to 20 s for its last user to go: kill the

@@ -19,6 +19,9 @@ pub(super) struct State {
     pub(super) next_ino: u64,
     /// Cut: the disk is gone.
     pub(super) dead: bool,
+    /// The next `fsync` of a file whose path ends so fails with `EIO`,
+    /// syncing nothing ([`super::LazyFs::fail_next_fsync`]).
+    pub(super) failing_fsync: Option<String>,
 }
 
 /// A file or folder, by our inode number.
@@ -164,6 +167,7 @@ impl State {
             by_backing: HashMap::from([(root.ino(), INodeNo::ROOT.0)]),
             next_ino: INodeNo::ROOT.0 + 1,
             dead: false,
+            failing_fsync: None,
         })
     }
 

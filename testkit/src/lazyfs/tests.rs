@@ -79,3 +79,26 @@ fn a_sync_through_one_descriptor_keeps_what_another_wrote() {
     fs.remount().unwrap();
     assert_eq!(read(&path), b"written here");
 }
+
+/// A failed fsync (a disk error at write-back) syncs nothing and says so
+/// (`EIO`); what was written stays readable, as in a page cache, until a
+/// cut drops it. Only the next fsync of a matching file fails.
+#[test]
+fn a_failed_fsync_syncs_nothing_and_keeps_the_pages_readable() {
+    let mut fs = LazyFs::mount().unwrap();
+    let (wal, other) = (fs.path().join("db-wal"), fs.path().join("db"));
+    let mut file = File::create(&wal).unwrap();
+    file.write_all(b"frames").unwrap();
+    fs.fail_next_fsync("-wal");
+    std::fs::write(&other, b"page").unwrap();
+    File::open(&other).unwrap().sync_all().unwrap();
+    let error = file.sync_data().unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(5), "EIO: {error}");
+    assert_eq!(read(&wal), b"frames", "still readable");
+    assert_eq!(fs.stats().failed_syncs, 1);
+    drop(file);
+    fs.cut();
+    fs.remount().unwrap();
+    assert_eq!(read(&wal), b"", "never synced");
+    assert_eq!(read(&other), b"page");
+}
