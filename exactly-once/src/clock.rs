@@ -36,6 +36,11 @@ impl BootInstant {
         )
     }
 
+    /// How long after `earlier` this is (zero if it is not later).
+    pub fn saturating_since(self, earlier: Self) -> Duration {
+        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+
     /// `by` later (saturating).
     pub fn after(self, by: Duration) -> Self {
         Self(

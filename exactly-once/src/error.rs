@@ -58,6 +58,24 @@ pub enum Error {
     /// waits at its recovery point; a retry resumes it.
     #[error("{0}")]
     StepUnavailable(StepUnavailable),
+    /// What a step returns when it can never succeed by retrying (the
+    /// service it calls refused the request for good: a 401, a 404, a
+    /// request it cannot read; or the operation's own state is unreadable).
+    /// The engine sets the operation aside for an operator instead of
+    /// retrying it: its answer is then [`Error::OperationNeedsAttention`].
+    /// The text says why, for the operator.
+    #[error("the step failed for good: {0}")]
+    StepFailedForGood(String),
+    /// The operation was set aside for an operator (a dead letter): it
+    /// stopped at a step that cannot succeed by retrying, what it did so
+    /// far is kept, and every retry of its key gets this answer until an
+    /// operator settles it. 424, not retried.
+    #[error(
+        "this operation stopped at a step that cannot succeed by retrying; what it did so far \
+         is kept and an operator will settle it. Retrying this Idempotency-Key gets this answer \
+         until then"
+    )]
+    OperationNeedsAttention,
     /// The database cannot be reached: nothing ran, retry later.
     #[error("the database is unavailable; nothing was done, retry later")]
     Unavailable(#[source] BoxError),
@@ -134,7 +152,9 @@ impl Error {
     /// first phase.
     pub fn in_later_phase(self) -> Self {
         match self {
-            kept @ (Self::StepUnavailable(_) | Self::Unfinished(_)) => kept,
+            kept @ (Self::StepUnavailable(_)
+            | Self::Unfinished(_)
+            | Self::OperationNeedsAttention) => kept,
             Self::Unavailable(e) | Self::OutcomeUnknown(e) | Self::Internal(e) => {
                 Self::Unfinished(e)
             }
@@ -147,7 +167,11 @@ impl Error {
     pub fn nothing_done(&self) -> bool {
         !matches!(
             self,
-            Self::OutcomeUnknown(_) | Self::Unfinished(_) | Self::StepUnavailable(_)
+            Self::OutcomeUnknown(_)
+                | Self::Unfinished(_)
+                | Self::StepUnavailable(_)
+                | Self::StepFailedForGood(_)
+                | Self::OperationNeedsAttention
         )
     }
 
@@ -195,6 +219,15 @@ impl Error {
                 "Idempotency-Key in use",
             ),
             StepUnavailable(step) => (StatusCode::SERVICE_UNAVAILABLE, step.slug, step.title),
+            // 424 Failed Dependency: final for the browser client and for
+            // ordinary HTTP clients (none retries a 4xx but 408, 409, 425
+            // and 429), and it says what happened: a step the operation
+            // depends on failed.
+            StepFailedForGood(_) | OperationNeedsAttention => (
+                StatusCode::FAILED_DEPENDENCY,
+                "operation-needs-attention",
+                "Operation needs attention",
+            ),
             Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

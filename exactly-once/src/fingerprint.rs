@@ -6,9 +6,11 @@ use std::fmt;
 
 /// SHA-256 over the method, the path and the body as a JSON value.
 ///
-/// The body is canonicalised first (object keys sorted, no whitespace), so
-/// the same JSON sent with other spacing or key order is the same request,
-/// while any change of a value (`1999` vs `2000`, `"usd"` vs `"eur"`) is not.
+/// The body is canonicalised first (object keys sorted, no whitespace, a
+/// number with no fraction written as the integer it is: `1999.0` and
+/// `1.999e3` are `1999`), so the same JSON sent with other spacing, key
+/// order or spelling of a number is the same request, while any change of
+/// a value (`1999` vs `2000`, `"usd"` vs `"eur"`) is not.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint([u8; 32]);
 
@@ -71,8 +73,22 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
+        Value::Number(number) => match integral(number) {
+            Some(integer) => write_scalar(&integer, out),
+            None => write_scalar(number, out),
+        },
         scalar => write_scalar(scalar, out),
     }
+}
+
+/// The integer a float without a fraction is (`1999.0`, `1.999e3`, `-0.0`),
+/// when it is one an `i64` holds exactly; the application reads such
+/// numbers as that integer, so the fingerprint does too.
+fn integral(number: &serde_json::Number) -> Option<i64> {
+    let float = number.as_f64().filter(|_| number.is_f64())?;
+    // 2^63 is exact as an f64; every integral float below it fits an i64.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (float.is_finite() && float.fract() == 0.0 && float.abs() < LIMIT).then_some(float as i64)
 }
 
 fn write_scalar(scalar: &(impl serde::Serialize + ?Sized), out: &mut Vec<u8>) {
@@ -103,6 +119,32 @@ mod tests {
             "{ \"currency\" : \"usd\",\n \"amount\": 1999 }",
         );
         assert_eq!(a, b);
+    }
+
+    /// The shop reads `1999.0` and `1.999e3` as the integer 1999 (README,
+    /// "Decisions"), so they are the same request as `1999`; a fraction is
+    /// another value.
+    #[test]
+    fn a_number_without_a_fraction_is_the_integer_it_spells() {
+        let integer = fp(Method::POST, "/charges", r#"{"amount":1999}"#);
+        for same in [
+            r#"{"amount":1999.0}"#,
+            r#"{"amount":1.999e3}"#,
+            r#"{"amount":19990e-1}"#,
+        ] {
+            assert_eq!(fp(Method::POST, "/charges", same), integer, "{same}");
+        }
+        assert_eq!(
+            fp(Method::POST, "/x", r#"{"n":-0.0}"#),
+            fp(Method::POST, "/x", r#"{"n":0}"#)
+        );
+        for other in [
+            r#"{"amount":1999.5}"#,
+            r#"{"amount":2000}"#,
+            r#"{"amount":1e30}"#,
+        ] {
+            assert_ne!(fp(Method::POST, "/charges", other), integer, "{other}");
+        }
     }
 
     #[test]

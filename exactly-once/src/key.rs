@@ -27,9 +27,6 @@ pub enum IdempotencyKeyError {
     /// A character outside 0x21..=0x7E (space, control, non-ASCII).
     #[error("the Idempotency-Key may hold only visible ASCII characters (0x21 to 0x7E)")]
     InvalidCharacter,
-    /// A quoted form that is not one valid structured-field string.
-    #[error("the quoted Idempotency-Key is not a valid structured-field string")]
-    BadQuoting,
     /// The header was sent more than once.
     #[error("the Idempotency-Key header was sent more than once")]
     Repeated,
@@ -40,14 +37,14 @@ impl IdempotencyKey {
     /// whitespace) are ignored.
     pub fn parse(raw: &[u8]) -> Result<Self, IdempotencyKeyError> {
         let raw = trim_ows(raw);
-        let unquoted;
-        let key = match raw.first() {
-            Some(b'"') => {
-                unquoted = unquote(raw)?;
-                &unquoted[..]
-            }
-            _ => raw,
+        // A whole structured-field string is the quoted form; anything
+        // else, a key that merely starts with `"` included (`"abc`), is a
+        // bare key, as the contract allows any visible ASCII sent bare.
+        let unquoted = match raw.first() {
+            Some(b'"') => unquote(raw),
+            _ => None,
         };
+        let key = unquoted.as_deref().unwrap_or(raw);
         key_text(key).map(Self).map_err(|bad| match bad {
             BadKey::Empty => IdempotencyKeyError::Empty,
             BadKey::TooLong => IdempotencyKeyError::TooLong,
@@ -81,27 +78,22 @@ fn trim_ows(mut raw: &[u8]) -> &[u8] {
 }
 
 /// RFC 8941 §4.2.5: a string is `"` chars `"`, where `\"` and `\\` are the
-/// only escapes and nothing may follow the closing quote.
-fn unquote(raw: &[u8]) -> Result<Vec<u8>, IdempotencyKeyError> {
+/// only escapes and nothing may follow the closing quote. `None` when `raw`
+/// is not one such string.
+fn unquote(raw: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(raw.len());
     let mut bytes = raw[1..].iter();
     while let Some(&b) = bytes.next() {
         match b {
             b'\\' => match bytes.next() {
                 Some(&escaped @ (b'"' | b'\\')) => out.push(escaped),
-                _ => return Err(IdempotencyKeyError::BadQuoting),
+                _ => return None,
             },
-            b'"' => {
-                return if bytes.next().is_none() {
-                    Ok(out)
-                } else {
-                    Err(IdempotencyKeyError::BadQuoting)
-                };
-            }
+            b'"' => return bytes.next().is_none().then_some(out),
             _ => out.push(b),
         }
     }
-    Err(IdempotencyKeyError::BadQuoting)
+    None
 }
 
 impl AsRef<str> for IdempotencyKey {
@@ -223,10 +215,12 @@ mod tests {
             ("a b", Err(InvalidCharacter)),
             ("\"a b\"", Err(InvalidCharacter)),
             ("a\tb", Err(InvalidCharacter)),
-            ("\"abc", Err(BadQuoting)),
-            ("\"\"abc\"\"", Err(BadQuoting)),
-            ("\"abc\"x", Err(BadQuoting)),
-            ("\"a\\nb\"", Err(BadQuoting)),
+            // Not one whole quoted string: a bare key that starts with `"`.
+            ("\"abc", Ok("\"abc")),
+            ("\"\"abc\"\"", Ok("\"\"abc\"\"")),
+            ("\"abc\"x", Ok("\"abc\"x")),
+            ("\"a\\nb\"", Ok("\"a\\nb\"")),
+            ("\"a b", Err(InvalidCharacter)),
         ];
         for (raw, want) in cases {
             let got = IdempotencyKey::parse(raw.as_bytes()).map(|k| k.0);
@@ -266,8 +260,8 @@ mod tests {
         fn bare_and_quoted_spell_the_same_key(key in "[!-~]{1,255}") {
             let quoted = format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""));
             let bare = IdempotencyKey::parse(key.as_bytes()).map(|k| k.0);
-            // A bare key that starts with a quote is read as a quoted string.
-            if !key.starts_with('"') {
+            // A bare key is itself, unless it is one whole quoted string.
+            if !(key.starts_with('"') && unquote(key.as_bytes()).is_some()) {
                 prop_assert_eq!(bare, Ok(key.clone()));
             }
             prop_assert_eq!(IdempotencyKey::parse(quoted.as_bytes()).map(|k| k.0), Ok(key));

@@ -57,4 +57,4 @@ pub use record::{Lease, Record, Step, StoredResponse};
 pub use store::postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use store::sqlite::{SqliteOptions, SqliteStore};
-pub use store::{Durability, Operation, RunContext, Store, StoreError};
+pub use store::{Durability, Lifetimes, Operation, RunContext, Store, StoreError};

@@ -82,14 +82,20 @@ macro_rules! metrics {
 metrics! {
     /// Keyed requests by what the idempotency layer did: executed, replayed, conflict (409), mismatch (422)
     "idempotency_requests" => decisions: Family<DecisionLabels, Counter> = Family::default();
-    /// Idempotency records deleted by the sweeper after their TTL
+    /// Idempotency records the sweeper expired after their TTL (each leaves a small tombstone)
     "idempotency_records_expired" => expired: Counter = Counter::default();
     /// Time from request to response head, by route and status
     "http_request_duration_seconds" => latency: Family<RouteLabels, Histogram> = Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
     /// Operations stopped at a recovery point and resumed, by a retry or by the completer
     "operations_resumed" => resumed: Family<ResumedLabels, Counter> = Family::default();
+    /// Operations set aside for an operator (dead letters): a step failed for good, or kept failing past --attention-after
+    "operations_set_aside" => set_aside: Counter = Counter::default();
+    /// Operations set aside for an operator now, not yet settled
+    "operations_needing_attention" => needing_attention: Gauge = Gauge::default();
     /// Messages in the outbox not yet accepted by their transport
     "outbox_waiting" => outbox_waiting: Gauge = Gauge::default();
+    /// Messages in the outbox that their transport refused for good (never sent again)
+    "outbox_dead_letters" => outbox_dead: Gauge = Gauge::default();
     /// 1 for the PostgreSQL server (host:port) this instance writes to; no series on SQLite
     "database_host_info" => database_host: Family<HostLabels, Gauge> = Family::default();
 }
@@ -174,6 +180,19 @@ impl Metrics {
     /// Messages waiting in the outbox now.
     pub(crate) fn outbox_waiting(&self, n: u64) {
         self.outbox_waiting
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    /// Messages refused for good, now.
+    pub(crate) fn outbox_dead(&self, n: u64) {
+        self.outbox_dead.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    /// An operation was set aside for an operator.
+    pub(crate) fn set_aside(&self) {
+        self.set_aside.inc();
+    }
+    /// Operations set aside now.
+    pub(crate) fn needing_attention(&self, n: u64) {
+        self.needing_attention
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 

@@ -1,7 +1,7 @@
 //! Which operation a request belongs to, as a name that carries neither the
 //! caller's token nor anything a log reader could reuse.
 
-use crate::{Caller, IdempotencyKey};
+use crate::{Caller, Fingerprint, IdempotencyKey};
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of the caller and the key: the same for every attempt of one
@@ -20,18 +20,37 @@ impl OperationId {
         Self(hash.finalize().into())
     }
 
-    /// The `Idempotency-Key` one run of this operation sends downstream
-    /// (to a partner's API): derived from the caller, the key and the
-    /// run (`run`, what the run's first phase recorded, such as the id of
-    /// the row it created), so every attempt, resumption and instance of
-    /// that run sends the same one, and a run after the record expired (a
-    /// new operation, by the contract) sends another, never a key the
-    /// service downstream already holds with other parameters.
+    /// The downstream key of releases before
+    /// [`downstream_key_for`](Self::downstream_key_for): derived from the
+    /// caller, the key and the run (`run`, what the run's first phase
+    /// recorded, such as the id of the row it created). A run that a
+    /// restore forgot had made a row of its own, so its retry sent a new
+    /// key: only an operation stopped by such a release goes on with it,
+    /// to send the key it may have sent already.
     pub fn downstream_key(&self, run: &str) -> String {
         let mut hash = Sha256::new();
         hash.update(b"exactly-once downstream\0");
         hash.update(self.0);
         hash.update(run.as_bytes());
+        format!("eo_{}", hex::encode(hash.finalize()))
+    }
+
+    /// The `Idempotency-Key` a step of this operation sends downstream (to
+    /// a partner's API): derived from the caller, the key, the request's
+    /// fingerprint and the key's `generation` (which life of the key this
+    /// is: 0 for the first, one more after each time its record expired).
+    /// Every attempt, resumption and instance of one life sends the same
+    /// one; so does a run of that life that a restore, a point-in-time
+    /// recovery or an asynchronous failover made the database forget, so
+    /// the service downstream answers it with what it did the first time
+    /// instead of doing it again. A life after the record expired (a new
+    /// operation, by the contract) sends another.
+    pub fn downstream_key_for(&self, fingerprint: &Fingerprint, generation: u64) -> String {
+        let mut hash = Sha256::new();
+        hash.update(b"exactly-once downstream life\0");
+        hash.update(self.0);
+        hash.update(fingerprint.as_bytes());
+        hash.update(generation.to_be_bytes());
         format!("eo_{}", hex::encode(hash.finalize()))
     }
 

@@ -26,13 +26,14 @@
 //! message after the relay gave up waiting for its answer; that copy has
 //! the same [`Message::id`], for the receiver to deduplicate.
 
+use crate::clock::BootInstant;
 use crate::store::{OutboxItem, Store};
 use crate::Engine;
 use async_trait::async_trait;
 use exactly_once_retry::Policy;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio::task::JoinSet;
 
@@ -63,12 +64,43 @@ pub trait Transport: Send + Sync + 'static {
     fn connect(&self) -> Self::Connection;
 
     /// Sends `message`; `Ok` once the receiver has accepted it, `Err` with
-    /// why not (it is tried again later).
-    async fn send(&self, connection: &Self::Connection, message: &Message) -> Result<(), String>;
+    /// why not: [`SendError::Temporary`] is tried again later,
+    /// [`SendError::Permanent`] never (a dead letter for an operator).
+    async fn send(&self, connection: &Self::Connection, message: &Message)
+        -> Result<(), SendError>;
 
     /// Closes a connection the relay gave up on halfway through a send.
     async fn close(&self, connection: Self::Connection) {
         drop(connection);
+    }
+}
+
+/// Why a message was not sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// It may go through later (the receiver is down, busy, timed out, or
+    /// answered a temporary refusal such as SMTP's 4xx): tried again with
+    /// backoff, for as long as it takes.
+    Temporary(String),
+    /// The receiver refused it for good (SMTP's 5xx: no such mailbox,
+    /// rejected as spam): it is never sent again, and waits in the outbox
+    /// as a dead letter (`outbox_dead_letters`) for an operator.
+    Permanent(String),
+}
+
+impl From<String> for SendError {
+    /// A failure that may go away: [`SendError::Temporary`].
+    fn from(why: String) -> Self {
+        Self::Temporary(why)
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Temporary(why) => write!(f, "{why}"),
+            Self::Permanent(why) => write!(f, "refused for good: {why}"),
+        }
     }
 }
 
@@ -154,11 +186,14 @@ async fn run<T: Transport>(engine: Engine, transport: Arc<T>, settings: RelaySet
             .await
             .expect("the semaphore is never closed")
             .forget();
-        match store.messages_waiting().await {
-            Ok(waiting) => engine.metrics.outbox_waiting(waiting),
-            Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
+        match (store.messages_waiting().await, store.messages_dead().await) {
+            (Ok(waiting), Ok(dead)) => {
+                engine.metrics.outbox_waiting(waiting);
+                engine.metrics.outbox_dead(dead);
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
-        let window = Window::new(Instant::now(), claim);
+        let window = Window::new(BootInstant::now(), claim);
         let due = match store.due_messages(batch, claim).await {
             Ok(due) => due,
             Err(e) => {
@@ -192,7 +227,7 @@ async fn connection<T: Transport>(
         let Some(Claimed { item, window }) = claimed.lock().await.recv().await else {
             return;
         };
-        match window.send_limit(Instant::now()) {
+        match window.send_limit(BootInstant::now()) {
             Some(limit) => {
                 if send(&*engine.store, &*transport, &line, item, limit).await == Sent::GaveUp {
                     transport.close(line).await;
@@ -212,23 +247,29 @@ async fn connection<T: Transport>(
 /// The time a claim leaves for sending: sends start in its first half,
 /// and each may take a quarter, so the last one ends a quarter before the
 /// claim does, which leaves that quarter for its mark.
+///
+/// It is measured on the boot clock, as the claims are kept (SQLite's
+/// database clock is the boot clock plus an offset; PostgreSQL's `now()`
+/// goes on through this host's suspend too): the monotonic clock, which
+/// an earlier release used, stops while the host is suspended, so a relay
+/// woken after its claims ran out still thought it had them.
 #[derive(Debug, Clone, Copy)]
 struct Window {
-    claimed_at: Instant,
+    claimed_at: BootInstant,
     claim: Duration,
 }
 
 impl Window {
     /// A claim for `claim` asked for at `claimed_at` (before the database
     /// wrote its deadline, so the window ends no later than the claim).
-    fn new(claimed_at: Instant, claim: Duration) -> Self {
+    fn new(claimed_at: BootInstant, claim: Duration) -> Self {
         Self { claimed_at, claim }
     }
 
     /// How long a send that starts at `now` may take; `None` once sends
     /// may no longer start.
-    fn send_limit(&self, now: Instant) -> Option<Duration> {
-        (now.saturating_duration_since(self.claimed_at) < self.claim / 2).then_some(self.claim / 4)
+    fn send_limit(&self, now: BootInstant) -> Option<Duration> {
+        (now.saturating_since(self.claimed_at) < self.claim / 2).then_some(self.claim / 4)
     }
 }
 
@@ -255,7 +296,9 @@ async fn send<T: Transport>(
         Ok(sent) => sent,
         Err(_) => {
             ended = Sent::GaveUp;
-            Err(format!("the transport took longer than {limit:?}"))
+            Err(SendError::Temporary(format!(
+                "the transport took longer than {limit:?}"
+            )))
         }
     };
     let settled = match result {
@@ -263,11 +306,15 @@ async fn send<T: Transport>(
             tracing::info!(message_id = %item.message.id, "message sent");
             store.message_sent(&item).await
         }
-        Err(error) => {
+        Err(SendError::Temporary(error)) => {
             let retry = BACKOFF.backoff_ms(item.attempts, rand::random());
             let retry_in = Duration::from_secs_f64(retry.max(BACKOFF.base_ms) / 1000.0);
             tracing::warn!(message_id = %item.message.id, %error, ?retry_in, "message not sent; trying again later");
-            store.message_failed(&item, retry_in, &error).await
+            store.message_failed(&item, Some(retry_in), &error).await
+        }
+        Err(SendError::Permanent(error)) => {
+            tracing::error!(message_id = %item.message.id, %error, "message refused for good; it waits in the outbox as a dead letter");
+            store.message_failed(&item, None, &error).await
         }
     };
     match settled {
@@ -293,12 +340,15 @@ mod tests {
 
     #[test]
     fn sends_start_in_the_first_half_of_a_claim_and_take_a_quarter_at_most() {
-        let at = Instant::now();
+        let at = BootInstant::now();
         let window = Window::new(at, Duration::from_secs(60));
         let limit = Some(Duration::from_secs(15));
         assert_eq!(window.send_limit(at), limit);
-        assert_eq!(window.send_limit(at + Duration::from_millis(29_999)), limit);
-        assert_eq!(window.send_limit(at + Duration::from_secs(30)), None);
-        assert_eq!(window.send_limit(at + Duration::from_secs(90)), None);
+        assert_eq!(
+            window.send_limit(at.after(Duration::from_millis(29_999))),
+            limit
+        );
+        assert_eq!(window.send_limit(at.after(Duration::from_secs(30))), None);
+        assert_eq!(window.send_limit(at.after(Duration::from_secs(90))), None);
     }
 }

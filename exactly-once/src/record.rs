@@ -104,6 +104,11 @@ impl Record {
 /// The stored recovery point of a finished record.
 pub const FINISHED: &str = "finished";
 
+/// The stored recovery point of an expired record's tombstone: its answer
+/// is gone, and it keeps the key's generation so that the key's next life
+/// is told apart from this one (and a run a restore forgot is not).
+pub const EXPIRED: &str = "expired";
+
 /// How a phase ends: the operation is finished (its answer is recorded) or
 /// stopped at a recovery point with what resuming needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +116,8 @@ pub enum Step {
     /// The answer, recorded with the key.
     Finished(StoredResponse),
     /// Not finished: where it stopped (a name of the application's, which
-    /// its [`Steps`](crate::Steps) match on; never `"finished"`), and the
+    /// its [`Steps`](crate::Steps) match on; never `"finished"` nor
+    /// `"expired"`), and the
     /// state to resume from (the operation's own text, JSON say).
     Stopped(String, String),
 }
@@ -126,7 +132,10 @@ impl Step {
     /// assert_eq!(step, Step::Stopped("seat_held".into(), r#"{"seat":"12A"}"#.into()));
     /// ```
     pub fn stop(point: &str, state: &impl serde::Serialize) -> Self {
-        debug_assert_ne!(point, FINISHED, "\"finished\" is not a recovery point");
+        debug_assert!(
+            point != FINISHED && point != EXPIRED,
+            "{point:?} is not a recovery point"
+        );
         Self::Stopped(
             point.to_owned(),
             serde_json::to_string(state).expect("a recovery state serialises"),
@@ -151,6 +160,11 @@ pub struct Lease {
     pub point: String,
     /// What it needs to go on.
     pub state: String,
+    /// The request that started it.
+    pub fingerprint: Fingerprint,
+    /// Which life of the key it is (0 for the first; one more each time
+    /// the key's record expired before it).
+    pub generation: u64,
 }
 
 impl Lease {
@@ -164,13 +178,24 @@ impl Lease {
         OperationId::new(&self.caller, &self.key)
     }
 
-    /// The `Idempotency-Key` a step of this run sends downstream: derived
-    /// from the caller, the key and `run` (something the run's first phase
-    /// recorded in its state, such as the id of the row it created), so
-    /// every attempt, resumption and instance of the run sends the same
-    /// one, and a later run of the key (after its record expired: a new
-    /// operation) sends another. See [`OperationId::downstream_key`].
-    pub fn downstream_key(&self, run: &str) -> String {
+    /// The `Idempotency-Key` a step of this operation sends downstream:
+    /// derived from the caller, the key, the request and the key's
+    /// generation, so every attempt, resumption and instance sends the same
+    /// one, and so does a run that a restore or a failover made the
+    /// database forget; a later life of the key (after its record expired:
+    /// a new operation) sends another. Make what you send with it a pure
+    /// function of the request, so that the service downstream sees the
+    /// same request under the same key. See
+    /// [`OperationId::downstream_key_for`].
+    pub fn downstream_key(&self) -> String {
+        self.operation()
+            .downstream_key_for(&self.fingerprint, self.generation)
+    }
+
+    /// The downstream key of releases before [`Lease::downstream_key`],
+    /// for an operation such a release stopped: see
+    /// [`OperationId::downstream_key`].
+    pub fn downstream_key_of_run(&self, run: &str) -> String {
         self.operation().downstream_key(run)
     }
 }

@@ -95,6 +95,25 @@ pub struct Config {
     #[arg(long, env = "PSP_TIMEOUT", default_value = "10s", value_name = "DUR", value_parser = positive_duration)]
     pub psp_timeout: Duration,
 
+    /// Beyond the contract: how long after its start an operation whose
+    /// step keeps failing (the provider down) is still retried; past that,
+    /// its next failure sets it aside for an operator (answered 424
+    /// `operation-needs-attention`). Keep it below how long the provider
+    /// keeps its idempotency keys (24h at Stripe and the simulator): a
+    /// charge retried after the provider forgot its key could be made twice.
+    #[arg(long, env = "ATTENTION_AFTER", default_value = "12h", value_name = "DUR", value_parser = positive_duration)]
+    pub attention_after: Duration,
+
+    /// Beyond the contract: how long an expired key's tombstone (its
+    /// generation, what tells the key's next operation from a run a restore
+    /// forgot) is kept; at least as long as the provider keeps its keys.
+    #[arg(long, env = "TOMBSTONE_TTL", default_value = "7d", value_name = "DUR", value_parser = positive_duration)]
+    pub tombstone_ttl: Duration,
+
+    /// Beyond the contract: how long a sent receipt stays in the outbox.
+    #[arg(long, env = "OUTBOX_RETENTION", default_value = "7d", value_name = "DUR", value_parser = positive_duration)]
+    pub outbox_retention: Duration,
+
     /// Beyond the contract: how long the receipts a relay claims are its
     /// own before another relay may send them (at least 1s); it sends in
     /// the first half of a claim and gives a send up after a quarter.

@@ -9,7 +9,7 @@
 use crate::config::SmtpUrl;
 use crate::metrics::ShopMetrics;
 use async_trait::async_trait;
-use exactly_once::outbox::{Message, Transport};
+use exactly_once::outbox::{Message, SendError, Transport};
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::PoolConfig;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
@@ -47,11 +47,22 @@ impl Transport for Mailer {
             .build()
     }
 
-    async fn send(&self, connection: &Self::Connection, message: &Message) -> Result<(), String> {
-        connection
-            .send(email(message)?)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn send(
+        &self,
+        connection: &Self::Connection,
+        message: &Message,
+    ) -> Result<(), SendError> {
+        // A receipt that cannot even be written (a bad address) never will.
+        let email = email(message).map_err(SendError::Permanent)?;
+        connection.send(email).await.map_err(|e| {
+            // 5xx: the server refused this message for good (no such
+            // mailbox, rejected); anything else may pass later.
+            if e.is_permanent() {
+                SendError::Permanent(e.to_string())
+            } else {
+                SendError::Temporary(e.to_string())
+            }
+        })?;
         self.metrics.receipt_sent();
         tracing::info!(message_id = %message.id, "receipt sent");
         Ok(())

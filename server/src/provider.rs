@@ -30,11 +30,14 @@ const POLICY: Policy = Policy {
 pub enum Reply {
     /// A final answer: charged, declined or refused.
     Verdict(ProviderVerdict),
-    /// No final answer (unreachable, timed out, 5xx): try again later.
+    /// No final answer (unreachable, timed out, 5xx, or still busy with
+    /// an earlier call under the same key): try again later.
     Unavailable(String),
-    /// An answer that should never come (our key reused with other
-    /// parameters, an unreadable body): try again later, and look into it.
-    Broken(String),
+    /// The provider refuses the request for good, or answers what it never
+    /// should (401 or 403: our credentials; 404: the wrong URL; our key
+    /// with other parameters; a 201 without a charge id): every retry
+    /// would get the same, so the operation needs an operator.
+    Refused(String),
 }
 
 /// A client of one provider.
@@ -56,14 +59,14 @@ impl Provider {
         }
     }
 
-    /// Asks the provider to charge `charge` under `key`, retrying what is
-    /// worth retrying.
-    pub async fn charge(&self, key: &str, charge: &PendingCharge) -> Reply {
+    /// Asks the provider to charge `charge` under `key`, with `metadata`,
+    /// retrying what is worth retrying.
+    pub async fn charge(&self, key: &str, charge: &PendingCharge, metadata: Value) -> Reply {
         let body = json!({
             "amount": charge.amount,
             "currency": charge.currency,
             "payment_method": charge.payment_method,
-            "metadata": { "charge_id": charge.id },
+            "metadata": metadata,
         });
         let mut attempt = 0;
         loop {
@@ -93,7 +96,8 @@ impl Provider {
                             (
                                 Attempt::Answer {
                                     status,
-                                    problem_type: None,
+                                    problem_type: in_use(status, &body)
+                                        .then_some("idempotency-key-in-use"),
                                 },
                                 retry_after,
                                 why,
@@ -127,7 +131,7 @@ impl Provider {
                     tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
                 }
                 Decision::GiveUp => return Reply::Unavailable(why),
-                Decision::Done => return Reply::Broken(why),
+                Decision::Done => return Reply::Refused(why),
             }
         }
     }
@@ -138,7 +142,7 @@ impl Provider {
         let reply = match status {
             201 => match body["id"].as_str().and_then(ProviderChargeId::parse) {
                 Some(id) => Reply::Verdict(ProviderVerdict::Charged(id)),
-                None => Reply::Broken(format!("a 201 without a charge id: {body}")),
+                None => Reply::Refused(format!("a 201 without a charge id: {body}")),
             },
             402 => Reply::Verdict(ProviderVerdict::Declined {
                 code: error["decline_code"]
@@ -147,7 +151,7 @@ impl Provider {
                     .unwrap_or("card_declined")
                     .to_owned(),
             }),
-            400 if error["type"] == "idempotency_error" => Reply::Broken(format!(
+            400 if error["type"] == "idempotency_error" => Reply::Refused(format!(
                 "the provider says our key was used with other parameters: {body}"
             )),
             400 => Reply::Verdict(ProviderVerdict::Refused {
@@ -165,6 +169,14 @@ impl Provider {
         });
         Some(reply)
     }
+}
+
+/// Whether an answer says that the provider is still running an earlier
+/// request under the same key (Stripe answers such a concurrent request
+/// 409 `idempotency_error`): worth retrying, as the server's own 409
+/// `idempotency-key-in-use` is.
+fn in_use(status: u16, body: &Value) -> bool {
+    status == 409 && body["error"]["type"] == "idempotency_error"
 }
 
 /// The whole body of an answer, as JSON: an error when it was cut off or is

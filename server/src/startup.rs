@@ -57,13 +57,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self, StartupError> {
         let db = match &config.database {
             DatabaseUrl::Sqlite(path) => {
-                let options = SqliteOptions {
-                    path: path.clone(),
-                    durability: config.durability.into(),
-                    key_ttl: config.key_ttl,
-                    lease: config.operation_lease,
-                    migrations: SQLITE_MIGRATIONS,
-                };
+                let options = sqlite_options(&config, path.clone());
                 Db::Sqlite(Arc::new(
                     tokio::task::spawn_blocking(move || SqliteStore::open(options))
                         .await
@@ -80,6 +74,9 @@ impl Application {
                     lease: config.operation_lease,
                     migrations: POSTGRES_MIGRATIONS,
                     application_name: "idempotent-checkout".to_owned(),
+                    attention_after: config.attention_after,
+                    tombstone_ttl: config.tombstone_ttl,
+                    outbox_retention: config.outbox_retention,
                 })
                 .await?,
             )),
@@ -90,6 +87,7 @@ impl Application {
         if config.chaos {
             tracing::warn!("chaos mode is on: X-Chaos headers make requests fail on purpose");
         }
+        warn_of_short_lives(&config);
         Ok(Self {
             listener,
             router,
@@ -217,4 +215,49 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
         .with_state(state)
+}
+
+/// The SQLite store's options, from the flags.
+pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> SqliteOptions {
+    SqliteOptions {
+        path,
+        durability: config.durability.into(),
+        key_ttl: config.key_ttl,
+        lease: config.operation_lease,
+        migrations: SQLITE_MIGRATIONS,
+        attention_after: config.attention_after,
+        tombstone_ttl: config.tombstone_ttl,
+        outbox_retention: config.outbox_retention,
+    }
+}
+
+/// How long the browser client keeps a key by default (its `keyTtlMs`).
+const CLIENT_KEY_LIFE: Duration = Duration::from_secs(24 * 3600);
+/// How long the provider (Stripe, the simulator) keeps its idempotency keys.
+const PROVIDER_KEY_LIFE: Duration = Duration::from_secs(24 * 3600);
+
+/// Warns of settings under which a card can be charged twice: a record
+/// that expires before the browser client stops resuming its key (a page
+/// reloaded after `--key-ttl` resumes a key the server forgot, which runs
+/// again), and a failing charge retried after the provider forgot its key.
+fn warn_of_short_lives(config: &Config) {
+    if config.psp_url.is_none() {
+        return;
+    }
+    if config.key_ttl < CLIENT_KEY_LIFE {
+        tracing::warn!(
+            key_ttl = %humantime::format_duration(config.key_ttl),
+            client_key_life = %humantime::format_duration(CLIENT_KEY_LIFE),
+            "--key-ttl is shorter than the browser client's default key life: a page reloaded \
+             after --key-ttl resumes a key this server has forgotten, and the card is charged \
+             again; give the client a keyTtlMs below --key-ttl, or raise --key-ttl"
+        );
+    }
+    if config.attention_after >= PROVIDER_KEY_LIFE {
+        tracing::warn!(
+            attention_after = %humantime::format_duration(config.attention_after),
+            "--attention-after is not shorter than the provider keeps its idempotency keys \
+             (24h): a failing charge retried after that could be charged twice"
+        );
+    }
 }

@@ -47,22 +47,29 @@ impl ShopSteps {
     /// At `charge_created`: asks the provider to charge (same downstream key
     /// every time), and returns the phase that records its verdict.
     async fn charge_at_provider(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+        // A state no retry can read, or a provider that refuses the request
+        // for good, will be so at every attempt: the operation is set aside
+        // for an operator (StepFailedForGood), not retried forever.
         let pending = PendingCharge::from_state(&lease.state).map_err(|e| {
-            Error::Internal(format!("a stopped charge's state is unreadable: {e}").into())
+            Error::StepFailedForGood(format!("a stopped charge's state is unreadable: {e}"))
+        })?;
+        let charge = ChargeId::parse(&pending.id).ok_or_else(|| {
+            Error::StepFailedForGood(format!("a stopped charge has a bad id {:?}", pending.id))
         })?;
         let Some(provider) = &self.provider else {
             return Err(provider_unavailable(
                 "a payment was started with a provider and this server runs without --psp-url",
             ));
         };
-        let key = pending.downstream_key(&lease.operation());
-        match provider.charge(&key, &pending).await {
+        let key = pending.downstream_key(lease);
+        match provider
+            .charge(&key, &pending, pending.provider_metadata(lease))
+            .await
+        {
             Reply::Verdict(verdict) => {
                 tracing::info!(status = verdict.status().as_str(), "the provider answered");
                 Ok(Arc::new(FinishCharge {
-                    charge: ChargeId::parse(&pending.id).ok_or_else(|| {
-                        Error::internal(format!("a stopped charge has a bad id {:?}", pending.id))
-                    })?,
+                    charge,
                     verdict,
                     receipts: self.receipts,
                 }))
@@ -71,9 +78,9 @@ impl ShopSteps {
                 tracing::warn!(reason = %why, "no final answer from the provider; the operation waits at its recovery point");
                 Err(provider_unavailable(why))
             }
-            Reply::Broken(why) => {
-                tracing::error!(reason = %why, "the provider answered what it never should; the operation waits at its recovery point");
-                Err(Error::internal(why))
+            Reply::Refused(why) => {
+                tracing::error!(reason = %why, "the provider refused the charge for good");
+                Err(Error::StepFailedForGood(why))
             }
         }
     }

@@ -174,6 +174,10 @@ async fn run_in_span<C, H: Hooks>(
             answer(state, found.record.verdict(&fingerprint))
         }
         Execution::Mismatch => answer(state, Verdict::Mismatch),
+        Execution::NeedsAttention(reason) => {
+            tracing::info!(%reason, "refused: the key's operation is set aside for an operator");
+            Err(Error::OperationNeedsAttention)
+        }
         Execution::InUse => {
             state.metrics.in_conflict();
             tracing::info!("refused: the key's operation is running");
@@ -203,16 +207,38 @@ async fn go_on(state: &Engine, lease: Lease, hooks: &dyn Hooks) -> Result<Respon
         .map_err(Error::in_later_phase)?;
     match ended {
         Ended::Finished(response) => finished(response, hooks).await,
-        Ended::LeaseLost => match state.store.lookup(&caller, &key).await {
+        Ended::LeaseLost => taken_over(state, &caller, &key).await,
+    }
+}
+
+/// How long a request whose lease another holder took waits for that
+/// holder's answer before it answers 409.
+const WAIT_FOR_HOLDER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The answer of a request whose operation another holder took over (its
+/// lease could not be renewed in time): that holder's answer, once it has
+/// recorded one, so the request that started the step gets its outcome
+/// rather than a 409; 409 if it takes longer than [`WAIT_FOR_HOLDER`].
+async fn taken_over(
+    state: &Engine,
+    caller: &crate::Caller,
+    key: &crate::IdempotencyKey,
+) -> Result<Response, Error> {
+    let deadline = tokio::time::Instant::now() + WAIT_FOR_HOLDER;
+    loop {
+        match state.store.lookup(caller, key).await {
             // Another holder finished it: its answer is this request's first
             // (so not marked replayed).
-            Ok(Some(found)) => Ok(respond(found.record.response, false)),
+            Ok(Some(found)) => return Ok(respond(found.record.response, false)),
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
             Ok(None) => {
                 state.metrics.in_conflict();
-                Err(Error::IdempotencyKeyInUse)
+                return Err(Error::IdempotencyKeyInUse);
             }
-            Err(e) => Err(Error::from(e).in_later_phase()),
-        },
+            Err(e) => return Err(Error::from(e).in_later_phase()),
+        }
     }
 }
 

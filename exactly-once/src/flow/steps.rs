@@ -8,18 +8,29 @@
 //!
 //! If anything fails before that commit, the operation stays at its
 //! recovery point: the lease is given up when the failure is known (the
-//! step returned an error) or runs out (the process died), and the next
+//! step returned an error; the failure is counted and kept as the
+//! operation's last error) or runs out (the process died), and the next
 //! retry or the completer goes on from there, and the step sends the same
-//! downstream key.
+//! downstream key. A step that can never succeed
+//! ([`Error::StepFailedForGood`]), or an operation still failing longer
+//! than the store's `attention_after` after its start, is set aside for an
+//! operator instead (a dead letter): nothing resumes it, and its key
+//! answers [`Error::OperationNeedsAttention`].
+//!
+//! While its step runs, the holder renews its lease every third of it, so
+//! a step slower than the lease (a provider that takes 40 s against a 30 s
+//! lease) is not taken over halfway by a retry or the completer.
 
-use crate::error::Error;
+use crate::error::{Chain, Error};
 use crate::hooks::Hooks;
 use crate::record::{Lease, StoredResponse};
-use crate::store::Advanced;
+use crate::store::{Advanced, AfterFailure, Operation};
 use crate::Engine;
+use std::sync::Arc;
+use std::time::Duration;
 use tracing::Instrument;
 
-/// How a resumed operation ended for the one running it.
+/// How an operation in phases ended for the one running it.
 #[derive(Debug)]
 pub(crate) enum Ended {
     /// Finished: its answer is recorded.
@@ -47,24 +58,20 @@ pub(crate) async fn run_to_end(
 /// The step the lease's recovery point calls for, then its phase.
 async fn next_phase(state: &Engine, lease: &Lease, hooks: &dyn Hooks) -> Result<Advanced, Error> {
     hooks.before_step();
-    let phase = match state.steps.step(lease).await {
-        Ok(phase) => phase,
-        Err(e) => {
-            // The step's own logs say why; the request's answer says what.
-            tracing::debug!(error = %crate::error::Chain(&e), "the step failed; the operation waits at its recovery point");
-            give_up(state, lease).await;
-            return Err(e);
+    let phase = match step_under_lease(state, lease).await {
+        Stepped::Done(Ok(phase)) => phase,
+        Stepped::Done(Err(e)) => return Err(failed(state, lease, e).await),
+        Stepped::LeaseLost => {
+            tracing::warn!("the lease was taken over while the step ran; its result is dropped");
+            return Ok(Advanced::LeaseLost);
         }
     };
     hooks.after_step();
     let advanced = match state.store.advance(lease, phase).await {
         Ok(advanced) => advanced,
-        Err(e) => {
-            // Recorded nothing: the operation stays where it was, and a
-            // retry may go on as soon as the database is back.
-            give_up(state, lease).await;
-            return Err(e.into());
-        }
+        // Recorded nothing: the operation stays where it was, and a retry
+        // may go on as soon as the database is back.
+        Err(e) => return Err(failed(state, lease, e.into()).await),
     };
     match &advanced {
         Advanced::Finished(response) => tracing::info!(status = response.status, "finished"),
@@ -76,10 +83,69 @@ async fn next_phase(state: &Engine, lease: &Lease, hooks: &dyn Hooks) -> Result<
     Ok(advanced)
 }
 
-/// Releases the lease so that a retry may go on at once. If even that
-/// fails, the lease runs out by itself.
-async fn give_up(state: &Engine, lease: &Lease) {
-    if let Err(e) = state.store.release(lease).await {
-        tracing::warn!(error = %e, "could not release the lease; it runs out by itself");
+/// How a step run under a renewed lease ended.
+enum Stepped {
+    /// The step's own result.
+    Done(Result<Arc<dyn Operation>, Error>),
+    /// Another holder has the operation now: the step was dropped.
+    LeaseLost,
+}
+
+/// Runs the step while renewing the lease every third of it. A renewal
+/// that fails for the database's sake is tried again at the next turn (the
+/// step goes on: its phase checks the lease anyway); one that finds the
+/// lease taken drops the step.
+async fn step_under_lease(state: &Engine, lease: &Lease) -> Stepped {
+    let every = (state.store.lease() / 3).max(Duration::from_millis(10));
+    let step = state.steps.step(lease);
+    tokio::pin!(step);
+    let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            done = &mut step => return Stepped::Done(done),
+            _ = renewals.tick() => match state.store.renew(lease).await {
+                Ok(true) => tracing::debug!("lease renewed while the step runs"),
+                Ok(false) => return Stepped::LeaseLost,
+                Err(e) => tracing::warn!(error = %e, "could not renew the lease; trying again"),
+            },
+        }
+    }
+}
+
+/// A step or its phase failed with `error`: the failure is recorded and
+/// the lease given up, or the operation set aside for an operator. What
+/// the request answers.
+async fn failed(state: &Engine, lease: &Lease, error: Error) -> Error {
+    let reason = Chain(&error).to_string();
+    let after = match &error {
+        Error::StepFailedForGood(why) => {
+            tracing::error!(reason = %why, "the step failed for good; the operation is set aside for an operator");
+            state
+                .store
+                .set_aside(lease, &reason)
+                .await
+                .map(|held| match held {
+                    true => AfterFailure::SetAside,
+                    false => AfterFailure::NotHeld,
+                })
+        }
+        _ => {
+            // The step's own logs say why; the request's answer says what.
+            tracing::debug!(error = %reason, "the step failed; the operation waits at its recovery point");
+            state.store.step_failed(lease, &reason).await
+        }
+    };
+    match after {
+        Ok(AfterFailure::SetAside) => {
+            state.metrics.set_aside();
+            tracing::error!(error = %reason, "the operation needs attention: set aside for an operator");
+            Error::OperationNeedsAttention
+        }
+        Ok(AfterFailure::Released | AfterFailure::NotHeld) => error,
+        // If even that fails, the lease runs out by itself.
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record the failure; the lease runs out by itself");
+            error
+        }
     }
 }

@@ -44,9 +44,36 @@ macro_rules! store_option_setters {
         }
 
         /// How long a stopped operation is its holder's before a retry or
-        /// the completer may take it over.
+        /// the completer may take it over. The holder renews it while its
+        /// step runs, every third of it, so a step may take longer.
         pub fn lease(mut self, lease: std::time::Duration) -> Self {
             self.lease = lease;
+            self
+        }
+
+        /// How long after its start an operation whose step keeps failing
+        /// is still retried; past that, its next failure sets it aside for
+        /// an operator (12 hours by default). Keep it below how long the
+        /// services your steps call keep their idempotency keys (Stripe:
+        /// 24 hours): a step retried after they forgot its key could do
+        /// the work twice.
+        pub fn attention_after(mut self, after: std::time::Duration) -> Self {
+            self.attention_after = after;
+            self
+        }
+
+        /// How long an expired record's tombstone (the key's generation) is
+        /// kept (7 days by default). Keep it at least as long as the
+        /// services your steps call keep their idempotency keys.
+        pub fn tombstone_ttl(mut self, ttl: std::time::Duration) -> Self {
+            self.tombstone_ttl = ttl;
+            self
+        }
+
+        /// How long a sent outbox message is kept before the sweeper
+        /// deletes it (7 days by default).
+        pub fn outbox_retention(mut self, retention: std::time::Duration) -> Self {
+            self.outbox_retention = retention;
             self
         }
     };
@@ -81,6 +108,38 @@ pub enum Durability {
     /// `synchronous=NORMAL`, PostgreSQL `synchronous_commit=off`): survives
     /// a process kill, not a power loss. For benchmarks and tests.
     Relaxed,
+}
+
+/// How long each thing a store keeps lives, on the database's clock: the
+/// settings both stores' options share (each with a setter of its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// A key's record, from its answer.
+    pub key_ttl: Duration,
+    /// A stopped operation's lease, renewed while its step runs.
+    pub lease: Duration,
+    /// How long after its start a failing operation is retried before it
+    /// is set aside for an operator.
+    pub attention_after: Duration,
+    /// An expired record's tombstone (the key's generation).
+    pub tombstone_ttl: Duration,
+    /// A sent outbox message.
+    pub outbox_retention: Duration,
+}
+
+impl Default for Lifetimes {
+    /// A day's records, 30-second leases, operations set aside after 12
+    /// hours of failures, tombstones and sent messages kept a week.
+    fn default() -> Self {
+        const HOUR: u64 = 3600;
+        Self {
+            key_ttl: Duration::from_secs(24 * HOUR),
+            lease: Duration::from_secs(30),
+            attention_after: Duration::from_secs(12 * HOUR),
+            tombstone_ttl: Duration::from_secs(7 * 24 * HOUR),
+            outbox_retention: Duration::from_secs(7 * 24 * HOUR),
+        }
+    }
 }
 
 /// A keyed request, parsed at the edge.
@@ -187,6 +246,19 @@ pub struct RunContext<'a> {
     /// what is scheduled (a message due now); on PostgreSQL the SQL uses
     /// `now()` and this is the wall clock.
     pub store_ms: i64,
+    /// The request that started the operation.
+    pub fingerprint: &'a Fingerprint,
+    /// Which life of the key this is (see [`Lease::generation`]).
+    pub generation: u64,
+}
+
+impl RunContext<'_> {
+    /// The operation's downstream key ([`Lease::downstream_key`]), for a
+    /// first phase that records it or names a row after it.
+    pub fn downstream_key(&self) -> String {
+        crate::OperationId::new(self.caller, self.key)
+            .downstream_key_for(self.fingerprint, self.generation)
+    }
 }
 
 /// A finished record that is live, and for how long the database keeps it
@@ -213,6 +285,9 @@ pub enum Execution {
     Resumed(Lease),
     /// The key was already recorded, finished: replay it or refuse.
     Found(Finished),
+    /// The key's operation was set aside for an operator (a dead letter):
+    /// nothing ran. The reason, for the log.
+    NeedsAttention(String),
     /// The key's operation is unfinished and was another request: refuse.
     Mismatch,
     /// Another request holds the key right now (its transaction, or its
@@ -221,6 +296,18 @@ pub enum Execution {
     /// The operation ran and was rolled back on purpose (chaos
     /// `crash-before-commit`): nothing is stored.
     RolledBack,
+}
+
+/// What [`Store::step_failed`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The lease is given up: a retry or the completer goes on.
+    Released,
+    /// The operation was unfinished too long: it is set aside for an
+    /// operator.
+    SetAside,
+    /// The lease was no longer the holder's: nothing was written.
+    NotHeld,
 }
 
 /// What [`Store::advance`] did.
@@ -413,6 +500,9 @@ pub trait Store: Send + Sync + 'static {
     /// How long a new record lives.
     fn key_ttl(&self) -> Duration;
 
+    /// How long a lease lasts before it must be renewed.
+    fn lease(&self) -> Duration;
+
     /// Claims the key, runs the operation's first phase and records how it
     /// ended in one transaction; answers once the transaction is durable.
     /// A key whose operation stopped and was abandoned is taken over
@@ -423,9 +513,24 @@ pub trait Store: Send + Sync + 'static {
     /// own, if the lease is still its holder's, and records how it ended.
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced>;
 
-    /// Gives the lease up at once, so a retry may resume without waiting
-    /// for it to run out.
-    async fn release(&self, lease: &Lease) -> Result<()>;
+    /// Extends the lease by its whole length from now, while its holder's
+    /// step runs; false (and nothing written) when it is no longer the
+    /// holder's.
+    async fn renew(&self, lease: &Lease) -> Result<bool>;
+
+    /// A step of the lease's operation failed with `error`: counted and
+    /// kept as the operation's last error, and the lease given up at once
+    /// so that a retry may go on. An operation started longer ago than the
+    /// store's `attention_after` is set aside instead.
+    async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure>;
+
+    /// The lease's operation cannot finish by retrying: it is set aside for
+    /// an operator with `reason` (its recovery point and state kept), and
+    /// nothing resumes it. False when the lease was no longer the holder's.
+    async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool>;
+
+    /// How many operations are set aside for an operator.
+    async fn needing_attention(&self) -> Result<u64>;
 
     /// Up to `limit` operations stopped at a recovery point whose lease ran
     /// out: what the completer resumes.
@@ -435,9 +540,12 @@ pub trait Store: Send + Sync + 'static {
     /// is held or finished meanwhile.
     async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>>;
 
-    /// Deletes at most `limit` finished records that expired by now;
-    /// returns how many. (A record stopped at a recovery point is kept until
-    /// its operation finishes, whatever its age.)
+    /// Turns at most `limit` finished records that expired by now into
+    /// tombstones (the key's generation, kept for the store's
+    /// `tombstone_ttl`); returns how many. It also deletes as many
+    /// tombstones past their own time, and sent outbox messages older than
+    /// the store's `outbox_retention`. (A record stopped at a recovery
+    /// point is kept until its operation finishes, whatever its age.)
     async fn sweep(&self, limit: u32) -> Result<u64>;
 
     /// Up to `limit` messages due for sending, each claimed for `claim` so
@@ -449,17 +557,21 @@ pub trait Store: Send + Sync + 'static {
     /// relay claimed the message): nothing was written.
     async fn message_sent(&self, item: &OutboxItem) -> Result<bool>;
 
-    /// Sending failed: try again in `retry_in`. False, and nothing written,
-    /// when the item's claim is no longer the row's.
+    /// Sending failed: try again in `retry_in`, or, with `None`, never (the
+    /// receiver refused the message for good: a dead letter). False, and
+    /// nothing written, when the item's claim is no longer the row's.
     async fn message_failed(
         &self,
         item: &OutboxItem,
-        retry_in: Duration,
+        retry_in: Option<Duration>,
         error: &str,
     ) -> Result<bool>;
 
     /// How many messages wait to be sent.
     async fn messages_waiting(&self) -> Result<u64>;
+
+    /// How many messages the receiver refused for good.
+    async fn messages_dead(&self) -> Result<u64>;
 
     /// Ok when the database is reachable, migrated and writable.
     async fn health(&self) -> Result<()>;

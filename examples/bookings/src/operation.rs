@@ -15,10 +15,26 @@ pub const SEAT_HELD: &str = "seat_held";
 /// What a held booking resumes from, recorded with [`SEAT_HELD`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
-    /// The booking's id: what makes this run's downstream key its own.
+    /// The booking's id, derived from the operation's downstream key.
     pub id: String,
     /// The seat.
     pub seat: String,
+    /// The partner is sent the operation's downstream key
+    /// ([`exactly_once::Lease::downstream_key`]). False in a state an
+    /// earlier release recorded: its key was derived from the booking's
+    /// (random) id, and it goes on with that one.
+    #[serde(default)]
+    pub per_life: bool,
+}
+
+impl Held {
+    /// The `Idempotency-Key` the partner is sent for this booking.
+    pub fn downstream_key(&self, lease: &exactly_once::Lease) -> String {
+        match self.per_life {
+            true => lease.downstream_key(),
+            false => lease.downstream_key_of_run(&self.id),
+        }
+    }
 }
 
 /// The answer of a confirmed booking: `201` with this body.
@@ -37,10 +53,17 @@ pub struct Booking {
 /// Phase 1: the booking inserted as `held`, or the seat refused.
 #[derive(Debug)]
 pub struct HoldSeat {
-    /// A new id, made when the request is parsed.
-    pub id: String,
     /// The seat asked for.
     pub seat: String,
+}
+
+/// The id of the booking an operation makes: derived from its downstream
+/// key, so that a run the database forgot (a restore) and its retry make
+/// the same booking and send the partner the same request under the same
+/// key.
+fn booking_id(at: &RunContext<'_>) -> String {
+    let key = at.downstream_key();
+    format!("bk_{}", &key["eo_".len().."eo_".len() + 32])
 }
 
 impl HoldSeat {
@@ -57,20 +80,20 @@ impl HoldSeat {
             )));
         }
         Ok(Self {
-            id: format!("bk_{}", uuid::Uuid::new_v4().simple()),
             seat: seat.to_owned(),
         })
     }
 
-    /// How the phase ends: stopped at [`SEAT_HELD`] if the row went in,
-    /// else the recorded refusal.
-    fn ended(&self, inserted: bool) -> Step {
+    /// How the phase ends: stopped at [`SEAT_HELD`] if the row `id` went
+    /// in, else the recorded refusal.
+    fn ended(&self, id: String, inserted: bool) -> Step {
         if inserted {
             Step::stop(
                 SEAT_HELD,
                 &Held {
-                    id: self.id.clone(),
+                    id,
                     seat: self.seat.clone(),
+                    per_life: true,
                 },
             )
         } else {
@@ -107,17 +130,18 @@ impl Operation for HoldSeat {
         conn: &rusqlite::Connection,
         at: &RunContext<'_>,
     ) -> rusqlite::Result<Step> {
+        let id = booking_id(at);
         let inserted = conn
             .prepare_cached(HOLD_SQLITE)?
             .execute(rusqlite::params![
                 // The row names the key that made it.
-                self.id,
+                id,
                 at.caller,
                 at.key.as_ref(),
                 self.seat,
                 at.now_ms
             ])?;
-        Ok(self.ended(inserted == 1))
+        Ok(self.ended(id, inserted == 1))
     }
 
     async fn run_postgres(
@@ -125,19 +149,14 @@ impl Operation for HoldSeat {
         tx: &Transaction<'_>,
         at: &RunContext<'_>,
     ) -> exactly_once::store::Result<Step> {
+        let id = booking_id(at);
         let inserted = exec(
             tx,
             HOLD_POSTGRES,
-            &[
-                &self.id,
-                at.caller,
-                &at.key.as_ref(),
-                &self.seat,
-                &at.now_ms,
-            ],
+            &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
         )
         .await?;
-        Ok(self.ended(inserted == 1))
+        Ok(self.ended(id, inserted == 1))
     }
 }
 

@@ -57,7 +57,9 @@ impl PartnerSteps {
         }
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
-            return Err(Error::internal(format!(
+            // A refusal that every retry would get: the booking needs an
+            // operator.
+            return Err(Error::StepFailedForGood(format!(
                 "the partner refused a confirmation it should accept: {status} {body}"
             )));
         }
@@ -88,9 +90,9 @@ impl Steps for PartnerSteps {
         match lease.point.as_str() {
             SEAT_HELD => {
                 let held: Held = serde_json::from_str(&lease.state).map_err(|e| {
-                    Error::internal(format!("a held booking's state is unreadable: {e}"))
+                    Error::StepFailedForGood(format!("a held booking's state is unreadable: {e}"))
                 })?;
-                let key = lease.downstream_key(&held.id);
+                let key = held.downstream_key(lease);
                 let confirmation = self.confirm(&key, &held).await?;
                 tracing::info!(booking = held.id, "the partner confirmed the seat");
                 Ok(Arc::new(ConfirmSeat {

@@ -3,8 +3,7 @@
 //! copy of the template per input.
 
 use crate::config::Config;
-use crate::db::SQLITE_MIGRATIONS;
-use exactly_once::{SqliteOptions, SqliteStore};
+use exactly_once::SqliteStore;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -91,13 +90,10 @@ impl App {
     }
 
     fn open(&self, path: &Path) -> SqliteStore {
-        SqliteStore::open(SqliteOptions {
-            path: path.to_path_buf(),
-            durability: self.config.durability.into(),
-            key_ttl: self.config.key_ttl,
-            lease: self.config.operation_lease,
-            migrations: SQLITE_MIGRATIONS,
-        })
+        SqliteStore::open(crate::startup::sqlite_options(
+            &self.config,
+            path.to_path_buf(),
+        ))
         .expect("open a database")
     }
 }

@@ -259,6 +259,16 @@ fn create_charge() -> Responses {
                 "The first request with this key is still running.",
             )),
         ),
+        (
+            424,
+            problem(
+                &["operation-needs-attention"],
+                "With `--psp-url`: the charge stopped at a step that cannot succeed by \
+                 retrying (the provider refused it for good, or it kept failing past \
+                 `--attention-after`). What it did is kept and an operator settles it; every \
+                 retry of the key gets this answer until then. Not worth retrying.",
+            ),
+        ),
         (503, unavailable(&["unavailable", "provider-unavailable"])),
     ]))
 }

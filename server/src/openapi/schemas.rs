@@ -208,6 +208,12 @@ pub enum ProblemType {
     /// 503: the provider could not be reached; a retry resumes.
     #[serde(rename = "/problems/provider-unavailable")]
     ProviderUnavailable,
+    /// 424: the operation stopped at a step that cannot succeed by
+    /// retrying (the provider refused the charge for good, or it kept
+    /// failing past `--attention-after`); it is set aside for an operator,
+    /// and every retry of the key gets this answer until it is settled.
+    #[serde(rename = "/problems/operation-needs-attention")]
+    OperationNeedsAttention,
     /// 404: no such item, or nothing served at the path.
     #[serde(rename = "/problems/not-found")]
     NotFound,

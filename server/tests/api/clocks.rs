@@ -8,7 +8,7 @@
 //! PostgreSQL measures both on the database's `now()`, so there the wall
 //! clock of the server's host moves nothing either; every test runs on both.
 
-use crate::helpers::{pay_until_free, visa, Checkout, TestApp};
+use crate::helpers::{pay_until_free, visa, Checkout, Reply, TestApp};
 use serde_json::Value;
 use testkit::{new_key, Server, ServerBuilder, SteppedClock};
 
@@ -124,4 +124,98 @@ async fn a_copy_in_memory_is_not_served_after_the_host_slept_past_the_records_li
         "the copy outlived the record's life: {}",
         after.text().await.unwrap()
     );
+}
+
+/// What a reboot does to the SQLite database's clock: the boot clock
+/// starts again, so the server goes on from the clock's last stored
+/// reading. The boot is simulated by the `clock` row's boot id (the next
+/// start sees a boot other than the one that stored it) and a wall clock
+/// set `wall_ms` off, as a hardware clock kept in local time or a VM
+/// restored with a skewed clock leaves it.
+async fn an_answered_charge_survives_a_reboot_with_the_wall_clock_off_by(wall_ms: i64) {
+    let clock = SteppedClock::new().unwrap();
+    let mut shop = Checkout::start_with(on(&clock, Server::builder())).await;
+    if shop.app.server.database().is_postgres() {
+        return; // The database host's now() decides there.
+    }
+    let key = new_key();
+    let first = shop.pay(&key, &visa(3100)).await;
+    shop.assert_charged_once(&first).await;
+    shop.app.server.kill().unwrap();
+    shop.app
+        .sql("UPDATE clock SET boot_id = 'the boot before'", "")
+        .await;
+    clock.set_wall(wall_ms).unwrap();
+    shop.app.server.restart().unwrap();
+
+    let retry = shop.pay(&key, &visa(3100)).await;
+    assert!(
+        retry.replayed,
+        "the record lives on: {}",
+        String::from_utf8_lossy(&retry.body)
+    );
+    assert_eq!(retry.body, first.body);
+    assert_eq!(shop.ledger().await.len(), 1, "charged once");
+}
+
+/// A boot whose wall clock reads a day and an hour ahead expires nothing:
+/// an earlier release moved the database's clock on by the wall clock's
+/// jump, expired every record at once, and the retry of an answered
+/// charge charged the card a second time.
+#[tokio::test]
+async fn a_reboot_with_the_wall_clock_25_hours_ahead_expires_nothing() {
+    an_answered_charge_survives_a_reboot_with_the_wall_clock_off_by(DAY_AND_AN_HOUR_MS).await;
+}
+
+/// Nor does one whose wall clock reads a day and an hour behind.
+#[tokio::test]
+async fn a_reboot_with_the_wall_clock_25_hours_behind_expires_nothing() {
+    an_answered_charge_survives_a_reboot_with_the_wall_clock_off_by(-DAY_AND_AN_HOUR_MS).await;
+}
+
+/// The database file copied (with its WAL) to another host whose clock is
+/// a day and an hour ahead: the server started there replays the charge's
+/// record, and its provider charges nothing.
+#[tokio::test]
+async fn a_database_copied_to_a_host_25_hours_ahead_expires_nothing() {
+    let mut shop = Checkout::start(&[]).await;
+    let Some(path) = shop
+        .app
+        .server
+        .database()
+        .sqlite_path()
+        .map(|p| p.to_owned())
+    else {
+        return;
+    };
+    let key = new_key();
+    let first = shop.pay(&key, &visa(3200)).await;
+    shop.assert_charged_once(&first).await;
+    shop.app.server.kill().unwrap();
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("shop.db");
+    for suffix in ["", "-wal"] {
+        let from = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        if from.exists() {
+            std::fs::copy(&from, format!("{}{suffix}", copy.display())).unwrap();
+        }
+    }
+    let database = testkit::Database::sqlite_at(&copy);
+    database
+        .sql("UPDATE clock SET boot_id = 'the other host'", "")
+        .await
+        .unwrap();
+    let clock = SteppedClock::new().unwrap();
+    clock.set_wall(DAY_AND_AN_HOUR_MS).unwrap();
+    let there = Checkout::start_with(on(&clock, Server::builder().database(database))).await;
+    // The same shopper (the same token) retries there.
+    let sent = there
+        .app
+        .post_as(&shop.app.token, "/charges", &key, &visa(3200))
+        .await;
+    let retry = Reply::read(sent).await;
+    assert!(retry.replayed, "{}", String::from_utf8_lossy(&retry.body));
+    assert_eq!(retry.body, first.body);
+    assert!(there.ledger().await.is_empty(), "nothing charged there");
 }

@@ -128,3 +128,24 @@ async fn only_listed_origins_may_call_the_api_from_another_page() {
         .get("access-control-allow-origin")
         .is_none());
 }
+
+/// A `--key-ttl` shorter than the browser client's default key life (a
+/// day) while a provider is configured is warned of at start: a page
+/// reloaded after the server forgot a key resumes it, and the card is
+/// charged again. The default, and the same TTL without a provider, are
+/// not warned of.
+#[tokio::test]
+async fn a_key_ttl_shorter_than_the_clients_key_life_is_warned_of_with_a_provider() {
+    let warning = "--key-ttl is shorter than the browser client's default key life";
+    let psp = testkit::Psp::start().unwrap();
+    let short = TestApp::start(Server::builder().psp(&psp).flags(["--key-ttl", "1h"])).await;
+    let default = TestApp::start(Server::builder().psp(&psp)).await;
+    let local = TestApp::start(Server::builder().flags(["--key-ttl", "1h"])).await;
+    assert!(
+        short.server.log_text().contains(warning),
+        "{}",
+        short.server.log_text()
+    );
+    assert!(!default.server.log_text().contains(warning));
+    assert!(!local.server.log_text().contains(warning));
+}

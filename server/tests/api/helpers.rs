@@ -217,6 +217,15 @@ impl TestApp {
             .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    /// The keys' records in the app's database, not their tombstones.
+    pub(crate) async fn records(&self) -> i64 {
+        self.server
+            .database()
+            .records()
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
     /// Nothing was stored: the caller lists no charge, and the database
     /// holds no charge, no reservation and no key record.
     pub(crate) async fn assert_nothing_stored(&self) {

@@ -59,6 +59,53 @@ async fn quoted_and_bare_keys_are_the_same_key() {
     assert_eq!(app.charges().await.len(), 1);
 }
 
+/// Any visible ASCII may be sent bare (CONTRACT section 3), a key that
+/// starts with `"` included: only one whole structured-field string is read
+/// as the quoted form. `"unterminated`, `"a"x` and `""doubly""` are keys of
+/// their own, each replayed to itself (an earlier release refused them 400).
+#[tokio::test]
+async fn a_bare_key_that_starts_with_a_quote_is_a_key() {
+    let app = TestApp::spawn().await;
+    for (i, key) in ["\"unterminated", "\"a\"x", "\"\"doubly\"\"", "\"a\\nb\""]
+        .into_iter()
+        .enumerate()
+    {
+        let amount = 100 + i as i64;
+        let first = app.charge(key, amount).await;
+        assert_eq!(first.status(), 201, "{key}");
+        let first: serde_json::Value = first.json().await.unwrap();
+        let again = app.charge(key, amount).await;
+        assert_eq!(again.headers()["idempotent-replayed"], "true", "{key}");
+        assert_eq!(again.json::<serde_json::Value>().await.unwrap(), first);
+    }
+    assert_eq!(app.charges().await.len(), 4, "four keys, four charges");
+}
+
+/// `1999`, `1999.0` and `1.999e3` are one amount (README, "Decisions"), so
+/// one request: the same key replays, it is not a 422.
+#[tokio::test]
+async fn a_number_spelled_with_a_zero_fraction_is_the_same_request() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let first = app
+        .charge_raw(&key, r#"{"amount": 1999, "currency": "usd"}"#)
+        .await;
+    assert_eq!(first.status(), 201);
+    for same in [
+        r#"{"amount": 1999.0, "currency": "usd"}"#,
+        r#"{"currency": "usd", "amount": 1.999e3}"#,
+    ] {
+        let again = app.charge_raw(&key, same).await;
+        assert_eq!(again.status(), 201, "{same}");
+        assert_eq!(again.headers()["idempotent-replayed"], "true", "{same}");
+    }
+    let other = app
+        .charge_raw(&key, r#"{"amount": 2000, "currency": "usd"}"#)
+        .await;
+    assert_eq!(other.status(), 422);
+    assert_eq!(app.charges().await.len(), 1);
+}
+
 /// The fingerprint reads the body as JSON: spacing and key order do not
 /// make another request.
 #[tokio::test]

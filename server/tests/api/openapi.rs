@@ -182,6 +182,8 @@ fn every_api_error() -> Vec<ApiError> {
         Error::Unavailable("down".into()),
         Error::OutcomeUnknown("cut".into()),
         Error::Unfinished("started".into()),
+        Error::StepFailedForGood("refused".into()),
+        Error::OperationNeedsAttention,
         Error::internal("bug"),
     ];
     for error in &engine {
@@ -199,6 +201,8 @@ fn every_api_error() -> Vec<ApiError> {
             | Error::Unavailable(_)
             | Error::OutcomeUnknown(_)
             | Error::Unfinished(_)
+            | Error::StepFailedForGood(_)
+            | Error::OperationNeedsAttention
             | Error::Internal(_) => {}
         }
     }

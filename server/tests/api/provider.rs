@@ -209,6 +209,19 @@ async fn one_provider_failure_is_retried_within_the_request() {
     assert_eq!(shop.provider_calls("succeeded").await, 1.0);
 }
 
+/// The provider answers 409 `idempotency_error` while another request
+/// under the same key is in flight (Stripe does, for a completer and a
+/// retry that meet): that is "not yet", retried within the request, and
+/// the charge goes through once. An earlier release took it for a broken
+/// provider and answered 500.
+#[tokio::test]
+async fn a_provider_409_for_a_key_in_use_is_retried() {
+    let shop = Checkout::start(&[]).await;
+    shop.fault(Fault::Conflict, 2).await;
+    let reply = shop.pay(&new_key(), &visa(1500)).await;
+    shop.assert_charged_once(&reply).await;
+}
+
 /// The provider charges and the connection drops before its answer: the
 /// retry within the request gets the provider's replay, one charge.
 #[tokio::test]

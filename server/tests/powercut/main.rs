@@ -39,6 +39,7 @@ mod stock;
 #[path = "../crash/tally.rs"]
 mod tally;
 
+mod fsync;
 mod postgres;
 mod verdict;
 

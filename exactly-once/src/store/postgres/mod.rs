@@ -43,8 +43,8 @@ use crate::record::Lease;
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_keys, Advanced, Durability, Execution, Finish, Finished, FirstPhase, Operation,
-    OutboxItem, Store, StoreError,
+    now_ms, stored_keys, Advanced, AfterFailure, Durability, Execution, Finish, Finished,
+    FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
@@ -84,19 +84,30 @@ pub struct PostgresOptions {
     /// How the connections name themselves to the server
     /// (`pg_stat_activity.application_name`); `exactly-once` by default.
     pub application_name: String,
+    /// How long after its start a failing operation is set aside (12
+    /// hours by default).
+    pub attention_after: Duration,
+    /// How long an expired record's tombstone is kept (7 days by default).
+    pub tombstone_ttl: Duration,
+    /// How long a sent outbox message is kept (7 days by default).
+    pub outbox_retention: Duration,
 }
 
 impl PostgresOptions {
     /// The database at `url`, with the defaults (full durability, a
     /// 24-hour TTL, a 30-second lease) and no migrations of yours.
     pub fn new(url: impl Into<String>) -> Self {
+        let defaults = Lifetimes::default();
         Self {
             url: url.into(),
             durability: Durability::Full,
-            key_ttl: Duration::from_secs(24 * 3600),
-            lease: Duration::from_secs(30),
+            key_ttl: defaults.key_ttl,
+            lease: defaults.lease,
             migrations: Migrations::default(),
             application_name: "exactly-once".to_owned(),
+            attention_after: defaults.attention_after,
+            tombstone_ttl: defaults.tombstone_ttl,
+            outbox_retention: defaults.outbox_retention,
         }
     }
 
@@ -114,8 +125,7 @@ pub struct PostgresStore {
     pool: Pool,
     /// One-statement first phases, many to a statement.
     batches: batch::Batches,
-    ttl_secs: f64,
-    lease_secs: f64,
+    lifetimes: Lifetimes,
     /// The application's schema, checked with the engine's.
     app: Migrations,
     /// What [`SERVER_ADDRESS`] said last (each new connection asks).
@@ -173,8 +183,13 @@ impl PostgresStore {
         let store = Self {
             batches: batch::Batches::start(pool.clone()),
             pool,
-            ttl_secs: options.key_ttl.as_secs_f64(),
-            lease_secs: options.lease.as_secs_f64(),
+            lifetimes: Lifetimes {
+                key_ttl: options.key_ttl,
+                lease: options.lease,
+                attention_after: options.attention_after,
+                tombstone_ttl: options.tombstone_ttl,
+                outbox_retention: options.outbox_retention,
+            },
             app: options.migrations,
             host,
         };
@@ -184,11 +199,7 @@ impl PostgresStore {
 
     /// This call's times: every expiry and lease is the database's `now()`.
     fn clock(&self) -> Clock {
-        Clock {
-            now_ms: now_ms(),
-            ttl_secs: self.ttl_secs,
-            lease_secs: self.lease_secs,
-        }
+        Clock::new(now_ms(), &self.lifetimes)
     }
 
     /// The connection pool, for your own reads (a listing, a lookup).
@@ -245,7 +256,7 @@ impl Store for PostgresStore {
                     &client,
                     "SELECT fingerprint FROM idempotency_keys
                      WHERE caller = $1 AND key = $2
-                       AND recovery_point NOT IN ('finished', 'claimed')",
+                       AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
                 )
                 .await?,
                 &[&caller, &key.as_ref()],
@@ -263,7 +274,11 @@ impl Store for PostgresStore {
     }
 
     fn key_ttl(&self) -> Duration {
-        Duration::from_secs_f64(self.ttl_secs)
+        self.lifetimes.key_ttl
+    }
+
+    fn lease(&self) -> Duration {
+        self.lifetimes.lease
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
@@ -283,15 +298,32 @@ impl Store for PostgresStore {
         protocol::advance(tx, lease, phase.as_ref(), self.clock()).await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<()> {
-        exec(
-            &self.client().await?,
-            "UPDATE idempotency_keys SET leased_until = now()
-             WHERE caller = $1 AND key = $2 AND lease_token = $3",
-            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
-        )
-        .await?;
-        Ok(())
+    async fn renew(&self, lease: &Lease) -> Result<bool> {
+        protocol::renew(&self.client().await?, lease, self.clock().lease_secs).await
+    }
+
+    async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
+        protocol::step_failed(&self.client().await?, lease, error, self.clock()).await
+    }
+
+    async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
+        protocol::set_aside(&self.client().await?, lease, reason).await
+    }
+
+    async fn needing_attention(&self) -> Result<u64> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                &cached(
+                    &client,
+                    "SELECT count(*) FROM idempotency_keys WHERE attention IS NOT NULL",
+                )
+                .await?,
+                &[],
+            )
+            .await
+            .map_err(classify)?;
+        Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
     async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
@@ -315,19 +347,13 @@ impl Store for PostgresStore {
     }
 
     async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
-        protocol::take_over(&self.client().await?, caller, key, self.lease_secs).await
+        protocol::take_over(&self.client().await?, caller, key, self.clock().lease_secs).await
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
-        exec(
-            &self.client().await?,
-            "DELETE FROM idempotency_keys WHERE ctid IN (
-               SELECT ctid FROM idempotency_keys
-               WHERE expires_at <= now() AND recovery_point = 'finished'
-               ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-            &[&i64::from(limit)],
-        )
-        .await
+        let client = self.client().await?;
+        outbox::prune_sent(&client, self.lifetimes.outbox_retention, limit).await?;
+        protocol::sweep(&client, self.clock(), limit).await
     }
 
     async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
@@ -341,7 +367,7 @@ impl Store for PostgresStore {
     async fn message_failed(
         &self,
         item: &OutboxItem,
-        retry_in: Duration,
+        retry_in: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
         outbox::settle(&self.client().await?, item, Some((retry_in, error))).await
@@ -349,6 +375,10 @@ impl Store for PostgresStore {
 
     async fn messages_waiting(&self) -> Result<u64> {
         outbox::waiting(&self.client().await?).await
+    }
+
+    async fn messages_dead(&self) -> Result<u64> {
+        outbox::dead(&self.client().await?).await
     }
 
     async fn health(&self) -> Result<()> {

@@ -79,7 +79,8 @@ impl Shape {
     /// as text), a row being the same index in every array. One text per
     /// shape, so each connection prepares it once whatever the number of
     /// rows. The claim also records the (already known) answer: a
-    /// finished, expired record counts as absent and the claim replaces it;
+    /// finished, expired record (or its tombstone) counts as absent and the
+    /// claim replaces it, as the key's next generation;
     /// a live one is left alone (and its transaction, if still running,
     /// waited for). Rows are claimed in key order, so two statements that
     /// share keys take their locks in the same order and never deadlock.
@@ -114,9 +115,11 @@ impl Shape {
                          state = NULL, lease_token = NULL, leased_until = NULL,
                          status = EXCLUDED.status, headers = EXCLUDED.headers,
                          body = EXCLUDED.body, created_at = EXCLUDED.created_at,
-                         expires_at = EXCLUDED.expires_at
-                     WHERE idempotency_keys.recovery_point = 'finished'
-                       AND idempotency_keys.expires_at <= now()
+                         expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
+                         attention = NULL, generation = idempotency_keys.generation + 1
+                     WHERE (idempotency_keys.recovery_point = 'finished'
+                            AND idempotency_keys.expires_at <= now())
+                        OR idempotency_keys.recovery_point = 'expired'
                    RETURNING caller, key),
                  claimed AS (SELECT n, caller, key, {typed}
                              FROM input JOIN claim USING (caller, key)),

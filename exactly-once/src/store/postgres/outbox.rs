@@ -47,6 +47,7 @@ pub(super) async fn claim(
                     "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
                  WHERE id IN (SELECT id FROM outbox
                               WHERE sent_at IS NULL AND next_attempt_at <= now()
+                                AND dead_at IS NULL
                                 AND (claimed_until IS NULL OR claimed_until <= now())
                               ORDER BY next_attempt_at LIMIT $1
                               FOR UPDATE SKIP LOCKED)
@@ -76,12 +77,12 @@ pub(super) async fn claim(
 }
 
 /// Marks a message sent (`None`), or failed: to try again after the
-/// duration, with the error kept; only while the item's claim is the row's.
-/// Whether it was.
+/// duration (none: never, the receiver refused it for good), with the error
+/// kept; only while the item's claim is the row's. Whether it was.
 pub(super) async fn settle(
     client: &impl GenericClient,
     item: &OutboxItem,
-    failed: Option<(Duration, &str)>,
+    failed: Option<(Option<Duration>, &str)>,
 ) -> Result<bool> {
     let changed = match failed {
         None => {
@@ -97,7 +98,22 @@ pub(super) async fn settle(
             )
             .await?
         }
-        Some((retry_in, error)) => {
+        // Last in the schedule, so the relay's claims never scan it.
+        Some((None, error)) => {
+            exec(
+                client,
+                concat!(
+                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
+                            dead_at = now(), next_attempt_at = 'infinity'
+                     WHERE id = $1 AND ",
+                token!(),
+                " = $2"
+            ),
+                &[&item.id, &item.claim.0, &error],
+            )
+            .await?
+        }
+        Some((Some(retry_in), error)) => {
             exec(
                 client,
                 concat!(
@@ -117,9 +133,43 @@ pub(super) async fn settle(
 
 /// How many messages wait to be sent.
 pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
+    count(
+        client,
+        "SELECT count(*) FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL",
+    )
+    .await
+}
+
+/// How many messages the receiver refused for good.
+pub(super) async fn dead(client: &impl GenericClient) -> Result<u64> {
+    count(
+        client,
+        "SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL",
+    )
+    .await
+}
+
+async fn count(client: &impl GenericClient, sql: &str) -> Result<u64> {
     let row = client
-        .query_one("SELECT count(*) FROM outbox WHERE sent_at IS NULL", &[])
+        .query_one(&cached(client, sql).await?, &[])
         .await
         .map_err(classify)?;
     Ok(row.get::<_, i64>(0).unsigned_abs())
+}
+
+/// Deletes at most `limit` messages sent longer than `retention` ago.
+pub(super) async fn prune_sent(
+    client: &impl GenericClient,
+    retention: Duration,
+    limit: u32,
+) -> Result<u64> {
+    exec(
+        client,
+        "DELETE FROM outbox WHERE id IN (
+           SELECT id FROM outbox
+           WHERE sent_at IS NOT NULL AND sent_at <= now() - $1 * interval '1 second'
+           ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        &[&retention.as_secs_f64(), &i64::from(limit)],
+    )
+    .await
 }

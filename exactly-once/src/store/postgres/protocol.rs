@@ -4,11 +4,11 @@
 //! Every expiry and lease is the database's `now()`.
 
 use super::{cached, classify, exec};
-use crate::record::{Lease, Record, Step, StoredResponse, FINISHED};
+use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
-    Advanced, Execution, Finish, Finished, FirstPhase, IdempotentRequest, Operation, RunContext,
-    StoreError,
+    Advanced, AfterFailure, Execution, Finish, Finished, FirstPhase, IdempotentRequest, Lifetimes,
+    Operation, RunContext, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::{GenericClient, Transaction};
@@ -25,6 +25,23 @@ pub(super) struct Clock {
     pub(super) ttl_secs: f64,
     /// `--operation-lease`, seconds.
     pub(super) lease_secs: f64,
+    /// How long after its start a failing operation is set aside, seconds.
+    pub(super) attention_after_secs: f64,
+    /// How long a tombstone is kept, seconds.
+    pub(super) tombstone_secs: f64,
+}
+
+impl Clock {
+    /// A call's clock with the store's lifetimes.
+    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes) -> Self {
+        Self {
+            now_ms,
+            ttl_secs: lifetimes.key_ttl.as_secs_f64(),
+            lease_secs: lifetimes.lease.as_secs_f64(),
+            attention_after_secs: lifetimes.attention_after.as_secs_f64(),
+            tombstone_secs: lifetimes.tombstone_ttl.as_secs_f64(),
+        }
+    }
 }
 
 /// A key's record columns, in the order [`record`] reads them ([`decide`]
@@ -42,7 +59,8 @@ pub(super) async fn execute(
     let tx = client.transaction().await.map_err(classify)?;
     let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
     let key = request.key.as_ref();
-    // A finished, expired record counts as absent: the claim replaces it.
+    // A finished, expired record (or its tombstone) counts as absent: the
+    // claim replaces it, as the key's next generation.
     let claimed = tx
         .query_opt(
             &cached(
@@ -54,10 +72,12 @@ pub(super) async fn execute(
                    SET fingerprint = EXCLUDED.fingerprint, recovery_point = 'claimed',
                        state = NULL, lease_token = NULL, leased_until = NULL, status = NULL,
                        headers = NULL, body = NULL, created_at = EXCLUDED.created_at,
-                       expires_at = EXCLUDED.expires_at
-                   WHERE idempotency_keys.recovery_point = 'finished'
-                     AND idempotency_keys.expires_at <= now()
-                 RETURNING 1",
+                       expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
+                       attention = NULL, generation = idempotency_keys.generation + 1
+                   WHERE (idempotency_keys.recovery_point = 'finished'
+                          AND idempotency_keys.expires_at <= now())
+                      OR idempotency_keys.recovery_point = 'expired'
+                 RETURNING generation",
             )
             .await?,
             &[
@@ -68,23 +88,25 @@ pub(super) async fn execute(
             ],
         )
         .await;
-    let claimed = match in_use_or(claimed)? {
+    let generation = match in_use_or(claimed)? {
         None => return Ok(Execution::InUse),
-        Some(claimed) => claimed.is_some(),
+        Some(claimed) => claimed.map(|row| row.get::<_, i64>(0).unsigned_abs()),
     };
-    if !claimed {
+    let Some(generation) = generation else {
         // The key's record is live: its transaction committed (the claim
         // waited for it), so read it and decide.
         let execution = decide(&tx, request, clock).await?;
         commit(tx).await?;
         return Ok(execution);
-    }
+    };
 
     let context = RunContext {
         caller: &request.caller,
         key: &request.key,
         now_ms,
         store_ms: now_ms,
+        fingerprint: &request.fingerprint,
+        generation,
     };
     let step = operation.run_postgres(&tx, &context).await?;
     let execution = match step {
@@ -115,6 +137,8 @@ pub(super) async fn execute(
                 token,
                 point,
                 state,
+                fingerprint: request.fingerprint,
+                generation,
             })
         }
     };
@@ -144,7 +168,8 @@ pub(super) async fn decide(
                 tx,
                 &format!(
                     "SELECT {RECORD_COLUMNS}, recovery_point, coalesce(leased_until > now(), false),
-                            greatest(extract(epoch FROM expires_at - now()), 0)::float8
+                            greatest(extract(epoch FROM expires_at - now()), 0)::float8,
+                            attention
                      FROM idempotency_keys WHERE caller = $1 AND key = $2"
                 ),
             )
@@ -162,6 +187,9 @@ pub(super) async fn decide(
     }
     if existing.fingerprint != request.fingerprint {
         return Ok(Execution::Mismatch);
+    }
+    if let Some(reason) = row.get::<_, Option<String>>(7) {
+        return Ok(Execution::NeedsAttention(reason));
     }
     if row.get::<_, bool>(5) {
         return Ok(Execution::InUse);
@@ -280,6 +308,8 @@ pub(super) async fn advance(
         key: &lease.key,
         now_ms,
         store_ms: now_ms,
+        fingerprint: &lease.fingerprint,
+        generation: lease.generation,
     };
     let advanced = match phase.run_postgres(&tx, &context).await? {
         Step::Finished(response) => {
@@ -326,43 +356,169 @@ pub(super) async fn take_over(
                 client,
                 "UPDATE idempotency_keys
                  SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
-                 WHERE caller = $1 AND key = $2 AND recovery_point <> 'finished'
-                   AND leased_until <= now()
-                 RETURNING recovery_point, state",
+                 WHERE caller = $1 AND key = $2
+                   AND recovery_point NOT IN ('finished', 'expired', 'claimed')
+                   AND leased_until <= now() AND attention IS NULL
+                 RETURNING recovery_point, state, fingerprint, generation",
             )
             .await?,
             &[&caller, &key.as_ref(), &&token[..], &lease_secs],
         )
         .await;
-    Ok(in_use_or(row)?.flatten().and_then(|row| {
-        Some(Lease {
-            caller: *caller,
-            key: key.clone(),
-            token,
-            point: Some(row.get::<_, String>(0)).filter(|p| is_recovery_point(p))?,
-            state: row.get::<_, Option<String>>(1).unwrap_or_default(),
-        })
+    let Some(row) = in_use_or(row)?.flatten() else {
+        return Ok(None);
+    };
+    Ok(Some(Lease {
+        caller: *caller,
+        key: key.clone(),
+        token,
+        point: row.get(0),
+        state: row.get::<_, Option<String>>(1).unwrap_or_default(),
+        fingerprint: fingerprint(row.get(2))?,
+        generation: row.get::<_, i64>(3).unsigned_abs(),
     }))
 }
 
+/// Extends the lease by its whole length from now, if it is still the
+/// holder's.
+pub(super) async fn renew(
+    client: &impl GenericClient,
+    lease: &Lease,
+    lease_secs: f64,
+) -> Result<bool> {
+    let changed = exec(
+        client,
+        "UPDATE idempotency_keys SET leased_until = now() + $4 * interval '1 second'
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[
+            &lease.caller,
+            &lease.key.as_ref(),
+            &&lease.token[..],
+            &lease_secs,
+        ],
+    )
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Counts a failed step and gives the lease up, or sets the operation
+/// aside when it has been unfinished longer than `attention_after`: one
+/// statement, judged by the database's clock.
+pub(super) async fn step_failed(
+    client: &impl GenericClient,
+    lease: &Lease,
+    error: &str,
+    clock: Clock,
+) -> Result<AfterFailure> {
+    let row = client
+        .query_opt(
+            &cached(
+                client,
+                "UPDATE idempotency_keys SET
+                   attempts = attempts + 1, last_error = $4,
+                   attention = CASE WHEN created_at <= now() - $5 * interval '1 second'
+                     THEN 'unfinished ' || justify_interval(date_trunc('second', now() - created_at))
+                          || ' after its start; last error: ' || $4 END,
+                   lease_token = CASE WHEN created_at <= now() - $5 * interval '1 second'
+                     THEN NULL ELSE lease_token END,
+                   leased_until = CASE WHEN created_at <= now() - $5 * interval '1 second'
+                     THEN NULL ELSE now() END
+                 WHERE caller = $1 AND key = $2 AND lease_token = $3
+                   AND recovery_point <> 'finished'
+                 RETURNING attention IS NOT NULL",
+            )
+            .await?,
+            &[
+                &lease.caller,
+                &lease.key.as_ref(),
+                &&lease.token[..],
+                &error,
+                &clock.attention_after_secs,
+            ],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(match row {
+        None => AfterFailure::NotHeld,
+        Some(row) if row.get::<_, bool>(0) => AfterFailure::SetAside,
+        Some(_) => AfterFailure::Released,
+    })
+}
+
+/// Sets the lease's operation aside for an operator: nothing resumes it.
+pub(super) async fn set_aside(
+    client: &impl GenericClient,
+    lease: &Lease,
+    reason: &str,
+) -> Result<bool> {
+    let changed = exec(
+        client,
+        "UPDATE idempotency_keys
+         SET attention = $4, attempts = attempts + 1, last_error = $4,
+             lease_token = NULL, leased_until = NULL
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[
+            &lease.caller,
+            &lease.key.as_ref(),
+            &&lease.token[..],
+            &reason,
+        ],
+    )
+    .await?;
+    Ok(changed == 1)
+}
+
+/// Turns at most `limit` finished records expired by now into tombstones
+/// (the answer goes, the generation stays until the tombstone's own time),
+/// and deletes as many tombstones whose time is up. How many expired.
+pub(super) async fn sweep(client: &impl GenericClient, clock: Clock, limit: u32) -> Result<u64> {
+    let expired = exec(
+        client,
+        "UPDATE idempotency_keys
+         SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
+             expires_at = expires_at + $2 * interval '1 second'
+         WHERE ctid IN (
+           SELECT ctid FROM idempotency_keys
+           WHERE expires_at <= now() AND recovery_point = 'finished'
+           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+        &[&i64::from(limit), &clock.tombstone_secs],
+    )
+    .await?;
+    exec(
+        client,
+        "DELETE FROM idempotency_keys WHERE ctid IN (
+           SELECT ctid FROM idempotency_keys
+           WHERE expires_at <= now() AND recovery_point = 'expired'
+           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
+        &[&i64::from(limit)],
+    )
+    .await?;
+    Ok(expired)
+}
+
 /// Whether a stored `recovery_point` is where an unfinished operation
-/// stopped: neither `finished` nor the one-statement claim's own `claimed`
-/// (which no other transaction ever sees, as the statement commits whole).
+/// stopped: neither `finished`, nor a tombstone (`expired`), nor the
+/// one-statement claim's own `claimed` (which no other transaction ever
+/// sees, as the statement commits whole).
 fn is_recovery_point(stored: &str) -> bool {
-    stored != FINISHED && stored != "claimed"
+    stored != FINISHED && stored != EXPIRED && stored != "claimed"
+}
+
+/// A fingerprint as stored.
+fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
+    stored
+        .try_into()
+        .map(Fingerprint::from_bytes)
+        .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))
 }
 
 /// A record from a row whose first columns are [`RECORD_COLUMNS`] (the
 /// status is 0 for an unfinished record).
 pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record> {
-    let fingerprint: &[u8] = row.get(0);
-    let fingerprint: [u8; 32] = fingerprint
-        .try_into()
-        .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))?;
     let status: Option<i16> = row.get(1);
     let body: Option<&[u8]> = row.get(3);
     Ok(Record {
-        fingerprint: Fingerprint::from_bytes(fingerprint),
+        fingerprint: fingerprint(row.get(0))?,
         response: StoredResponse::from_stored(
             status.unwrap_or(0) as u16,
             row.get(2),

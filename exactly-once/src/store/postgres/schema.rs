@@ -7,10 +7,16 @@ use crate::store::{now_ms, Result};
 use deadpool_postgres::GenericClient;
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
-pub(super) const MIGRATIONS: Migrations = Migrations(&[(
-    1,
-    include_str!("../../../migrations/postgres/0001_records.sql"),
-)]);
+pub(super) const MIGRATIONS: Migrations = Migrations(&[
+    (
+        1,
+        include_str!("../../../migrations/postgres/0001_records.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../migrations/postgres/0002_lives_and_dead_letters.sql"),
+    ),
+]);
 
 /// Any number, the same for every instance: the migration lock.
 const MIGRATION_LOCK: i64 = 0x1de3_9071;

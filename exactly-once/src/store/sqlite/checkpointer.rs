@@ -129,6 +129,12 @@ impl Checkpointer {
             .map(drop)
     }
 
+    /// Holds off the checkpoint thread while the writer checkpoints on its
+    /// own (a file replaced under it).
+    pub(super) fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Asks for a checkpoint of the file the writer's connection of
     /// `generation` writes to; a request already waiting covers this one.
     fn request(&self, generation: u64) {

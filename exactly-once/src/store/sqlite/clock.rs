@@ -11,11 +11,18 @@
 //!
 //! - **The same boot** (a restart, a second process): the stored offset, so
 //!   time goes on exactly, whatever the wall clock did meanwhile.
-//! - **A new boot**: the boot clock started again, so the database's clock
-//!   goes on from its latest stored reading by as much as the wall clock
-//!   moved since (never backwards: a wall clock set back across a reboot
-//!   counts the downtime as nothing, which keeps records longer, never
-//!   shorter). The reading is refreshed at every sweep.
+//! - **A new boot** (a reboot, or the file copied to another machine): the
+//!   boot clock started again, and nothing this process can read tells
+//!   how long the database was down: a wall clock kept in local time, a
+//!   VM restored with a skewed clock or another host's clock can be a day
+//!   off. So the database's clock goes on from its latest stored reading,
+//!   counting the downtime as nothing: a record lives its whole TTL of
+//!   time while a server ran, and may live longer by a downtime, never
+//!   shorter (an earlier release added the wall clock's move, and a boot
+//!   whose clock read 25 h ahead expired every record at once). The
+//!   reading is stored at most a second apart by the writes, and at
+//!   every sweep, so a lease or an expiry written before a crash is at
+//!   most that much longer after it.
 //! - **A new database**: the wall clock, so a fresh file starts at the
 //!   time people read.
 
@@ -46,10 +53,7 @@ impl DbClock {
             Some((stored_boot, offset_ms, _, _)) if !boot.is_empty() && stored_boot == boot => {
                 return Ok(Self { offset_ms })
             }
-            Some((_, _, db_ms, wall_ms)) => {
-                let db_now = db_ms.saturating_add(wall_now.saturating_sub(wall_ms).max(0));
-                db_now - boot_now
-            }
+            Some((_, _, db_ms, _)) => db_ms - boot_now,
             None => wall_now - boot_now,
         };
         let clock = Self { offset_ms };
@@ -99,30 +103,27 @@ mod tests {
         assert_eq!(again.offset_ms, first.offset_ms);
     }
 
+    /// Whatever the wall clock did across the reboot (25 h ahead, a day
+    /// behind, or right), the database's clock goes on from its last
+    /// reading: no record expires early, and none lives shorter.
     #[test]
-    fn a_new_boot_goes_on_from_the_last_reading_and_never_backwards() {
+    fn a_new_boot_goes_on_from_the_last_reading_whatever_the_wall_clock_says() {
         let conn = database();
         DbClock::open(&conn).unwrap();
-        // The last boot's reading: database time 5 000 ms ahead of the wall
-        // clock, taken a minute ago.
         let wall = now_ms();
-        conn.execute(
-            "UPDATE clock SET boot_id = 'another boot', db_ms = ?1, wall_ms = ?2",
-            params![wall - 60_000 + 5_000, wall - 60_000],
-        )
-        .unwrap();
-        let next = DbClock::open(&conn).unwrap();
-        assert!(
-            (next.now() - (wall + 5_000)).abs() < 1_000,
-            "a minute later"
-        );
-        // A wall clock set back a day across the reboot counts nothing.
-        conn.execute(
-            "UPDATE clock SET boot_id = 'a third boot', db_ms = ?1, wall_ms = ?2",
-            params![wall + 10_000, wall + 86_400_000],
-        )
-        .unwrap();
-        let after = DbClock::open(&conn).unwrap();
-        assert!((after.now() - (wall + 10_000)).abs() < 1_000);
+        for (boot, wall_then) in [
+            ("a boot whose clock is 25 h ahead now", wall - 90_000_000),
+            ("a boot whose clock is a day behind now", wall + 86_400_000),
+            ("a boot a minute later", wall - 60_000),
+        ] {
+            let reading = wall - 3_600_000;
+            conn.execute(
+                "UPDATE clock SET boot_id = ?1, db_ms = ?2, wall_ms = ?3",
+                params![boot, reading, wall_then],
+            )
+            .unwrap();
+            let next = DbClock::open(&conn).unwrap();
+            assert!((next.now() - reading).abs() < 1_000, "{boot}");
+        }
     }
 }

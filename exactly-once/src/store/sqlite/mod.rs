@@ -21,30 +21,38 @@ mod writer;
 
 pub use outbox::enqueue;
 
+use crate::clock::BootInstant;
 use crate::record::Lease;
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    millis, now_ms, stored_keys, Advanced, ClaimToken, Durability, Execution, Finish, Finished,
-    FirstPhase, Operation, OutboxItem, Store, StoreError,
+    millis, now_ms, stored_keys, Advanced, AfterFailure, ClaimToken, Durability, Execution, Finish,
+    Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
 use clock::DbClock;
+use outbox::Settled;
 use protocol::Clock;
 use readers::ReadPool;
 use rusqlite::{Connection, ErrorCode};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use writer::{Keep, Kind, Writer};
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
-const MIGRATIONS: Migrations = Migrations(&[(
-    1,
-    include_str!("../../../migrations/sqlite/0001_records.sql"),
-)]);
+const MIGRATIONS: Migrations = Migrations(&[
+    (
+        1,
+        include_str!("../../../migrations/sqlite/0001_records.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../migrations/sqlite/0002_lives_and_dead_letters.sql"),
+    ),
+]);
 
 /// Where and how to open the database.
 #[derive(Debug, Clone)]
@@ -61,17 +69,28 @@ pub struct SqliteOptions {
     /// Your own tables' migrations, applied before the engine's and
     /// recorded in `schema_migrations`.
     pub migrations: Migrations,
+    /// How long after its start a failing operation is set aside (12
+    /// hours by default).
+    pub attention_after: Duration,
+    /// How long an expired record's tombstone is kept (7 days by default).
+    pub tombstone_ttl: Duration,
+    /// How long a sent outbox message is kept (7 days by default).
+    pub outbox_retention: Duration,
 }
 
 impl SqliteOptions {
     /// The file at `path`, with the defaults and no migrations of yours.
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        let defaults = Lifetimes::default();
         Self {
             path: path.into(),
             durability: Durability::Full,
-            key_ttl: Duration::from_secs(24 * 3600),
-            lease: Duration::from_secs(30),
+            key_ttl: defaults.key_ttl,
+            lease: defaults.lease,
             migrations: Migrations::default(),
+            attention_after: defaults.attention_after,
+            tombstone_ttl: defaults.tombstone_ttl,
+            outbox_retention: defaults.outbox_retention,
         }
     }
 
@@ -86,9 +105,15 @@ pub struct SqliteStore {
     app: Migrations,
     /// What every lease and expiry is measured on ([`clock`]).
     clock: DbClock,
-    ttl_ms: i64,
-    lease_ms: i64,
+    /// When the clock's reading was last stored (boot clock, ms).
+    clock_stored: AtomicI64,
+    lifetimes: Lifetimes,
 }
+
+/// How often the database clock's reading is stored, at most: a reboot
+/// goes on from the last stored reading, so a lease or an expiry written
+/// since then is at most this much longer after it, never shorter.
+const CLOCK_READING_EVERY_MS: i64 = 1_000;
 
 impl SqliteStore {
     /// Creates the file (and its folder) if missing, migrates it and starts
@@ -117,18 +142,40 @@ impl SqliteStore {
             readers: ReadPool::new(options.path, generation),
             app: options.migrations,
             clock,
-            ttl_ms: millis(options.key_ttl),
-            lease_ms: millis(options.lease),
+            clock_stored: AtomicI64::new(BootInstant::now().as_ms()),
+            lifetimes: Lifetimes {
+                key_ttl: options.key_ttl,
+                lease: options.lease,
+                attention_after: options.attention_after,
+                tombstone_ttl: options.tombstone_ttl,
+                outbox_retention: options.outbox_retention,
+            },
         })
     }
 
     fn clock(&self) -> Clock {
+        let lifetimes = &self.lifetimes;
         Clock {
             now: self.clock.now(),
             wall: now_ms(),
-            ttl: self.ttl_ms,
-            lease: self.lease_ms,
+            ttl: millis(lifetimes.key_ttl),
+            lease: millis(lifetimes.lease),
+            attention_after: millis(lifetimes.attention_after),
+            tombstone_ttl: millis(lifetimes.tombstone_ttl),
         }
+    }
+
+    /// Whether this write should store the clock's reading too (once a
+    /// second at most, so that a reboot goes on from close to where this
+    /// one stopped).
+    fn clock_reading_due(&self) -> bool {
+        let now = BootInstant::now().as_ms();
+        let last = self.clock_stored.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= CLOCK_READING_EVERY_MS
+            && self
+                .clock_stored
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Runs `read` on one of the read connections (WAL readers beside the
@@ -177,11 +224,16 @@ impl Store for SqliteStore {
     }
 
     fn key_ttl(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.unsigned_abs())
+        self.lifetimes.key_ttl
+    }
+
+    fn lease(&self) -> Duration {
+        self.lifetimes.lease
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
         let clock = self.clock();
+        let db_clock = self.clock_reading_due().then_some(self.clock);
         self.writer
             .submit(Kind::Write, move |batch| {
                 let FirstPhase {
@@ -189,6 +241,9 @@ impl Store for SqliteStore {
                     operation,
                     finish,
                 } = &phase;
+                if let Some(db_clock) = db_clock {
+                    db_clock.refresh(batch.conn).map_err(classify)?;
+                }
                 let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
                     .map_err(classify)?;
                 Ok(match (execution, *finish) {
@@ -209,12 +264,32 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<()> {
-        let (lease, now) = (lease.clone(), self.clock.now());
+    async fn renew(&self, lease: &Lease) -> Result<bool> {
+        let (lease, clock) = (lease.clone(), self.clock());
         self.write(Kind::Write, move |conn| {
-            protocol::release(conn, &lease, now)
+            protocol::renew(conn, &lease, clock)
         })
         .await
+    }
+
+    async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
+        let (lease, clock, error) = (lease.clone(), self.clock(), error.to_owned());
+        self.write(Kind::Write, move |conn| {
+            protocol::step_failed(conn, &lease, &error, clock)
+        })
+        .await
+    }
+
+    async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
+        let (lease, reason) = (lease.clone(), reason.to_owned());
+        self.write(Kind::Write, move |conn| {
+            protocol::set_aside(conn, &lease, &reason, None)
+        })
+        .await
+    }
+
+    async fn needing_attention(&self) -> Result<u64> {
+        self.readers.with(protocol::needing_attention)
     }
 
     async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
@@ -234,10 +309,12 @@ impl Store for SqliteStore {
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
-        let clock = self.clock;
+        let (db_clock, clock) = (self.clock, self.clock());
+        let sent_before = now_ms().saturating_sub(millis(self.lifetimes.outbox_retention));
         self.write(Kind::Other, move |conn| {
-            clock.refresh(conn)?;
-            protocol::sweep(conn, clock.now(), limit)
+            db_clock.refresh(conn)?;
+            outbox::prune_sent(conn, sent_before, limit)?;
+            protocol::sweep(conn, clock, limit)
         })
         .await
     }
@@ -266,7 +343,7 @@ impl Store for SqliteStore {
     async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
         let (id, claim, now) = (item.id, item.claim, now_ms());
         self.write(Kind::Other, move |conn| {
-            outbox::settle_message(conn, id, claim.0, Ok(now))
+            outbox::settle_message(conn, id, claim.0, Settled::Sent(now))
         })
         .await
     }
@@ -274,20 +351,28 @@ impl Store for SqliteStore {
     async fn message_failed(
         &self,
         item: &OutboxItem,
-        retry_in: Duration,
+        retry_in: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
         let (id, claim) = (item.id, item.claim);
-        let retry_at = self.clock.now().saturating_add(millis(retry_in));
-        let error = error.to_owned();
+        let retry_at = retry_in.map(|retry_in| self.clock.now().saturating_add(millis(retry_in)));
+        let (error, now) = (error.to_owned(), now_ms());
         self.write(Kind::Other, move |conn| {
-            outbox::settle_message(conn, id, claim.0, Err((retry_at, &error)))
+            let outcome = match retry_at {
+                Some(at) => Settled::Retry(at, &error),
+                None => Settled::Dead(now, &error),
+            };
+            outbox::settle_message(conn, id, claim.0, outcome)
         })
         .await
     }
 
     async fn messages_waiting(&self) -> Result<u64> {
         self.readers.with(queries::messages_waiting)
+    }
+
+    async fn messages_dead(&self) -> Result<u64> {
+        self.readers.with(queries::messages_dead)
     }
 
     async fn health(&self) -> Result<()> {

@@ -3,8 +3,10 @@
 //! run the operation's first phase and record how it ended; later phases
 //! under a lease; the completer's and the sweeper's queries.
 
-use crate::record::{Lease, Record, Step, StoredResponse, FINISHED};
-use crate::store::{Advanced, Execution, Finished, IdempotentRequest, Operation, RunContext};
+use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
+use crate::store::{
+    Advanced, AfterFailure, Execution, Finished, IdempotentRequest, Operation, RunContext,
+};
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
@@ -22,6 +24,10 @@ pub(super) struct Clock {
     pub(super) ttl: i64,
     /// How long a lease lasts.
     pub(super) lease: i64,
+    /// How long after its start a failing operation is set aside.
+    pub(super) attention_after: i64,
+    /// How long an expired record's tombstone is kept.
+    pub(super) tombstone_ttl: i64,
 }
 
 /// A key's record as the protocol reads it.
@@ -32,6 +38,8 @@ struct Existing {
     lease_token: Option<Vec<u8>>,
     leased_until: i64,
     expires_at: i64,
+    generation: u64,
+    attention: Option<String>,
 }
 
 /// The heart of it, inside one savepoint of the batch's transaction: find
@@ -44,12 +52,16 @@ pub(super) fn execute(
     clock: Clock,
 ) -> rusqlite::Result<Execution> {
     let key = request.key.as_ref();
+    let mut generation = 0;
     if let Some(existing) = read(conn, request)? {
-        let live = existing.expires_at > clock.now || existing.point != FINISHED;
-        if live {
+        let over = existing.point == EXPIRED
+            || (existing.point == FINISHED && existing.expires_at <= clock.now);
+        if !over {
             return decide(conn, request, existing, clock);
         }
-        // Expired and finished: it counts as absent, and makes room.
+        // Expired (or only its tombstone is left): it counts as absent and
+        // makes room, and this is the key's next life.
+        generation = existing.generation + 1;
         conn.prepare_cached("DELETE FROM idempotency_keys WHERE caller = ?1 AND key = ?2")?
             .execute(params![&request.caller, key])?;
     }
@@ -59,6 +71,8 @@ pub(super) fn execute(
         key: &request.key,
         now_ms: clock.wall,
         store_ms: clock.now,
+        fingerprint: &request.fingerprint,
+        generation,
     };
     let step = operation.run_sqlite(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
@@ -74,8 +88,8 @@ pub(super) fn execute(
     conn.prepare_cached(
         "INSERT INTO idempotency_keys
            (caller, key, fingerprint, recovery_point, state, lease_token, leased_until,
-            status, headers, body, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            status, headers, body, created_at, expires_at, generation)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         &request.caller,
@@ -90,6 +104,7 @@ pub(super) fn execute(
         response.map(|r| &r.body[..]),
         clock.now,
         clock.now.saturating_add(clock.ttl),
+        i64::try_from(generation).unwrap_or(i64::MAX),
     ])?;
     Ok(match step {
         Step::Finished(response) => Execution::Ran(response),
@@ -99,6 +114,8 @@ pub(super) fn execute(
             token: token.expect("a stopped operation has a lease"),
             point,
             state,
+            fingerprint: request.fingerprint,
+            generation,
         }),
     })
 }
@@ -106,7 +123,7 @@ pub(super) fn execute(
 fn read(conn: &Connection, request: &IdempotentRequest) -> rusqlite::Result<Option<Existing>> {
     conn.prepare_cached(
         "SELECT fingerprint, status, headers, body, recovery_point, state, lease_token,
-                coalesce(leased_until, 0), expires_at
+                coalesce(leased_until, 0), expires_at, generation, attention
          FROM idempotency_keys WHERE caller = ?1 AND key = ?2",
     )?
     .query_row(params![&request.caller, request.key.as_ref()], |row| {
@@ -117,6 +134,8 @@ fn read(conn: &Connection, request: &IdempotentRequest) -> rusqlite::Result<Opti
             lease_token: row.get(6)?,
             leased_until: row.get(7)?,
             expires_at: row.get(8)?,
+            generation: row.get::<_, i64>(9)?.unsigned_abs(),
+            attention: row.get(10)?,
         })
     })
     .optional()
@@ -141,6 +160,9 @@ fn decide(
     if existing.record.fingerprint != request.fingerprint {
         return Ok(Execution::Mismatch);
     }
+    if let Some(reason) = existing.attention {
+        return Ok(Execution::NeedsAttention(reason));
+    }
     if existing.leased_until > clock.now {
         return Ok(Execution::InUse);
     }
@@ -159,6 +181,8 @@ fn decide(
             token,
             point,
             state: existing.state.unwrap_or_default(),
+            fingerprint: existing.record.fingerprint,
+            generation: existing.generation,
         }),
         false => Execution::InUse,
     })
@@ -200,15 +224,7 @@ pub(super) fn advance(
     phase: &dyn Operation,
     clock: Clock,
 ) -> rusqlite::Result<Advanced> {
-    let held: Option<Vec<u8>> = conn
-        .prepare_cached(
-            "SELECT lease_token FROM idempotency_keys
-             WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
-        )?
-        .query_row(params![&lease.caller, lease.key.as_ref()], |row| row.get(0))
-        .optional()?
-        .flatten();
-    if held.as_deref() != Some(&lease.token[..]) {
+    if !holds(conn, lease)? {
         return Ok(Advanced::LeaseLost);
     }
     let context = RunContext {
@@ -216,6 +232,8 @@ pub(super) fn advance(
         key: &lease.key,
         now_ms: clock.wall,
         store_ms: clock.now,
+        fingerprint: &lease.fingerprint,
+        generation: lease.generation,
     };
     match phase.run_sqlite(conn, &context)? {
         Step::Finished(response) => {
@@ -259,6 +277,121 @@ pub(super) fn advance(
     }
 }
 
+/// Whether the lease is still its holder's (its operation unfinished and
+/// not set aside).
+fn holds(conn: &Connection, lease: &Lease) -> rusqlite::Result<bool> {
+    let held: Option<Vec<u8>> = conn
+        .prepare_cached(
+            "SELECT lease_token FROM idempotency_keys
+             WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
+        )?
+        .query_row(params![&lease.caller, lease.key.as_ref()], |row| row.get(0))
+        .optional()?
+        .flatten();
+    Ok(held.as_deref() == Some(&lease.token[..]))
+}
+
+/// Extends the lease by its whole length from now, if it is still the
+/// holder's.
+pub(super) fn renew(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE idempotency_keys SET leased_until = ?4
+             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+               AND recovery_point <> 'finished'",
+        )?
+        .execute(params![
+            &lease.caller,
+            lease.key.as_ref(),
+            &lease.token[..],
+            clock.now.saturating_add(clock.lease),
+        ])?;
+    Ok(changed == 1)
+}
+
+/// Counts a failed step and gives the lease up, or sets the operation
+/// aside when it has been unfinished longer than `attention_after`.
+pub(super) fn step_failed(
+    conn: &Connection,
+    lease: &Lease,
+    error: &str,
+    clock: Clock,
+) -> rusqlite::Result<AfterFailure> {
+    let started: Option<i64> = conn
+        .prepare_cached(
+            "SELECT created_at FROM idempotency_keys
+             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+               AND recovery_point <> 'finished'",
+        )?
+        .query_row(
+            params![&lease.caller, lease.key.as_ref(), &lease.token[..]],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let Some(started) = started else {
+        return Ok(AfterFailure::NotHeld);
+    };
+    if clock.now.saturating_sub(started) >= clock.attention_after {
+        let reason = format!(
+            "unfinished {} after its start; last error: {error}",
+            humanize_ms(clock.now.saturating_sub(started))
+        );
+        set_aside(conn, lease, &reason, Some(error))?;
+        return Ok(AfterFailure::SetAside);
+    }
+    conn.prepare_cached(
+        "UPDATE idempotency_keys
+         SET attempts = attempts + 1, last_error = ?4, leased_until = ?5
+         WHERE caller = ?1 AND key = ?2 AND lease_token = ?3",
+    )?
+    .execute(params![
+        &lease.caller,
+        lease.key.as_ref(),
+        &lease.token[..],
+        error,
+        clock.now,
+    ])?;
+    Ok(AfterFailure::Released)
+}
+
+/// Sets the lease's operation aside for an operator: nothing resumes it.
+pub(super) fn set_aside(
+    conn: &Connection,
+    lease: &Lease,
+    reason: &str,
+    error: Option<&str>,
+) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE idempotency_keys
+             SET attention = ?4, attempts = attempts + 1, last_error = coalesce(?5, ?4),
+                 lease_token = NULL, leased_until = NULL
+             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+               AND recovery_point <> 'finished'",
+        )?
+        .execute(params![
+            &lease.caller,
+            lease.key.as_ref(),
+            &lease.token[..],
+            reason,
+            error,
+        ])?;
+    Ok(changed == 1)
+}
+
+/// A duration in milliseconds as people read it (`3h 2m`).
+fn humanize_ms(ms: i64) -> String {
+    let secs = u64::try_from(ms / 1000).unwrap_or(0);
+    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+}
+
+/// How many operations are set aside for an operator.
+pub(super) fn needing_attention(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT count(*) FROM idempotency_keys WHERE attention IS NOT NULL")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| n.unsigned_abs())
+}
+
 /// Takes over the key's abandoned operation (its lease ran out).
 pub(super) fn take_over(
     conn: &Connection,
@@ -267,12 +400,12 @@ pub(super) fn take_over(
     clock: Clock,
 ) -> rusqlite::Result<Option<Lease>> {
     let token = Lease::new_token();
-    let taken: Option<(String, Option<String>)> = conn
+    let taken: Option<(String, Option<String>, [u8; 32], i64)> = conn
         .prepare_cached(
             "UPDATE idempotency_keys SET lease_token = ?3, leased_until = ?4
-             WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'
-               AND leased_until <= ?5
-             RETURNING recovery_point, state",
+             WHERE caller = ?1 AND key = ?2 AND recovery_point NOT IN ('finished', 'expired')
+               AND leased_until <= ?5 AND attention IS NULL
+             RETURNING recovery_point, state, fingerprint, generation",
         )?
         .query_row(
             params![
@@ -282,33 +415,18 @@ pub(super) fn take_over(
                 clock.now.saturating_add(clock.lease),
                 clock.now
             ],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
         .optional()?;
-    Ok(taken.and_then(|(point, state)| {
-        Some(Lease {
-            caller: *caller,
-            key: key.clone(),
-            token,
-            point: (point != FINISHED).then_some(point)?,
-            state: state.unwrap_or_default(),
-        })
+    Ok(taken.map(|(point, state, fingerprint, generation)| Lease {
+        caller: *caller,
+        key: key.clone(),
+        token,
+        point,
+        state: state.unwrap_or_default(),
+        fingerprint: Fingerprint::from_bytes(fingerprint),
+        generation: generation.unsigned_abs(),
     }))
-}
-
-/// Ends the lease now, if it is still the holder's.
-pub(super) fn release(conn: &Connection, lease: &Lease, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "UPDATE idempotency_keys SET leased_until = ?4
-         WHERE caller = ?1 AND key = ?2 AND lease_token = ?3",
-    )?
-    .execute(params![
-        &lease.caller,
-        lease.key.as_ref(),
-        &lease.token[..],
-        now
-    ])?;
-    Ok(())
 }
 
 /// A record read from columns `first..first + 4`: fingerprint, status,
@@ -325,17 +443,30 @@ pub(super) fn record(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<
     })
 }
 
-/// Deletes at most `limit` finished records expired by `now`, oldest first.
-pub(super) fn sweep(conn: &Connection, now: i64, limit: u32) -> rusqlite::Result<u64> {
-    let deleted = conn
+/// Turns at most `limit` finished records expired by `now` into
+/// tombstones, oldest first: the answer goes, the key's generation stays
+/// until `now + tombstone_ttl` (its `expires_at` from then on); and deletes
+/// as many tombstones whose own time is up. How many records expired.
+pub(super) fn sweep(conn: &Connection, clock: Clock, limit: u32) -> rusqlite::Result<u64> {
+    let expired = conn
         .prepare_cached(
-            "DELETE FROM idempotency_keys WHERE (caller, key) IN (
+            "UPDATE idempotency_keys
+             SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
+                 expires_at = expires_at + ?3
+             WHERE (caller, key) IN (
                SELECT caller, key FROM idempotency_keys
                WHERE expires_at <= ?1 AND recovery_point = 'finished'
                ORDER BY expires_at LIMIT ?2)",
         )?
-        .execute(params![now, limit])?;
-    Ok(deleted as u64)
+        .execute(params![clock.now, limit, clock.tombstone_ttl])?;
+    conn.prepare_cached(
+        "DELETE FROM idempotency_keys WHERE (caller, key) IN (
+           SELECT caller, key FROM idempotency_keys
+           WHERE expires_at <= ?1 AND recovery_point = 'expired'
+           ORDER BY expires_at LIMIT ?2)",
+    )?
+    .execute(params![clock.now, limit])?;
+    Ok(expired as u64)
 }
 
 /// Operations stopped at a recovery point whose lease ran out.

@@ -33,7 +33,7 @@ pub(super) fn unfinished(
 ) -> rusqlite::Result<Option<Fingerprint>> {
     conn.prepare_cached(
         "SELECT fingerprint FROM idempotency_keys
-         WHERE caller = ?1 AND key = ?2 AND recovery_point <> 'finished'",
+         WHERE caller = ?1 AND key = ?2 AND recovery_point NOT IN ('finished', 'expired')",
     )?
     .query_row(params![&caller, key.as_ref()], |row| {
         Ok(Fingerprint::from_bytes(row.get(0)?))
@@ -43,7 +43,14 @@ pub(super) fn unfinished(
 
 /// How many messages wait to be sent.
 pub(super) fn messages_waiting(conn: &Connection) -> rusqlite::Result<u64> {
-    conn.prepare_cached("SELECT count(*) FROM outbox WHERE sent_at IS NULL")?
+    conn.prepare_cached("SELECT count(*) FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| n.unsigned_abs())
+}
+
+/// How many messages the receiver refused for good.
+pub(super) fn messages_dead(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL")?
         .query_row([], |row| row.get::<_, i64>(0))
         .map(|n| n.unsigned_abs())
 }

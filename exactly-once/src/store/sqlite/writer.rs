@@ -203,6 +203,44 @@ fn in_savepoint(conn: &Connection, job: impl FnOnce(&Connection) -> Result<Keep>
     }
 }
 
+impl WriterThread {
+    /// Copies the WAL of the file `old` has open into that file and
+    /// truncates it, so that nothing of it is read as another file's.
+    fn empty_old_wal(&self, old: &Connection) -> rusqlite::Result<()> {
+        let _running = self.checkpointer.hold();
+        let (busy, _, _): (i64, i64, i64) =
+            old.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?;
+        match busy {
+            0 => Ok(()),
+            _ => Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                Some("a reader still holds the old file's WAL".into()),
+            )),
+        }
+    }
+}
+
+/// Sorts an error returned by COMMIT. An I/O error (a failed `fsync` of
+/// the WAL, above all) comes after the batch's frames, its commit frame
+/// included, were written to the WAL: this process no longer sees them
+/// (SQLite appends them to the WAL index only once synced, and its next
+/// commit writes over them), but if it dies first, the next start replays
+/// them from the file, and the batch did happen. So its outcome is not
+/// known, and every request of it is told so (retry with the same key),
+/// never "nothing was done". Whatever happens next is then told true by
+/// the retry: overwritten, it runs afresh; replayed, it is found. Any other
+/// error (the disk full, a lock) comes before the commit frame is written:
+/// nothing was done.
+fn commit_failure(e: rusqlite::Error) -> StoreError {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure) {
+        StoreError::outcome_unknown("an I/O error at COMMIT (a failed fsync?)").caused_by(e)
+    } else {
+        classify(e)
+    }
+}
+
 /// How a batch ended.
 enum End {
     /// Committed; some jobs may have failed on their own (each rolled back
@@ -359,8 +397,8 @@ impl WriterThread {
         match tx.commit() {
             Ok(()) => End::Committed { failures },
             Err(e) => {
-                let cause = classify(e);
-                tracing::error!(error = %cause, jobs = batch.len(), "commit failed; the batch is rolled back");
+                let cause = commit_failure(e);
+                tracing::error!(error = %cause, jobs = batch.len(), "commit failed; its outcome is not known: retries with the same keys will tell");
                 End::RolledBack {
                     cause,
                     culprit: None,
@@ -372,12 +410,35 @@ impl WriterThread {
     /// Makes sure the connection writes to the file at `path`: the same file
     /// it opened, or, if that file was replaced, the new one. A missing file
     /// is never recreated here (that would forget every key).
+    ///
+    /// A file replaced while this process has the old one open (a backup
+    /// renamed over it) has the old file's `-wal` beside it: SQLite names
+    /// the WAL after the path, not the file, and a connection opened on the
+    /// new file would read the old file's frames as its own (an earlier
+    /// release did, and served a restore mixed with what it was to undo).
+    /// So before the new file is opened, the old file's WAL is copied into
+    /// the old file and emptied (`wal_checkpoint(TRUNCATE)` on the old
+    /// connection); until that succeeds (a reader may hold the old WAL),
+    /// every write is answered 503.
     fn ensure_open(&mut self) -> Result<()> {
         let identity = schema::file_identity(&self.path)?;
         if self.conn.is_some() && self.identity == Some(identity) {
             return Ok(());
         }
-        self.conn = None;
+        if let Some(old) = self.conn.take() {
+            // Readers and the checkpoint thread let go of the old file.
+            self.generation.fetch_add(1, Ordering::Release);
+            if let Err(e) = self.empty_old_wal(&old) {
+                self.conn = Some(old);
+                return Err(StoreError::unavailable(format!(
+                    "the database file {} was replaced while the server ran, and the old \
+                     file's WAL beside it cannot be emptied yet; writes wait",
+                    self.path.display()
+                ))
+                .caused_by(e));
+            }
+            tracing::warn!(path = %self.path.display(), "the database file was replaced while the server ran: the old file's WAL was checkpointed into the old file and emptied before the new file is opened");
+        }
         let mut conn = schema::open_existing(&self.path).map_err(classify)?;
         schema::configure_writer(&conn, self.durability).map_err(classify)?;
         schema::check(&conn, self.app, MIGRATIONS)?;
