@@ -6,7 +6,8 @@
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
-# harness (PostgreSQL killed and cut off),
+# harness (PostgreSQL killed and cut off), the API suite and crash harness
+# through PgBouncer in transaction mode,
 # schemathesis against the server's OpenAPI document, the client's host
 # and browser tests, its npm package (size budget, types, a Vite build),
 # and the end-to-end stories in headless Chromium and Firefox.
@@ -57,6 +58,15 @@ pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
   --test outage -- --include-ignored
 
+# The same API suite and crash harness through Debian's PgBouncer in
+# transaction mode with a small pool (4 server connections for every
+# client): the URL carries pgbouncer=true, so the server sends no startup
+# options, keeps no session state and names no statement.
+step "server: the API suite and the crash harness through PgBouncer (transaction mode)"
+bouncer="$(scripts/pgbouncer.sh start "$pgdir/bouncer" "$pgurl")"
+trap 'scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
+TEST_POSTGRES_URL="$bouncer" cargo test -p server --test api --test crash -- --include-ignored
+
 # PostgreSQL on the power-cut file system, and a failover to a streaming
 # standby (synchronous, then asynchronous and measured): clusters of their
 # own. Their SQLite runs already ran above.
@@ -78,6 +88,7 @@ step "end to end: the checkout page in headless Chromium and Firefox"
 scripts/test-e2e.sh
 
 step "all tests passed"
+scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null
 scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null
 # One line per step that ran tests, then the total (every run once).
 scripts/test-total.sh "$log"

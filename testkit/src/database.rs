@@ -73,6 +73,7 @@ impl Database {
     /// (`postgres://USER@HOST:PORT/DB`: a [`Postgres`](crate::Postgres)
     /// cluster of the test's own, or a [`Proxy`](crate::Proxy) in front of
     /// it); the new database is reached the same way.
+    /// The URL's parameters (`?pgbouncer=true`, `?sslmode=…`) are kept.
     pub async fn postgres_on(admin: &str) -> Result<Self> {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
         connect(admin)
@@ -80,11 +81,16 @@ impl Database {
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .with_context(|| format!("CREATE DATABASE {name}"))?;
-        let (server, _) = admin
+        let (base, query) = admin.split_once('?').unwrap_or((admin, ""));
+        let (server, _) = base
             .rsplit_once('/')
             .ok_or_else(|| anyhow!("{admin} has no database name"))?;
+        let query = match query {
+            "" => String::new(),
+            query => format!("?{query}"),
+        };
         Ok(Self(Arc::new(Kind::Postgres {
-            url: format!("{server}/{name}"),
+            url: format!("{server}/{name}{query}"),
         })))
     }
 
@@ -142,6 +148,15 @@ impl Database {
         }
     }
 
+    /// A client of this PostgreSQL database of the test's own, behind the
+    /// server's back (through the same pooler, if any).
+    pub async fn postgres_client(&self) -> Result<tokio_postgres::Client> {
+        match &*self.0 {
+            Kind::Postgres { url } => connect(url).await,
+            Kind::Sqlite { .. } => bail!("not a PostgreSQL database"),
+        }
+    }
+
     /// SQLite's `PRAGMA integrity_check` of the file: `"ok"` when it is
     /// sound, else what is wrong. An error on PostgreSQL.
     pub fn integrity(&self) -> Result<String> {
@@ -182,12 +197,22 @@ impl Database {
             Kind::Sqlite { path, .. } => open(path)?
                 .query_row(&sql, [], |row| row.get(0))
                 .with_context(|| sql.clone()),
-            Kind::Postgres { url } => Ok(connect(url)
-                .await?
-                .query_one(&sql, &[])
-                .await
-                .with_context(|| sql.clone())?
-                .get(0)),
+            // A simple query: one message, whatever pooler is in between.
+            Kind::Postgres { url } => {
+                let messages = connect(url)
+                    .await?
+                    .simple_query(&sql)
+                    .await
+                    .with_context(|| sql.clone())?;
+                let count = messages.iter().find_map(|message| match message {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0),
+                    _ => None,
+                });
+                count
+                    .ok_or_else(|| anyhow!("{sql}: no row"))?
+                    .parse()
+                    .with_context(|| sql.clone())
+            }
         }
     }
 }
@@ -203,11 +228,30 @@ fn open(path: &Path) -> Result<rusqlite::Connection> {
     Ok(conn)
 }
 
-/// A client of the PostgreSQL server at `url`.
+/// A client of the PostgreSQL server at `url` (a `pgbouncer=true` in it,
+/// the server's own parameter, is left out: each statement the kit sends
+/// is one simple query, which a pooler passes as it is).
 async fn connect(url: &str) -> Result<tokio_postgres::Client> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    let plain = without_pgbouncer(url);
+    let (client, connection) = tokio_postgres::connect(&plain, tokio_postgres::NoTls)
         .await
         .with_context(|| format!("connecting to {url}"))?;
     tokio::spawn(connection);
     Ok(client)
+}
+
+/// `url` without its `pgbouncer` parameter, which tokio-postgres does not
+/// know.
+fn without_pgbouncer(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.starts_with("pgbouncer="))
+        .collect();
+    match kept.is_empty() {
+        true => base.to_owned(),
+        false => format!("{base}?{}", kept.join("&")),
+    }
 }

@@ -1,9 +1,11 @@
 //! The service's own table on each backend: its migrations, handed to the
 //! store, and its reads, beside the engine's records in the same database.
 
+use exactly_once::store::postgres::Sql;
 use exactly_once::{Caller, PostgresStore, SqliteStore, Store, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
+use tokio_postgres::types::Type;
 
 /// The `bookings` table on SQLite.
 pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
@@ -61,8 +63,11 @@ pub enum Db {
 
 const LIST_SQLITE: &str = "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
      WHERE caller = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY created_ms, id";
-const LIST_POSTGRES: &str = "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
-     WHERE caller = $1 AND ($2::text IS NULL OR id = $2) ORDER BY created_ms, id";
+const LIST_POSTGRES: Sql = Sql::new(
+    "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
+     WHERE caller = $1 AND ($2::text IS NULL OR id = $2) ORDER BY created_ms, id",
+    &[Type::BYTEA, Type::TEXT],
+);
 
 impl Db {
     /// The engine's store.
@@ -104,12 +109,7 @@ impl Db {
             }
             Self::Postgres(store) => {
                 let client = store.client().await?;
-                let statement =
-                    exactly_once::store::postgres::cached(&client, LIST_POSTGRES).await?;
-                let rows = client
-                    .query(&statement, &[&caller, &id])
-                    .await
-                    .map_err(exactly_once::store::postgres::classify)?;
+                let rows = LIST_POSTGRES.query(&**client, &[&caller, &id]).await?;
                 Ok(rows
                     .iter()
                     .map(|row| BookingRow {

@@ -3,10 +3,11 @@
 //! the key (phase 1) or advances it under the lease (phase 2).
 
 use async_trait::async_trait;
-use exactly_once::store::postgres::{exec, Transaction};
+use exactly_once::store::postgres::{Sql, Transaction};
 use exactly_once::{Error, Operation, Problem, RunContext, Step, StoredResponse};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
+use tokio_postgres::types::Type;
 
 /// The recovery point of a booking inserted as `held`: the partner has not
 /// (as far as we know) confirmed it. Next: [`crate::PartnerSteps`].
@@ -119,9 +120,11 @@ fn valid_seat(seat: &str) -> bool {
 const HOLD_SQLITE: &str =
     "INSERT INTO bookings (id, caller, idempotency_key, seat, status, created_ms)
      VALUES (?1, ?2, ?3, ?4, 'held', ?5) ON CONFLICT (seat) DO NOTHING";
-const HOLD_POSTGRES: &str =
+const HOLD_POSTGRES: Sql = Sql::new(
     "INSERT INTO bookings (id, caller, idempotency_key, seat, status, created_ms)
-     VALUES ($1, $2, $3, $4, 'held', $5) ON CONFLICT (seat) DO NOTHING";
+     VALUES ($1, $2, $3, $4, 'held', $5) ON CONFLICT (seat) DO NOTHING",
+    &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::TEXT, Type::INT8],
+);
 
 #[async_trait]
 impl Operation for HoldSeat {
@@ -150,12 +153,12 @@ impl Operation for HoldSeat {
         at: &RunContext<'_>,
     ) -> exactly_once::store::Result<Step> {
         let id = booking_id(at);
-        let inserted = exec(
-            tx,
-            HOLD_POSTGRES,
-            &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
-        )
-        .await?;
+        let inserted = HOLD_POSTGRES
+            .execute(
+                &**tx,
+                &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
+            )
+            .await?;
         Ok(self.ended(id, inserted == 1))
     }
 }
@@ -188,8 +191,11 @@ impl ConfirmSeat {
 
 const CONFIRM_SQLITE: &str = "UPDATE bookings SET status = 'confirmed', confirmation = ?2
      WHERE id = ?1 AND status = 'held' RETURNING seat";
-const CONFIRM_POSTGRES: &str = "UPDATE bookings SET status = 'confirmed', confirmation = $2
-     WHERE id = $1 AND status = 'held' RETURNING seat";
+const CONFIRM_POSTGRES: Sql = Sql::new(
+    "UPDATE bookings SET status = 'confirmed', confirmation = $2
+     WHERE id = $1 AND status = 'held' RETURNING seat",
+    &[Type::TEXT, Type::TEXT],
+);
 
 #[async_trait]
 impl Operation for ConfirmSeat {
@@ -213,11 +219,9 @@ impl Operation for ConfirmSeat {
         tx: &Transaction<'_>,
         _: &RunContext<'_>,
     ) -> exactly_once::store::Result<Step> {
-        let statement = exactly_once::store::postgres::cached(tx, CONFIRM_POSTGRES).await?;
-        let row = tx
-            .query_opt(&statement, &[&self.id, &self.confirmation])
-            .await
-            .map_err(exactly_once::store::postgres::classify)?
+        let row = CONFIRM_POSTGRES
+            .query_opt(&**tx, &[&self.id, &self.confirmation])
+            .await?
             .ok_or_else(|| {
                 exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
             })?;

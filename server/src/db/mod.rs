@@ -93,7 +93,7 @@ impl Db {
     pub async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage> {
         let rows = match self {
             Self::Sqlite(store) => store.read(|conn| sqlite_reads::charges(conn, &query))?,
-            Self::Postgres(store) => postgres::charges(&store.client().await?, &query).await?,
+            Self::Postgres(store) => postgres::charges(&**store.client().await?, &query).await?,
         };
         Ok(query.page(rows))
     }
@@ -102,7 +102,7 @@ impl Db {
     pub async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {
         match self {
             Self::Sqlite(store) => store.read(|conn| sqlite_reads::available(conn, item)),
-            Self::Postgres(store) => postgres::available(&store.client().await?, item).await,
+            Self::Postgres(store) => postgres::available(&**store.client().await?, item).await,
         }
     }
 }

@@ -4,17 +4,17 @@
 //! and the shop's reads. The operations' [`exactly_once::Operation`] impls
 //! (in [`crate::operation`]) call these.
 
-use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation, CHARGE_COLUMNS};
+use crate::charge_columns;
+use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation};
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
-use deadpool_postgres::GenericClient;
-use exactly_once::store::postgres::{
-    cached, classify, enqueue, exec, OneStatement, Shape, Transaction,
-};
+use exactly_once::store::postgres::{enqueue, OneStatement, Shape, Sql, Transaction};
 use exactly_once::store::Result;
 use exactly_once::{RunContext, Step};
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
 
-/// A charge, from a row of [`CHARGE_COLUMNS`].
+/// A charge, from a row of [`charge_columns!`].
 pub(crate) fn charge(row: &tokio_postgres::Row) -> Charge {
     let columns: ChargeRow = (
         row.get(0),
@@ -98,16 +98,17 @@ pub(crate) async fn finish_charge(
     tx: &Transaction<'_>,
     at: &RunContext<'_>,
 ) -> Result<Step> {
-    let row = tx
+    const FINISH: Sql = Sql::new(
+        concat!(
+            "UPDATE charges SET status = $3, provider_charge = $4
+             WHERE caller = $1 AND id = $2 RETURNING ",
+            charge_columns!()
+        ),
+        &[Type::BYTEA, Type::TEXT, Type::TEXT, Type::TEXT],
+    );
+    let row = FINISH
         .query_one(
-            &cached(
-                tx,
-                &format!(
-                    "UPDATE charges SET status = $3, provider_charge = $4
-                     WHERE caller = $1 AND id = $2 RETURNING {CHARGE_COLUMNS}"
-                ),
-            )
-            .await?,
+            &**tx,
             &[
                 &at.caller,
                 &this.charge.as_ref(),
@@ -115,8 +116,7 @@ pub(crate) async fn finish_charge(
                 &this.verdict.provider_charge().map(AsRef::<str>::as_ref),
             ],
         )
-        .await
-        .map_err(classify)?;
+        .await?;
     let charge = charge(&row);
     let (step, receipt) = charge::finished(&charge, &this.verdict, this.receipts);
     if let Some(receipt) = receipt {
@@ -126,26 +126,53 @@ pub(crate) async fn finish_charge(
 }
 
 async fn insert_charge(tx: &Transaction<'_>, at: &RunContext<'_>, charge: &Charge) -> Result<()> {
-    exec(
-        tx,
+    const INSERT: Sql = Sql::new(
         "INSERT INTO charges (caller, id, amount, currency, description, status,
                               payment_method, receipt_email, created)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &[
-            &at.caller,
-            &charge.id.as_ref(),
-            &charge.amount.get(),
-            &charge.currency.as_ref(),
-            &charge.description.as_ref().map(AsRef::<str>::as_ref),
-            &charge.status.as_str(),
-            &charge.payment_method.as_ref(),
-            &charge.receipt_email.as_ref().map(AsRef::<str>::as_ref),
-            &charge.created,
+            Type::BYTEA,
+            Type::TEXT,
+            Type::INT8,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT8,
         ],
-    )
-    .await?;
+    );
+    INSERT
+        .execute(
+            &**tx,
+            &[
+                &at.caller,
+                &charge.id.as_ref(),
+                &charge.amount.get(),
+                &charge.currency.as_ref(),
+                &charge.description.as_ref().map(AsRef::<str>::as_ref),
+                &charge.status.as_str(),
+                &charge.payment_method.as_ref(),
+                &charge.receipt_email.as_ref().map(AsRef::<str>::as_ref),
+                &charge.created,
+            ],
+        )
+        .await?;
     Ok(())
 }
+
+/// Takes `$1` of item `$2` if that many are left.
+const TAKE_STOCK: Sql = Sql::new(
+    "UPDATE inventory SET available = available - $1
+     WHERE item_id = $2 AND available >= $1",
+    &[Type::INT8, Type::TEXT],
+);
+
+const INSERT_RESERVATION: Sql = Sql::new(
+    "INSERT INTO reservations (id, caller, item_id, quantity, created)
+     VALUES ($1, $2, $3, $4, $5)",
+    &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::INT8, Type::INT8],
+);
 
 pub(crate) async fn new_reservation(
     this: &NewReservation,
@@ -154,33 +181,28 @@ pub(crate) async fn new_reservation(
 ) -> Result<Step> {
     // The guard is in the UPDATE: the row lock serialises buyers and
     // the condition is re-checked after the wait.
-    let taken = exec(
-        tx,
-        "UPDATE inventory SET available = available - $1
-         WHERE item_id = $2 AND available >= $1",
-        &[&this.quantity.get(), &this.item_id.as_ref()],
-    )
-    .await?;
+    let taken = TAKE_STOCK
+        .execute(&**tx, &[&this.quantity.get(), &this.item_id.as_ref()])
+        .await?;
     if taken == 0 {
-        let available = available(tx, &this.item_id).await?;
+        let available = available(&**tx, &this.item_id).await?;
         return Ok(Step::Finished(operation::reservation::refused(
             this, available,
         )));
     }
     let reservation = Reservation::new(this.clone());
-    exec(
-        tx,
-        "INSERT INTO reservations (id, caller, item_id, quantity, created)
-         VALUES ($1, $2, $3, $4, $5)",
-        &[
-            &reservation.id,
-            &at.caller,
-            &reservation.item_id.as_ref(),
-            &reservation.quantity.get(),
-            &(at.now_ms / 1000),
-        ],
-    )
-    .await?;
+    INSERT_RESERVATION
+        .execute(
+            &**tx,
+            &[
+                &reservation.id,
+                &at.caller,
+                &reservation.item_id.as_ref(),
+                &reservation.quantity.get(),
+                &(at.now_ms / 1000),
+            ],
+        )
+        .await?;
     Ok(Step::Finished(operation::reservation::reserved(
         &reservation,
     )))
@@ -191,13 +213,11 @@ pub(crate) async fn available(
     client: &impl GenericClient,
     item: &crate::domain::ItemId,
 ) -> Result<Option<i64>> {
-    let row = client
-        .query_opt(
-            &cached(client, "SELECT available FROM inventory WHERE item_id = $1").await?,
-            &[&item.as_ref()],
-        )
-        .await
-        .map_err(classify)?;
+    const AVAILABLE: Sql = Sql::new(
+        "SELECT available FROM inventory WHERE item_id = $1",
+        &[Type::TEXT],
+    );
+    let row = AVAILABLE.query_opt(client, &[&item.as_ref()]).await?;
     Ok(row.map(|r| r.get(0)))
 }
 
@@ -208,19 +228,16 @@ pub(crate) async fn charges(
     query: &super::ChargeQuery<'_>,
 ) -> Result<Vec<Charge>> {
     // Ids are compared as bytes: the column's collation is "C".
-    let rows = client
-        .query(
-            &cached(
-                client,
-                &format!(
-                    "SELECT {CHARGE_COLUMNS} FROM charges
-                     WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
-                ),
-            )
-            .await?,
-            &[&query.caller, &query.before(), &query.rows()],
-        )
-        .await
-        .map_err(classify)?;
+    const PAGE: Sql = Sql::new(
+        concat!(
+            "SELECT ",
+            charge_columns!(),
+            " FROM charges WHERE caller = $1 AND id < $2 ORDER BY id DESC LIMIT $3"
+        ),
+        &[Type::BYTEA, Type::TEXT, Type::INT8],
+    );
+    let rows = PAGE
+        .query(client, &[&query.caller, &query.before(), &query.rows()])
+        .await?;
     Ok(rows.iter().map(charge).collect())
 }

@@ -189,10 +189,17 @@ pub struct Charge {
 }
 
 /// A charge's columns, in the order of [`ChargeRow`]: what both backends
-/// select.
-pub const CHARGE_COLUMNS: &str =
-    "id, amount, currency, description, status, created, provider_charge, receipt_email, \
-     payment_method";
+/// select (a macro, for statements written at compile time: `concat!`).
+#[macro_export]
+macro_rules! charge_columns {
+    () => {
+        "id, amount, currency, description, status, created, provider_charge, receipt_email, \
+         payment_method"
+    };
+}
+
+/// [`charge_columns!`] as a constant.
+pub const CHARGE_COLUMNS: &str = charge_columns!();
 
 /// A charge's columns as a backend reads them, in [`CHARGE_COLUMNS`] order
 /// (trusted: they were parsed before they were written). Column order is

@@ -3,8 +3,8 @@
 //! for the first request instead.
 
 use crate::helpers::{assert_problem, new_key, TestApp};
-use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
+use std::time::{Duration, Instant};
 
 /// A connection of our own to the app's PostgreSQL database, if it has one.
 async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
@@ -12,11 +12,12 @@ async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
     if !database.is_postgres() {
         return None;
     }
-    let (client, connection) = tokio_postgres::connect(&database.url(), NoTls)
-        .await
-        .expect("connect to the app's database");
-    tokio::spawn(connection);
-    Some(client)
+    Some(
+        database
+            .postgres_client()
+            .await
+            .expect("connect to the app's database"),
+    )
 }
 
 /// Another transaction claims `key` for the app's caller and does not

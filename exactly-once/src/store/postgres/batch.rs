@@ -151,11 +151,11 @@ async fn run(pool: &Pool, batch: Vec<Job>) {
             && keys.insert((job.request.caller, job.request.key.clone()))
     });
     match <[Job; 1]>::try_from(together) {
-        Ok([job]) => alone(&client, job).await,
+        Ok([job]) => alone(&client, job, LOCK_TIMEOUT).await,
         Err(together) => many(&client, together).await,
     }
     for job in later {
-        alone(&client, job).await;
+        alone(&client, job, LOCK_TIMEOUT).await;
     }
 }
 
@@ -168,7 +168,7 @@ async fn many(client: &Object, jobs: Vec<Job>) {
             one: &job.one,
         })
         .collect();
-    let result = one_statement::execute(client, &rows, jobs[0].clock).await;
+    let result = one_statement::execute(client, &rows, jobs[0].clock, LOCK_TIMEOUT).await;
     drop(rows);
     match result {
         Ok(claimed) => {
@@ -192,25 +192,14 @@ async fn many(client: &Object, jobs: Vec<Job>) {
         // its own, waiting only a moment more, so the blocked row's 409
         // comes after one `lock_timeout`, not two.
         Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
-            let shortened = client
-                .batch_execute(&format!("SET lock_timeout = '{RETRY_LOCK_TIMEOUT}'"))
-                .await
-                .is_ok();
             for job in jobs {
-                alone(client, job).await;
-            }
-            if shortened {
-                // If this fails the connection is broken, and the pool
-                // drops it.
-                let _ = client
-                    .batch_execute(&format!("SET lock_timeout = '{LOCK_TIMEOUT}'"))
-                    .await;
+                alone(client, job, RETRY_LOCK_TIMEOUT).await;
             }
         }
         // Nothing was committed: each runs again on its own.
         Err(_) => {
             for job in jobs {
-                alone(client, job).await;
+                alone(client, job, LOCK_TIMEOUT).await;
             }
         }
     }
@@ -220,16 +209,17 @@ async fn many(client: &Object, jobs: Vec<Job>) {
 /// again when it runs on its own.
 const RETRY_LOCK_TIMEOUT: &str = "100ms";
 
-/// One request in a statement of its own.
-async fn alone(client: &Object, job: Job) {
+/// One request in a statement of its own, waiting at most `lock_timeout`
+/// for a transaction that holds its key.
+async fn alone(client: &Object, job: Job, lock_timeout: &str) {
     let row = Row {
         request: &job.request,
         one: &job.one,
     };
-    let result = one_statement::execute(client, &[row], job.clock).await;
+    let result = one_statement::execute(client, &[row], job.clock, lock_timeout).await;
     let error = match result {
         Ok(claimed) => return answer(client, job, claimed[0]).await,
-        Err(StatementError::NotRun(error)) => error,
+        Err(StatementError::NotRun(e)) => classify(e),
         Err(StatementError::Failed(e)) if backend_lost(&e) => outcome_unknown(e),
         Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
             let _ = job.reply.send(Ok(Execution::InUse));
@@ -245,7 +235,7 @@ async fn alone(client: &Object, job: Job) {
 async fn answer(client: &Object, job: Job, claimed: bool) {
     let execution = match claimed {
         true => Ok(Execution::Ran(job.one.response)),
-        false => decide(client, &job.request, job.clock).await,
+        false => decide(&***client, &job.request, job.clock).await,
     };
     let _ = job.reply.send(execution);
 }

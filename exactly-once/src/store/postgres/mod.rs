@@ -34,10 +34,14 @@ mod one_statement;
 mod outbox;
 mod protocol;
 mod schema;
+mod session;
+mod sql;
 
 pub use deadpool_postgres::Transaction;
 pub use one_statement::{OneStatement, Shape};
 pub use outbox::enqueue;
+pub use session::Session;
+pub use sql::Sql;
 
 use crate::record::Lease;
 use crate::store::schema::Migrations;
@@ -48,9 +52,7 @@ use crate::store::{
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
-use deadpool_postgres::{
-    GenericClient, Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime,
-};
+use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +67,10 @@ const POOL_SIZE: usize = 32;
 pub(super) const LOCK_TIMEOUT: &str = "5s";
 /// The server a connection reached, as `host:port` (NULL over a Unix
 /// socket): with several hosts in the URL, the one that took writes.
-const SERVER_ADDRESS: &str = "SELECT host(inet_server_addr()) || ':' || inet_server_port()";
+const SERVER_ADDRESS: Sql = Sql::new(
+    "SELECT host(inet_server_addr()) || ':' || inet_server_port()",
+    &[],
+);
 
 /// Where and how to connect.
 #[derive(Debug, Clone)]
@@ -126,6 +131,8 @@ pub struct PostgresStore {
     /// One-statement first phases, many to a statement.
     batches: batch::Batches,
     lifetimes: Lifetimes,
+    /// How each transaction gets its settings.
+    session: Session,
     /// The application's schema, checked with the engine's.
     app: Migrations,
     /// What [`SERVER_ADDRESS`] said last (each new connection asks).
@@ -135,17 +142,14 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema.
     pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let mut config: tokio_postgres::Config = options
-            .url
+        let (url, pooled) = session::pooler_in(&options.url)?;
+        let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
-        let synchronous_commit = match options.durability {
-            Durability::Full => "on",
-            Durability::Relaxed => "off",
-        };
-        config.options(format!(
-            "-c synchronous_commit={synchronous_commit} -c lock_timeout={LOCK_TIMEOUT}"
-        ));
+        let session = Session::new(pooled, options.durability);
+        if let Some(options) = session.startup_options() {
+            config.options(options);
+        }
         config.connect_timeout(Duration::from_secs(5));
         // A database that stops answering without closing anything (its
         // host lost power, a firewall dropped the flow) is noticed: probes
@@ -167,7 +171,7 @@ impl PostgresStore {
             .post_create(Hook::async_fn(move |client, _| {
                 let seen = seen.clone();
                 Box::pin(async move {
-                    let address = client.query_one(SERVER_ADDRESS, &[]).await;
+                    let address = SERVER_ADDRESS.query_one(&**client, &[]).await;
                     if let Ok(row) = address {
                         *seen.lock().unwrap_or_else(|e| e.into_inner()) = row.get(0);
                     }
@@ -192,6 +196,7 @@ impl PostgresStore {
             },
             app: options.migrations,
             host,
+            session,
         };
         schema::migrate(&mut store.client().await?, store.app).await?;
         Ok(store)
@@ -199,7 +204,7 @@ impl PostgresStore {
 
     /// This call's times: every expiry and lease is the database's `now()`.
     fn clock(&self) -> Clock {
-        Clock::new(now_ms(), &self.lifetimes)
+        Clock::new(now_ms(), &self.lifetimes, self.session)
     }
 
     /// The connection pool, for your own reads (a listing, a lookup).
@@ -219,22 +224,16 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
+        const LIVE: Sql = Sql::new(
+            "SELECT fingerprint, status, headers, body,
+                    extract(epoch FROM expires_at - now())::float8
+             FROM idempotency_keys
+             WHERE caller = $1 AND key = $2 AND expires_at > now()
+               AND recovery_point = 'finished'",
+            &[Type::BYTEA, Type::TEXT],
+        );
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                &cached(
-                    &client,
-                    "SELECT fingerprint, status, headers, body,
-                            extract(epoch FROM expires_at - now())::float8
-                     FROM idempotency_keys
-                     WHERE caller = $1 AND key = $2 AND expires_at > now()
-                       AND recovery_point = 'finished'",
-                )
-                .await?,
-                &[&caller, &key.as_ref()],
-            )
-            .await
-            .map_err(classify)?;
+        let row = LIVE.query_opt(&**client, &[&caller, &key.as_ref()]).await?;
         row.map(|row| {
             Ok(Finished {
                 record: protocol::record(&row)?,
@@ -249,20 +248,16 @@ impl Store for PostgresStore {
         caller: &Caller,
         key: &IdempotencyKey,
     ) -> Result<Option<Fingerprint>> {
+        const UNFINISHED: Sql = Sql::new(
+            "SELECT fingerprint FROM idempotency_keys
+             WHERE caller = $1 AND key = $2
+               AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
+            &[Type::BYTEA, Type::TEXT],
+        );
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                &cached(
-                    &client,
-                    "SELECT fingerprint FROM idempotency_keys
-                     WHERE caller = $1 AND key = $2
-                       AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
-                )
-                .await?,
-                &[&caller, &key.as_ref()],
-            )
-            .await
-            .map_err(classify)?;
+        let row = UNFINISHED
+            .query_opt(&**client, &[&caller, &key.as_ref()])
+            .await?;
         row.map(|row| {
             let bytes: &[u8] = row.get(0);
             bytes
@@ -293,75 +288,68 @@ impl Store for PostgresStore {
     }
 
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
+        let clock = self.clock();
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(classify)?;
-        protocol::advance(tx, lease, phase.as_ref(), self.clock()).await
+        let tx = protocol::begin(&mut client, clock).await?;
+        protocol::advance(tx, lease, phase.as_ref(), clock).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<bool> {
-        protocol::renew(&self.client().await?, lease, self.clock().lease_secs).await
+        let client = self.client().await?;
+        protocol::renew(&**client, lease, self.clock().lease_secs).await
     }
 
     async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
-        protocol::step_failed(&self.client().await?, lease, error, self.clock()).await
+        let client = self.client().await?;
+        protocol::step_failed(&**client, lease, error, self.clock()).await
     }
 
     async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
-        protocol::set_aside(&self.client().await?, lease, reason).await
+        protocol::set_aside(&**self.client().await?, lease, reason).await
     }
 
     async fn needing_attention(&self) -> Result<u64> {
-        let client = self.client().await?;
-        let row = client
-            .query_one(
-                &cached(
-                    &client,
-                    "SELECT count(*) FROM idempotency_keys WHERE attention IS NOT NULL",
-                )
-                .await?,
-                &[],
-            )
-            .await
-            .map_err(classify)?;
+        const COUNT: Sql = Sql::new(
+            "SELECT count(*) FROM idempotency_keys WHERE attention IS NOT NULL",
+            &[],
+        );
+        let row = COUNT.query_one(&**self.client().await?, &[]).await?;
         Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
     async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                &cached(
-                    &client,
-                    "SELECT caller, key FROM idempotency_keys
-                     WHERE recovery_point <> 'finished' AND leased_until <= now()
-                     ORDER BY leased_until LIMIT $1",
-                )
-                .await?,
-                &[&i64::from(limit)],
-            )
-            .await
-            .map_err(classify)?;
+        const ABANDONED: Sql = Sql::new(
+            "SELECT caller, key FROM idempotency_keys
+             WHERE recovery_point <> 'finished' AND leased_until <= now()
+             ORDER BY leased_until LIMIT $1",
+            &[Type::INT8],
+        );
+        let rows = ABANDONED
+            .query(&**self.client().await?, &[&i64::from(limit)])
+            .await?;
         Ok(stored_keys(rows.iter().map(|row| {
             (row.get::<_, &[u8]>(0), row.get::<_, &str>(1))
         })))
     }
 
     async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
-        protocol::take_over(&self.client().await?, caller, key, self.clock().lease_secs).await
+        let client = self.client().await?;
+        protocol::take_over(&**client, caller, key, self.clock().lease_secs).await
     }
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
         let client = self.client().await?;
-        outbox::prune_sent(&client, self.lifetimes.outbox_retention, limit).await?;
-        protocol::sweep(&client, self.clock(), limit).await
+        let retention = self.lifetimes.outbox_retention;
+        outbox::prune_sent(&**client, retention, limit).await?;
+        protocol::sweep(&**client, self.clock(), limit).await
     }
 
     async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
-        outbox::claim(&self.client().await?, limit, claim).await
+        outbox::claim(&**self.client().await?, limit, claim).await
     }
 
     async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
-        outbox::settle(&self.client().await?, item, None).await
+        outbox::settle(&**self.client().await?, item, None).await
     }
 
     async fn message_failed(
@@ -370,29 +358,29 @@ impl Store for PostgresStore {
         retry_in: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
-        outbox::settle(&self.client().await?, item, Some((retry_in, error))).await
+        let client = self.client().await?;
+        outbox::settle(&**client, item, Some((retry_in, error))).await
     }
 
     async fn messages_waiting(&self) -> Result<u64> {
-        outbox::waiting(&self.client().await?).await
+        outbox::waiting(&**self.client().await?).await
     }
 
     async fn messages_dead(&self) -> Result<u64> {
-        outbox::dead(&self.client().await?).await
+        outbox::dead(&**self.client().await?).await
     }
 
     async fn health(&self) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(classify)?;
-        let version = schema::check(&tx, self.app).await?;
-        // A write probe: healthy means a write can commit.
-        exec(
-            &tx,
+        const PROBE: Sql = Sql::new(
             "UPDATE exactly_once_migrations SET applied_at = applied_at WHERE version = $1",
-            &[&version],
-        )
-        .await?;
-        let address = tx.query_one(SERVER_ADDRESS, &[]).await.map_err(classify)?;
+            &[Type::INT8],
+        );
+        let mut client = self.client().await?;
+        let tx = protocol::begin(&mut client, self.clock()).await?;
+        let version = schema::check(&*tx, self.app).await?;
+        // A write probe: healthy means a write can commit.
+        PROBE.execute(&*tx, &[&version]).await?;
+        let address = SERVER_ADDRESS.query_one(&*tx, &[]).await?;
         tx.commit().await.map_err(classify)?;
         *self.host.lock().unwrap_or_else(|e| e.into_inner()) = address.get(0);
         Ok(())
@@ -401,24 +389,6 @@ impl Store for PostgresStore {
     fn database_host(&self) -> Option<String> {
         self.host.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
-}
-
-/// Runs a cached statement; how many rows it changed.
-pub async fn exec(
-    client: &impl GenericClient,
-    sql: &str,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-) -> Result<u64> {
-    client
-        .execute(&cached(client, sql).await?, params)
-        .await
-        .map_err(classify)
-}
-
-/// A statement prepared once per connection and cached with it, so each
-/// request costs one round trip per statement, not two.
-pub async fn cached(client: &impl GenericClient, sql: &str) -> Result<tokio_postgres::Statement> {
-    client.prepare_cached(sql).await.map_err(classify)
 }
 
 /// Sorts PostgreSQL errors: what a retry may fix (503) and what it will

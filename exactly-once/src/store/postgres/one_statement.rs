@@ -5,12 +5,12 @@
 //! one such statement, a row each ([`super::batch`]): PostgreSQL's cost is
 //! per statement and per commit far more than per row.
 
-use super::cached;
 use super::protocol::Clock;
+use super::LOCK_TIMEOUT;
 use crate::record::StoredResponse;
-use crate::store::{IdempotentRequest, StoreError};
+use crate::store::IdempotentRequest;
 use std::sync::OnceLock;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 /// Most requests in one statement. A statement's rows are written one
 /// after another by one backend, and each of its requests waits for the
@@ -24,16 +24,17 @@ use tokio_postgres::types::ToSql;
 /// database 8 rows were ahead.
 pub(super) const MAX_ROWS: usize = 8;
 
-/// The claim's own columns of each row, with their SQL types: the row's
-/// number in the statement, then the key's record as it will be stored.
-const CLAIM_COLUMNS: [(&str, &str); 7] = [
-    ("n", "int4"),
-    ("caller", "bytea"),
-    ("key", "text"),
-    ("fingerprint", "bytea"),
-    ("status", "int2"),
-    ("headers", "text"),
-    ("body", "bytea"),
+/// The claim's own columns of each row, with their SQL types (and those of
+/// the arrays that carry them): the row's number in the statement, then
+/// the key's record as it will be stored.
+const CLAIM_COLUMNS: [(&str, &str, Type); 7] = [
+    ("n", "int4", Type::INT4_ARRAY),
+    ("caller", "bytea", Type::BYTEA_ARRAY),
+    ("key", "text", Type::TEXT_ARRAY),
+    ("fingerprint", "bytea", Type::BYTEA_ARRAY),
+    ("status", "int2", Type::INT2_ARRAY),
+    ("headers", "text", Type::TEXT_ARRAY),
+    ("body", "bytea", Type::BYTEA_ARRAY),
 ];
 
 /// What an operation adds to its key's claim: its own columns, named `c1`,
@@ -89,7 +90,7 @@ impl Shape {
         self.text.get_or_init(|| {
             let claim = CLAIM_COLUMNS
                 .iter()
-                .map(|(name, ty)| (name.to_string(), *ty));
+                .map(|(name, ty, _)| (name.to_string(), *ty));
             let own = (1..=self.columns.len()).map(|i| (format!("c{i}"), "text"));
             let (names, arrays): (Vec<String>, Vec<String>) = claim
                 .chain(own)
@@ -156,12 +157,19 @@ pub(super) struct Row<'a> {
 }
 
 /// Runs `rows` (at least one, at most [`MAX_ROWS`], all of one shape, no
-/// key twice) as one statement that commits on its own; for each row,
+/// key twice) as one statement that commits on its own, waiting at most
+/// `lock_timeout` for a key another transaction holds; for each row,
 /// whether its key was claimed (its answer is then the one recorded).
+///
+/// Behind a pooler in transaction mode (`pgbouncer=true`) the connection
+/// carries no settings of its own, so the statement runs in a transaction
+/// that sets them (`SET LOCAL`), its `BEGIN`, statement and `COMMIT` sent
+/// together: still one round trip.
 pub(super) async fn execute(
-    client: &deadpool_postgres::Object,
+    client: &tokio_postgres::Client,
     rows: &[Row<'_>],
     clock: Clock,
+    lock_timeout: &str,
 ) -> std::result::Result<Vec<bool>, StatementError> {
     let shape = rows[0].one.shape;
     let count = i32::try_from(rows.len()).expect("at most MAX_ROWS rows");
@@ -188,24 +196,53 @@ pub(super) async fn execute(
                 .collect()
         })
         .collect();
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-        &clock.ttl_secs,
-        &numbers,
-        &callers,
-        &keys,
-        &fingerprints,
-        &statuses,
-        &headers,
-        &bodies,
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+        (&clock.ttl_secs, Type::FLOAT8),
+        (&numbers, Type::INT4_ARRAY),
+        (&callers, Type::BYTEA_ARRAY),
+        (&keys, Type::TEXT_ARRAY),
+        (&fingerprints, Type::BYTEA_ARRAY),
+        (&statuses, Type::INT2_ARRAY),
+        (&headers, Type::TEXT_ARRAY),
+        (&bodies, Type::BYTEA_ARRAY),
     ];
-    params.extend(own.iter().map(|column| column as &(dyn ToSql + Sync)));
-    let statement = cached(client, shape.text())
-        .await
-        .map_err(StatementError::NotRun)?;
-    let claimed_rows = client
-        .query(&statement, &params)
-        .await
-        .map_err(StatementError::Failed)?;
+    debug_assert_eq!(params.len(), 1 + CLAIM_COLUMNS.len());
+    params.extend(
+        own.iter()
+            .map(|column| (column as &(dyn ToSql + Sync), Type::TEXT_ARRAY)),
+    );
+    let claimed_rows = match clock.session.per_transaction(lock_timeout) {
+        // The connection's own session, set at its start, for the usual
+        // wait; a shorter one is set around this statement.
+        None if lock_timeout == LOCK_TIMEOUT => client
+            .query_typed(shape.text(), &params)
+            .await
+            .map_err(StatementError::Failed)?,
+        None => {
+            let set = |timeout: &str| format!("SET lock_timeout = '{timeout}'");
+            client
+                .batch_execute(&set(lock_timeout))
+                .await
+                .map_err(StatementError::NotRun)?;
+            let rows = client.query_typed(shape.text(), &params).await;
+            // If this fails the connection is broken, and the pool drops it.
+            let _ = client.batch_execute(&set(LOCK_TIMEOUT)).await;
+            rows.map_err(StatementError::Failed)?
+        }
+        Some(settings) => {
+            let begin = format!("BEGIN; {settings}");
+            let (began, rows, committed) = futures_util::future::join3(
+                client.batch_execute(&begin),
+                client.query_typed(shape.text(), &params),
+                client.batch_execute("COMMIT"),
+            )
+            .await;
+            began.map_err(StatementError::NotRun)?;
+            let rows = rows.map_err(StatementError::Failed)?;
+            committed.map_err(StatementError::Failed)?;
+            rows
+        }
+    };
     let mut claimed = vec![false; rows.len()];
     for row in claimed_rows {
         let n: i32 = row.get(0);
@@ -216,8 +253,8 @@ pub(super) async fn execute(
 
 /// Why a statement of [`execute`] gave no answer.
 pub(super) enum StatementError {
-    /// It was never sent (preparing it failed).
-    NotRun(StoreError),
+    /// It never ran (the transaction around it could not begin).
+    NotRun(tokio_postgres::Error),
     /// PostgreSQL answered with an error, or the connection broke while it
     /// ran (no SQLSTATE: its outcome is unknown).
     Failed(tokio_postgres::Error),

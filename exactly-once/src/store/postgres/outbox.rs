@@ -2,23 +2,29 @@
 //! by one relay at a time (`FOR UPDATE SKIP LOCKED`), then marked sent or
 //! failed.
 
-use super::{cached, classify, exec};
+use super::sql::Sql;
 use crate::outbox::Message;
 use crate::store::{ClaimToken, OutboxItem, Result};
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::Transaction;
 use std::time::Duration;
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
 
 /// Writes `message` to the outbox from inside an operation's phase, due at
 /// once: it is sent if and only if the transaction commits. A second
 /// message with the same [`Message::id`] is never written.
 pub async fn enqueue(tx: &Transaction<'_>, message: &Message) -> Result<()> {
-    exec(
-        tx,
+    const ENQUEUE: Sql = Sql::new(
         "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
          VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
-        &[&message.id, &message.to, &message.subject, &message.body],
-    )
-    .await?;
+        &[Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT],
+    );
+    ENQUEUE
+        .execute(
+            &**tx,
+            &[&message.id, &message.to, &message.subject, &message.body],
+        )
+        .await?;
     Ok(())
 }
 
@@ -39,27 +45,23 @@ pub(super) async fn claim(
     limit: u32,
     claim: Duration,
 ) -> Result<Vec<OutboxItem>> {
-    let rows = client
-        .query(
-            &cached(
-                client,
-                concat!(
-                    "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
-                 WHERE id IN (SELECT id FROM outbox
-                              WHERE sent_at IS NULL AND next_attempt_at <= now()
-                                AND dead_at IS NULL
-                                AND (claimed_until IS NULL OR claimed_until <= now())
-                              ORDER BY next_attempt_at LIMIT $1
-                              FOR UPDATE SKIP LOCKED)
-                 RETURNING id, attempts, message_id, recipient, subject, body, ",
-                    token!()
-                ),
-            )
-            .await?,
-            &[&i64::from(limit), &claim.as_secs_f64()],
-        )
-        .await
-        .map_err(classify)?;
+    const CLAIM: Sql = Sql::new(
+        concat!(
+            "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
+             WHERE id IN (SELECT id FROM outbox
+                          WHERE sent_at IS NULL AND next_attempt_at <= now()
+                            AND dead_at IS NULL
+                            AND (claimed_until IS NULL OR claimed_until <= now())
+                          ORDER BY next_attempt_at LIMIT $1
+                          FOR UPDATE SKIP LOCKED)
+             RETURNING id, attempts, message_id, recipient, subject, body, ",
+            token!()
+        ),
+        &[Type::INT8, Type::FLOAT8],
+    );
+    let rows = CLAIM
+        .query(client, &[&i64::from(limit), &claim.as_secs_f64()])
+        .await?;
     Ok(rows
         .iter()
         .map(|row| OutboxItem {
@@ -84,48 +86,43 @@ pub(super) async fn settle(
     item: &OutboxItem,
     failed: Option<(Option<Duration>, &str)>,
 ) -> Result<bool> {
+    const SENT: Sql = Sql::new(
+        concat!(
+            "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1 AND ",
+            token!(),
+            " = $2"
+        ),
+        &[Type::INT8, Type::INT8],
+    );
+    // Last in the schedule, so the relay's claims never scan it.
+    const DEAD: Sql = Sql::new(
+        concat!(
+            "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
+                               dead_at = now(), next_attempt_at = 'infinity'
+             WHERE id = $1 AND ",
+            token!(),
+            " = $2"
+        ),
+        &[Type::INT8, Type::INT8, Type::TEXT],
+    );
+    const RETRY: Sql = Sql::new(
+        concat!(
+            "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $4,
+                               next_attempt_at = now() + $3 * interval '1 second'
+             WHERE id = $1 AND ",
+            token!(),
+            " = $2"
+        ),
+        &[Type::INT8, Type::INT8, Type::FLOAT8, Type::TEXT],
+    );
+    let (id, claim) = (&item.id, &item.claim.0);
     let changed = match failed {
-        None => {
-            exec(
-                client,
-                concat!(
-                    "UPDATE outbox SET sent_at = now(), claimed_until = NULL
-                     WHERE id = $1 AND ",
-                    token!(),
-                    " = $2"
-                ),
-                &[&item.id, &item.claim.0],
-            )
-            .await?
-        }
-        // Last in the schedule, so the relay's claims never scan it.
-        Some((None, error)) => {
-            exec(
-                client,
-                concat!(
-                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
-                            dead_at = now(), next_attempt_at = 'infinity'
-                     WHERE id = $1 AND ",
-                token!(),
-                " = $2"
-            ),
-                &[&item.id, &item.claim.0, &error],
-            )
-            .await?
-        }
+        None => SENT.execute(client, &[id, claim]).await?,
+        Some((None, error)) => DEAD.execute(client, &[id, claim, &error]).await?,
         Some((Some(retry_in), error)) => {
-            exec(
-                client,
-                concat!(
-                "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $4,
-                            next_attempt_at = now() + $3 * interval '1 second'
-                     WHERE id = $1 AND ",
-                token!(),
-                " = $2"
-            ),
-                &[&item.id, &item.claim.0, &retry_in.as_secs_f64(), &error],
-            )
-            .await?
+            RETRY
+                .execute(client, &[id, claim, &retry_in.as_secs_f64(), &error])
+                .await?
         }
     };
     Ok(changed == 1)
@@ -133,27 +130,21 @@ pub(super) async fn settle(
 
 /// How many messages wait to be sent.
 pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
-    count(
-        client,
+    const WAITING: Sql = Sql::new(
         "SELECT count(*) FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL",
-    )
-    .await
+        &[],
+    );
+    count(client, &WAITING).await
 }
 
 /// How many messages the receiver refused for good.
 pub(super) async fn dead(client: &impl GenericClient) -> Result<u64> {
-    count(
-        client,
-        "SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL",
-    )
-    .await
+    const DEAD: Sql = Sql::new("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL", &[]);
+    count(client, &DEAD).await
 }
 
-async fn count(client: &impl GenericClient, sql: &str) -> Result<u64> {
-    let row = client
-        .query_one(&cached(client, sql).await?, &[])
-        .await
-        .map_err(classify)?;
+async fn count(client: &impl GenericClient, sql: &Sql) -> Result<u64> {
+    let row = sql.query_one(client, &[]).await?;
     Ok(row.get::<_, i64>(0).unsigned_abs())
 }
 
@@ -163,13 +154,14 @@ pub(super) async fn prune_sent(
     retention: Duration,
     limit: u32,
 ) -> Result<u64> {
-    exec(
-        client,
+    const PRUNE: Sql = Sql::new(
         "DELETE FROM outbox WHERE id IN (
            SELECT id FROM outbox
            WHERE sent_at IS NOT NULL AND sent_at <= now() - $1 * interval '1 second'
            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        &[&retention.as_secs_f64(), &i64::from(limit)],
-    )
-    .await
+        &[Type::FLOAT8, Type::INT8],
+    );
+    PRUNE
+        .execute(client, &[&retention.as_secs_f64(), &i64::from(limit)])
+        .await
 }

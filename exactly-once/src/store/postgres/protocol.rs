@@ -3,7 +3,9 @@
 //! decide; later phases under a lease; taking an abandoned operation over.
 //! Every expiry and lease is the database's `now()`.
 
-use super::{cached, classify, exec};
+use super::session::Session;
+use super::sql::Sql;
+use super::{classify, LOCK_TIMEOUT};
 use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
@@ -11,9 +13,11 @@ use crate::store::{
     Operation, RunContext, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
 
 /// The times one call works with: the process's clock only for the
 /// `created` seconds of new rows; every expiry and lease is the database's.
@@ -29,43 +33,42 @@ pub(super) struct Clock {
     pub(super) attention_after_secs: f64,
     /// How long a tombstone is kept, seconds.
     pub(super) tombstone_secs: f64,
+    /// Where the transactions' settings come from.
+    pub(super) session: Session,
 }
 
 impl Clock {
-    /// A call's clock with the store's lifetimes.
-    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes) -> Self {
+    /// A call's clock with the store's lifetimes and session.
+    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
         Self {
             now_ms,
             ttl_secs: lifetimes.key_ttl.as_secs_f64(),
             lease_secs: lifetimes.lease.as_secs_f64(),
             attention_after_secs: lifetimes.attention_after.as_secs_f64(),
             tombstone_secs: lifetimes.tombstone_ttl.as_secs_f64(),
+            session,
         }
     }
 }
 
-/// A key's record columns, in the order [`record`] reads them ([`decide`]
-/// selects them first).
-const RECORD_COLUMNS: &str = "fingerprint, status, headers, body";
-
-/// Claims the key (waiting for a transaction that holds it) and runs the
-/// operation's first phase, or finds the key's record and decides.
-pub(super) async fn execute(
+/// Opens a transaction with the engine's settings: behind a pooler it sets
+/// them itself (`SET LOCAL`), elsewhere the connection's session has them.
+pub(super) async fn begin(
     client: &mut deadpool_postgres::Object,
-    phase: &FirstPhase,
     clock: Clock,
-) -> Result<Execution> {
-    let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
+) -> Result<Transaction<'_>> {
     let tx = client.transaction().await.map_err(classify)?;
-    let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
-    let key = request.key.as_ref();
-    // A finished, expired record (or its tombstone) counts as absent: the
-    // claim replaces it, as the key's next generation.
-    let claimed = tx
-        .query_opt(
-            &cached(
-                &tx,
-                "INSERT INTO idempotency_keys
+    if let Some(settings) = clock.session.per_transaction(LOCK_TIMEOUT) {
+        tx.batch_execute(&settings).await.map_err(classify)?;
+    }
+    Ok(tx)
+}
+
+/// The claim: a new record of the key, or the next generation over a
+/// finished, expired record (or its tombstone), which count as absent.
+/// Another transaction holding the key makes it wait for its outcome.
+const CLAIM: Sql = Sql::new(
+    "INSERT INTO idempotency_keys
                    (caller, key, fingerprint, recovery_point, created_at, expires_at)
                  VALUES ($1, $2, $3, 'claimed', now(), now() + $4 * interval '1 second')
                  ON CONFLICT (caller, key) DO UPDATE
@@ -78,8 +81,25 @@ pub(super) async fn execute(
                           AND idempotency_keys.expires_at <= now())
                       OR idempotency_keys.recovery_point = 'expired'
                  RETURNING generation",
-            )
-            .await?,
+    &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+);
+
+/// Claims the key (waiting for a transaction that holds it) and runs the
+/// operation's first phase, or finds the key's record and decides.
+pub(super) async fn execute(
+    client: &mut deadpool_postgres::Object,
+    phase: &FirstPhase,
+    clock: Clock,
+) -> Result<Execution> {
+    let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
+    let tx = begin(client, clock).await?;
+    let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
+    let key = request.key.as_ref();
+    // A finished, expired record (or its tombstone) counts as absent: the
+    // claim replaces it, as the key's next generation.
+    let claimed = CLAIM
+        .rows(
+            &*tx,
             &[
                 &request.caller,
                 &key,
@@ -87,7 +107,8 @@ pub(super) async fn execute(
                 &ttl_secs,
             ],
         )
-        .await;
+        .await
+        .map(|rows| rows.into_iter().next());
     let generation = match in_use_or(claimed)? {
         None => return Ok(Execution::InUse),
         Some(claimed) => claimed.map(|row| row.get::<_, i64>(0).unsigned_abs()),
@@ -95,7 +116,7 @@ pub(super) async fn execute(
     let Some(generation) = generation else {
         // The key's record is live: its transaction committed (the claim
         // waited for it), so read it and decide.
-        let execution = decide(&tx, request, clock).await?;
+        let execution = decide(&*tx, request, clock).await?;
         commit(tx).await?;
         return Ok(execution);
     };
@@ -116,21 +137,19 @@ pub(super) async fn execute(
         }
         Step::Stopped(point, state) => {
             let token = Lease::new_token();
-            exec(
-                &tx,
-                "UPDATE idempotency_keys SET recovery_point = $3, state = $4, lease_token = $5,
-                        leased_until = now() + $6 * interval '1 second'
-                 WHERE caller = $1 AND key = $2",
-                &[
-                    &request.caller,
-                    &key,
-                    &point.as_str(),
-                    &state,
-                    &&token[..],
-                    &lease_secs,
-                ],
-            )
-            .await?;
+            STOP_FIRST
+                .execute(
+                    &*tx,
+                    &[
+                        &request.caller,
+                        &key,
+                        &point.as_str(),
+                        &state,
+                        &&token[..],
+                        &lease_secs,
+                    ],
+                )
+                .await?;
             Execution::Stopped(Lease {
                 caller: request.caller,
                 key: request.key.clone(),
@@ -154,6 +173,31 @@ pub(super) async fn execute(
     }
 }
 
+/// The first phase stopped at a recovery point, under a new lease.
+const STOP_FIRST: Sql = Sql::new(
+    "UPDATE idempotency_keys SET recovery_point = $3, state = $4, lease_token = $5,
+            leased_until = now() + $6 * interval '1 second'
+     WHERE caller = $1 AND key = $2",
+    &[
+        Type::BYTEA,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::BYTEA,
+        Type::FLOAT8,
+    ],
+);
+
+/// A key's record as [`decide`] reads it: the columns [`record`] reads
+/// (fingerprint, status, headers, body), then where it stands.
+const READ: Sql = Sql::new(
+    "SELECT fingerprint, status, headers, body, recovery_point,
+            coalesce(leased_until > now(), false),
+            greatest(extract(epoch FROM expires_at - now()), 0)::float8, attention
+     FROM idempotency_keys WHERE caller = $1 AND key = $2",
+    &[Type::BYTEA, Type::TEXT],
+);
+
 /// A live record of the key: finished (replay or refuse), or stopped at a
 /// recovery point (refuse another request, wait for the lease's holder,
 /// or take an abandoned operation over).
@@ -162,22 +206,9 @@ pub(super) async fn decide(
     request: &IdempotentRequest,
     clock: Clock,
 ) -> Result<Execution> {
-    let row = tx
-        .query_one(
-            &cached(
-                tx,
-                &format!(
-                    "SELECT {RECORD_COLUMNS}, recovery_point, coalesce(leased_until > now(), false),
-                            greatest(extract(epoch FROM expires_at - now()), 0)::float8,
-                            attention
-                     FROM idempotency_keys WHERE caller = $1 AND key = $2"
-                ),
-            )
-            .await?,
-            &[&request.caller, &request.key.as_ref()],
-        )
-        .await
-        .map_err(classify)?;
+    let row = READ
+        .query_one(tx, &[&request.caller, &request.key.as_ref()])
+        .await?;
     let existing = record(&row)?;
     if !is_recovery_point(row.get(4)) {
         return Ok(Execution::Found(Finished {
@@ -256,25 +287,60 @@ async fn record_response(
     response: &StoredResponse,
     ttl_secs: f64,
 ) -> Result<()> {
-    exec(
-        tx,
-        "UPDATE idempotency_keys
-         SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
-             status = $3, headers = $4, body = $5,
-             expires_at = now() + $6 * interval '1 second'
-         WHERE caller = $1 AND key = $2",
-        &[
-            &caller,
-            &key.as_ref(),
-            &(response.status as i16),
-            &response.encoded_headers(),
-            &&response.body[..],
-            &ttl_secs,
-        ],
-    )
-    .await?;
+    RECORD_RESPONSE
+        .execute(
+            &**tx,
+            &[
+                &caller,
+                &key.as_ref(),
+                &(response.status as i16),
+                &response.encoded_headers(),
+                &&response.body[..],
+                &ttl_secs,
+            ],
+        )
+        .await?;
     Ok(())
 }
+
+const RECORD_RESPONSE: Sql = Sql::new(
+    "UPDATE idempotency_keys
+     SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
+         status = $3, headers = $4, body = $5,
+         expires_at = now() + $6 * interval '1 second'
+     WHERE caller = $1 AND key = $2",
+    &[
+        Type::BYTEA,
+        Type::TEXT,
+        Type::INT2,
+        Type::TEXT,
+        Type::BYTEA,
+        Type::FLOAT8,
+    ],
+);
+
+/// The lease's record, locked until the transaction ends, if the lease is
+/// still its holder's.
+const HOLD: Sql = Sql::new(
+    "SELECT 1 FROM idempotency_keys
+     WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'
+     FOR UPDATE",
+    &[Type::BYTEA, Type::TEXT, Type::BYTEA],
+);
+
+/// A later phase stopped at the next recovery point; the lease goes on.
+const STOP_LATER: Sql = Sql::new(
+    "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
+            leased_until = now() + $5 * interval '1 second'
+     WHERE caller = $1 AND key = $2",
+    &[
+        Type::BYTEA,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::FLOAT8,
+    ],
+);
 
 /// The next phase of the lease's operation, if the lease is still its
 /// holder's (the row stays locked until the commit, so nobody takes it
@@ -286,21 +352,14 @@ pub(super) async fn advance(
     clock: Clock,
 ) -> Result<Advanced> {
     let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
-    let held = tx
-        .query_opt(
-            &cached(
-                &tx,
-                "SELECT 1 FROM idempotency_keys
-                 WHERE caller = $1 AND key = $2 AND lease_token = $3
-                   AND recovery_point <> 'finished'
-                 FOR UPDATE",
-            )
-            .await?,
+    let held = HOLD
+        .rows(
+            &*tx,
             &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
         )
         .await;
     match in_use_or(held)? {
-        Some(Some(_)) => {}
+        Some(rows) if !rows.is_empty() => {}
         _ => return Ok(Advanced::LeaseLost),
     }
     let context = RunContext {
@@ -317,20 +376,18 @@ pub(super) async fn advance(
             Advanced::Finished(response)
         }
         Step::Stopped(point, state) => {
-            exec(
-                &tx,
-                "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
-                        leased_until = now() + $5 * interval '1 second'
-                 WHERE caller = $1 AND key = $2",
-                &[
-                    &lease.caller,
-                    &lease.key.as_ref(),
-                    &point.as_str(),
-                    &state,
-                    &lease_secs,
-                ],
-            )
-            .await?;
+            STOP_LATER
+                .execute(
+                    &*tx,
+                    &[
+                        &lease.caller,
+                        &lease.key.as_ref(),
+                        &point.as_str(),
+                        &state,
+                        &lease_secs,
+                    ],
+                )
+                .await?;
             Advanced::Stopped(Lease {
                 point,
                 state,
@@ -342,6 +399,16 @@ pub(super) async fn advance(
     Ok(advanced)
 }
 
+const TAKE_OVER: Sql = Sql::new(
+    "UPDATE idempotency_keys
+     SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
+     WHERE caller = $1 AND key = $2
+       AND recovery_point NOT IN ('finished', 'expired', 'claimed')
+       AND leased_until <= now() AND attention IS NULL
+     RETURNING recovery_point, state, fingerprint, generation",
+    &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+);
+
 /// Takes over the key's abandoned operation (its lease ran out).
 pub(super) async fn take_over(
     client: &impl GenericClient,
@@ -350,22 +417,10 @@ pub(super) async fn take_over(
     lease_secs: f64,
 ) -> Result<Option<Lease>> {
     let token = Lease::new_token();
-    let row = client
-        .query_opt(
-            &cached(
-                client,
-                "UPDATE idempotency_keys
-                 SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
-                 WHERE caller = $1 AND key = $2
-                   AND recovery_point NOT IN ('finished', 'expired', 'claimed')
-                   AND leased_until <= now() AND attention IS NULL
-                 RETURNING recovery_point, state, fingerprint, generation",
-            )
-            .await?,
-            &[&caller, &key.as_ref(), &&token[..], &lease_secs],
-        )
+    let rows = TAKE_OVER
+        .rows(client, &[&caller, &key.as_ref(), &&token[..], &lease_secs])
         .await;
-    let Some(row) = in_use_or(row)?.flatten() else {
+    let Some(row) = in_use_or(rows)?.and_then(|rows| rows.into_iter().next()) else {
         return Ok(None);
     };
     Ok(Some(Lease {
@@ -386,18 +441,22 @@ pub(super) async fn renew(
     lease: &Lease,
     lease_secs: f64,
 ) -> Result<bool> {
-    let changed = exec(
-        client,
+    const RENEW: Sql = Sql::new(
         "UPDATE idempotency_keys SET leased_until = now() + $4 * interval '1 second'
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[
-            &lease.caller,
-            &lease.key.as_ref(),
-            &&lease.token[..],
-            &lease_secs,
-        ],
-    )
-    .await?;
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+    );
+    let changed = RENEW
+        .execute(
+            client,
+            &[
+                &lease.caller,
+                &lease.key.as_ref(),
+                &&lease.token[..],
+                &lease_secs,
+            ],
+        )
+        .await?;
     Ok(changed == 1)
 }
 
@@ -410,11 +469,8 @@ pub(super) async fn step_failed(
     error: &str,
     clock: Clock,
 ) -> Result<AfterFailure> {
-    let row = client
-        .query_opt(
-            &cached(
-                client,
-                "UPDATE idempotency_keys SET
+    const FAILED: Sql = Sql::new(
+        "UPDATE idempotency_keys SET
                    attempts = attempts + 1, last_error = $4,
                    attention = CASE WHEN created_at <= now() - $5 * interval '1 second'
                      THEN 'unfinished ' || justify_interval(date_trunc('second', now() - created_at))
@@ -426,8 +482,11 @@ pub(super) async fn step_failed(
                  WHERE caller = $1 AND key = $2 AND lease_token = $3
                    AND recovery_point <> 'finished'
                  RETURNING attention IS NOT NULL",
-            )
-            .await?,
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT, Type::FLOAT8],
+    );
+    let row = FAILED
+        .query_opt(
+            client,
             &[
                 &lease.caller,
                 &lease.key.as_ref(),
@@ -436,8 +495,7 @@ pub(super) async fn step_failed(
                 &clock.attention_after_secs,
             ],
         )
-        .await
-        .map_err(classify)?;
+        .await?;
     Ok(match row {
         None => AfterFailure::NotHeld,
         Some(row) if row.get::<_, bool>(0) => AfterFailure::SetAside,
@@ -451,20 +509,24 @@ pub(super) async fn set_aside(
     lease: &Lease,
     reason: &str,
 ) -> Result<bool> {
-    let changed = exec(
-        client,
+    const SET_ASIDE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET attention = $4, attempts = attempts + 1, last_error = $4,
              lease_token = NULL, leased_until = NULL
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[
-            &lease.caller,
-            &lease.key.as_ref(),
-            &&lease.token[..],
-            &reason,
-        ],
-    )
-    .await?;
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT],
+    );
+    let changed = SET_ASIDE
+        .execute(
+            client,
+            &[
+                &lease.caller,
+                &lease.key.as_ref(),
+                &&lease.token[..],
+                &reason,
+            ],
+        )
+        .await?;
     Ok(changed == 1)
 }
 
@@ -472,8 +534,7 @@ pub(super) async fn set_aside(
 /// (the answer goes, the generation stays until the tombstone's own time),
 /// and deletes as many tombstones whose time is up. How many expired.
 pub(super) async fn sweep(client: &impl GenericClient, clock: Clock, limit: u32) -> Result<u64> {
-    let expired = exec(
-        client,
+    const EXPIRE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
              expires_at = expires_at + $2 * interval '1 second'
@@ -481,18 +542,19 @@ pub(super) async fn sweep(client: &impl GenericClient, clock: Clock, limit: u32)
            SELECT ctid FROM idempotency_keys
            WHERE expires_at <= now() AND recovery_point = 'finished'
            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[&i64::from(limit), &clock.tombstone_secs],
-    )
-    .await?;
-    exec(
-        client,
+        &[Type::INT8, Type::FLOAT8],
+    );
+    const FORGET: Sql = Sql::new(
         "DELETE FROM idempotency_keys WHERE ctid IN (
            SELECT ctid FROM idempotency_keys
            WHERE expires_at <= now() AND recovery_point = 'expired'
            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[&i64::from(limit)],
-    )
-    .await?;
+        &[Type::INT8],
+    );
+    let expired = EXPIRE
+        .execute(client, &[&i64::from(limit), &clock.tombstone_secs])
+        .await?;
+    FORGET.execute(client, &[&i64::from(limit)]).await?;
     Ok(expired)
 }
 
@@ -512,8 +574,8 @@ fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
         .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))
 }
 
-/// A record from a row whose first columns are [`RECORD_COLUMNS`] (the
-/// status is 0 for an unfinished record).
+/// A record from a row whose first columns are fingerprint, status,
+/// headers, body (the status is 0 for an unfinished record).
 pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record> {
     let status: Option<i16> = row.get(1);
     let body: Option<&[u8]> = row.get(3);

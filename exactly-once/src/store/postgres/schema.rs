@@ -4,7 +4,7 @@
 use super::classify;
 use crate::store::schema::{version_query, Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::{now_ms, Result};
-use deadpool_postgres::GenericClient;
+use tokio_postgres::GenericClient;
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
 pub(super) const MIGRATIONS: Migrations = Migrations(&[
@@ -35,7 +35,7 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Object, app: Migrati
         ))
         .await
         .map_err(classify)?;
-        let current = version(&tx, ledger).await?;
+        let current = version(&*tx, ledger).await?;
         for (version, sql) in migrations.after(current) {
             tx.batch_execute(sql).await.map_err(classify)?;
             tx.execute(

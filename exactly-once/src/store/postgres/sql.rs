@@ -1,0 +1,131 @@
+//! Statements as this backend sends them: unnamed, each with its
+//! parameters' types, in one round trip (tokio-postgres's `query_typed`).
+//!
+//! A named prepared statement lives on one server connection. Behind
+//! PgBouncer in transaction mode (`pgbouncer=true`) consecutive
+//! transactions of one client connection run on different server
+//! connections, so a statement prepared in one is missing in the next
+//! (`prepared statement "s3" does not exist`), and two clients' names
+//! collide on a third. An unnamed statement is parsed, bound and run in
+//! the one message sequence that uses it, so it works behind any pooler,
+//! and costs one parse per statement where a cached one is parsed once
+//! per connection: docs/BENCHMARKS.md has what that measured.
+//!
+//! Your own queries inside the engine's transaction use [`Sql`] the same
+//! way ([`Sql::query`], [`Sql::execute`]), so they work behind a pooler
+//! too.
+
+use crate::store::Result;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{GenericClient, Row};
+
+/// A statement and the types of its parameters (`$1`, `$2`, … in order).
+///
+/// ```
+/// use exactly_once::store::postgres::Sql;
+/// use tokio_postgres::types::Type;
+///
+/// const STOCK: Sql = Sql::new(
+///     "SELECT available FROM inventory WHERE item_id = $1",
+///     &[Type::TEXT],
+/// );
+/// assert_eq!(STOCK.text(), "SELECT available FROM inventory WHERE item_id = $1");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Sql {
+    text: &'static str,
+    types: &'static [Type],
+}
+
+impl Sql {
+    /// `text` whose parameters are of `types`, in order.
+    pub const fn new(text: &'static str, types: &'static [Type]) -> Self {
+        Self { text, types }
+    }
+
+    /// The statement's text.
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
+
+    /// Runs it; its rows. Errors are the driver's, for the caller to sort
+    /// ([`super::classify`], or as a commit's).
+    pub async fn rows(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        client.query_typed(self.text, &self.typed(params)).await
+    }
+
+    /// Runs it; its rows, errors sorted by [`super::classify`].
+    pub async fn query(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        self.rows(client, params).await.map_err(super::classify)
+    }
+
+    /// Runs it; its one row, if any (more than one is an error).
+    pub async fn query_opt(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
+        client
+            .query_typed_opt(self.text, &self.typed(params))
+            .await
+            .map_err(super::classify)
+    }
+
+    /// Runs it; its one row (none, or more, is an error).
+    pub async fn query_one(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row> {
+        client
+            .query_typed_one(self.text, &self.typed(params))
+            .await
+            .map_err(super::classify)
+    }
+
+    /// Runs it; how many rows it changed.
+    pub async fn execute(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64> {
+        self.changed(client, params).await.map_err(super::classify)
+    }
+
+    /// Runs it; how many rows it changed, errors unsorted.
+    pub async fn changed(
+        &self,
+        client: &impl GenericClient,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        use futures_util::TryStreamExt;
+        let stream = client
+            .query_typed_raw(self.text, self.typed(params))
+            .await?;
+        futures_util::pin_mut!(stream);
+        while stream.try_next().await?.is_some() {}
+        Ok(stream.rows_affected().unwrap_or(0))
+    }
+
+    fn typed<'a>(&self, params: &[&'a (dyn ToSql + Sync)]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+        debug_assert_eq!(
+            params.len(),
+            self.types.len(),
+            "one value per parameter of {:?}",
+            self.text
+        );
+        params
+            .iter()
+            .zip(self.types)
+            .map(|(param, ty)| (*param, ty.clone()))
+            .collect()
+    }
+}
