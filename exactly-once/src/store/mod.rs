@@ -491,8 +491,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<Fingerprint>>;
 
     /// Changes whenever the store may have lost records behind a cache's
-    /// back (a SQLite file replaced on disk); copies of another epoch are
-    /// not served.
+    /// back (a SQLite file replaced on disk; on PostgreSQL, the server it
+    /// writes to changed: a failover); copies of another epoch are not
+    /// served.
     fn epoch(&self) -> u64 {
         0
     }

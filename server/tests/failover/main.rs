@@ -126,7 +126,11 @@ async fn promoting_an_asynchronous_standby_is_measured() {
     // two at the provider. A forgotten run's retry sends the downstream key
     // the forgotten run sent (it is derived from the key's generation, not
     // from the run), with the same request, and adopts the provider's
-    // charge: no orphan. (An earlier release left 41 in a run of 730.)
+    // charge: the only provider charges no charge of ours names are those
+    // of one-shot operations the promotion forgot, which no client ran
+    // again (the operator's reconciliation, docs/OPERATIONS.md). An earlier
+    // release left 41 orphans in a run of 730 operations, most of them
+    // charged a second time by their retry.
     assert!(
         run.report.duplicates.is_empty(),
         "{:?}",
@@ -136,10 +140,15 @@ async fn promoting_an_asynchronous_standby_is_measured() {
         run.ledger.charged_twice, 0,
         "one downstream key, two charges"
     );
-    assert_eq!(run.ledger.orphans, 0, "provider charges no charge names");
-    assert_eq!(
-        run.ledger.rows, run.operations,
-        "one provider charge per operation"
+    assert!(
+        run.ledger.orphans <= run.forgotten_one_shots,
+        "{} provider charges no charge names, {} forgotten one-shot operations",
+        run.ledger.orphans,
+        run.forgotten_one_shots
+    );
+    assert!(
+        run.ledger.rows <= run.operations,
+        "at most one provider charge per operation"
     );
 }
 
@@ -181,6 +190,10 @@ enum Standby {
 /// What one run saw.
 struct Run {
     operations: usize,
+    /// One-shot operations (sent once, never retried) of which the
+    /// database kept no charge: an asynchronous promotion forgot them, and
+    /// no client came back to run them again.
+    forgotten_one_shots: usize,
     report: verdict::Report,
     ledger: Ledger,
 }
@@ -455,8 +468,18 @@ async fn run(standby: Standby, ending: Ending) -> Run {
     }
     if standby == Standby::Asynchronous {
         // Measured: printed above, judged by the test.
+        let forgotten_one_shots = operations
+            .iter()
+            .filter(|op| op.abandoned && !charges.contains_key(&op.description()))
+            .count();
+        println!(
+            "failover: forgotten one-shot operations={forgotten_one_shots}; without exactly \
+             one charge: {:?}",
+            report.not_one
+        );
         return Run {
             operations: operations.len(),
+            forgotten_one_shots,
             report,
             ledger,
         };
@@ -518,6 +541,7 @@ async fn run(standby: Standby, ending: Ending) -> Run {
     }
     Run {
         operations: operations.len(),
+        forgotten_one_shots: 0,
         report,
         ledger,
     }

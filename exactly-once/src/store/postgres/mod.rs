@@ -135,8 +135,8 @@ pub struct PostgresStore {
     session: Session,
     /// The application's schema, checked with the engine's.
     app: Migrations,
-    /// What [`SERVER_ADDRESS`] said last (each new connection asks).
-    host: Arc<std::sync::Mutex<Option<String>>>,
+    /// The server this instance writes to, and how often it changed.
+    host: Arc<ServerSeen>,
 }
 
 impl PostgresStore {
@@ -165,7 +165,7 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let host: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let host: Arc<ServerSeen> = Arc::default();
         let seen = host.clone();
         let pool = Pool::builder(manager)
             .post_create(Hook::async_fn(move |client, _| {
@@ -173,7 +173,7 @@ impl PostgresStore {
                 Box::pin(async move {
                     let address = SERVER_ADDRESS.query_one(&**client, &[]).await;
                     if let Ok(row) = address {
-                        *seen.lock().unwrap_or_else(|e| e.into_inner()) = row.get(0);
+                        seen.reached(row.get(0));
                     }
                     Ok(())
                 })
@@ -382,12 +382,51 @@ impl Store for PostgresStore {
         PROBE.execute(&*tx, &[&version]).await?;
         let address = SERVER_ADDRESS.query_one(&*tx, &[]).await?;
         tx.commit().await.map_err(classify)?;
-        *self.host.lock().unwrap_or_else(|e| e.into_inner()) = address.get(0);
+        self.host.reached(address.get(0));
         Ok(())
     }
 
     fn database_host(&self) -> Option<String> {
-        self.host.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.host.current()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.host.changes()
+    }
+}
+
+/// The server (`host:port`) this instance's connections reach, as each new
+/// connection (and each health check) finds it, and how many times it
+/// changed: a new primary after a failover. An asynchronous standby
+/// promoted in its place may lack records a copy in memory still holds
+/// (the replay cache), so a change is a new epoch of the store, and copies
+/// of the last are not served: the database decides again.
+#[derive(Debug, Default)]
+struct ServerSeen {
+    current: std::sync::Mutex<Option<String>>,
+    changes: std::sync::atomic::AtomicU64,
+}
+
+impl ServerSeen {
+    fn reached(&self, address: Option<String>) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_some() && address.is_some() && *current != address {
+            self.changes
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
+            tracing::warn!(was = ?*current, now = ?address, "the database server changed (a failover?): copies of records in memory are no longer served");
+        }
+        *current = address;
+    }
+
+    fn current(&self) -> Option<String> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
