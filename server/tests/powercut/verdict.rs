@@ -150,13 +150,6 @@ pub(crate) async fn judge(
         let status = retry.status().as_u16();
         let replayed = (retry.headers().get("idempotent-replayed")).is_some_and(|v| v == "true");
         let body = retry.bytes().await.unwrap().to_vec();
-        if lost && std::env::var_os("DEBUG_LOST").is_some() {
-            println!(
-                "DEBUG lost op {} retry: {status} {}",
-                op.id,
-                String::from_utf8_lossy(&body)
-            );
-        }
         if !lost {
             if let Some(first) = answered.first() {
                 if status != 201 || !replayed || body != first.body {
