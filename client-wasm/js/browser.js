@@ -297,7 +297,7 @@ const race = (call, promise) => Promise.race([promise, call.abort]);
 const timer = (handler, ms) => setTimeout(handler, Math.min(Math.max(ms, 0), 2 ** 31 - 1));
 
 /** Resolves after `ms` milliseconds; rejects when the call is aborted first. */
-export const sleep = (call, ms) => race(call, new Promise((resolve) => timer(resolve, ms)));
+const sleep = (call, ms) => race(call, new Promise((resolve) => timer(resolve, ms)));
 
 /**
  * One attempt (number `n` of the call): `fetch` with the key and the body,
@@ -317,6 +317,7 @@ export async function attempt(call, method, path, body, key, n) {
     controller.abort();
   }, call.timeoutMs);
   const answer = { status: 0, error: null, replayed: false, body: null, sent: false };
+  const started = Date.now();
   try {
     // The client's headers (a function's are asked for now, told whose call
     // and which attempt, so a refreshed token is used), then the call's
@@ -379,6 +380,7 @@ export async function attempt(call, method, path, body, key, n) {
     answer.raw = e;
   }
   clearTimeout(timeout);
+  answer.latencyMs = Date.now() - started;
   return answer;
 }
 
@@ -394,7 +396,7 @@ const response = ({ status, bytes, headers }) =>
  * is logged and counts as yes), else `true` once the wait is over; rejects
  * when the call is aborted first.
  */
-export async function after(call, answer, key, attempt, latencyMs, ms) {
+export async function after(call, answer, key, attempt, ms) {
   let retry = ms !== undefined;
   try {
     if (retry && answer.status && (await call.shouldRetry?.(response(answer), attempt)) === false) retry = false;
@@ -410,7 +412,7 @@ export async function after(call, answer, key, attempt, latencyMs, ms) {
         status: answer.status || null,
         error: answer.error,
         replayed: answer.replayed,
-        latencyMs,
+        latencyMs: answer.latencyMs,
         retryInMs: retry ? ms : null,
       });
     }
@@ -508,6 +510,38 @@ export function withFetch(Class) {
 }
 
 /**
+ * Runs a call: `sending` (src/send.rs) takes each step, and this waits
+ * between them (the settle, each attempt, each wait before a retry), under
+ * the operation's Web Lock (`locked`). Frees `sending` once the call settles.
+ */
+export const run = (sending, call, operation) =>
+  locked(
+    call,
+    async () => {
+      try {
+        const settle = sending.begin();
+        if (settle) {
+          await sleep(call, settle).catch(() => {});
+          sending.settled();
+        }
+        for (;;) {
+          const answer = await sending.next();
+          const next = sending.decide(answer);
+          if (next instanceof Promise) {
+            // `false`: the page's shouldRetry took the answer as final.
+            if ((await next.catch(() => true)) === false) return sending.last(answer);
+          } else if (next !== null) {
+            return next;
+          }
+        }
+      } finally {
+        sending.free();
+      }
+    },
+    operation,
+  );
+
+/**
  * Runs `run` (which starts the call and returns its promise) under the
  * call's Web Lock (`call.lock`, the operation's entry name) where the
  * browser has `navigator.locks`, else at once. The wait for the lock lasts
@@ -521,7 +555,7 @@ export function withFetch(Class) {
  * (opaque origins) runs `run` unlocked. The call's abort listener is
  * removed once it settles.
  */
-export function locked(call, run, operation) {
+function locked(call, run, operation) {
   let ran = false;
   const go = () => ((call.holding = ran = true), run());
   const signal = call.stop.signal;

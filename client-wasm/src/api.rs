@@ -19,9 +19,8 @@ use wasm_bindgen::prelude::*;
 use crate::client::Client;
 use crate::error::Failure;
 use crate::js;
-use crate::lock;
 use crate::options::{self, Config, Invalid};
-use crate::send::Job;
+use crate::send::{Job, Sending};
 
 /// A client that sends each logical operation with one idempotency key,
 /// kept in `localStorage` across retries, reloads, tabs and instances.
@@ -151,13 +150,8 @@ impl IdempotentClient {
             Ok(call) => call,
             Err(error) => return Promise::reject(&error),
         };
-        let inner = self.inner.clone();
-        let operation_name = operation.clone();
-        let work = {
-            let call = call.clone();
-            async move { inner.call(&operation, job, &call).await }
-        };
-        lock::run(&operation_name, &call, work)
+        let sending = Sending::new(self.inner.clone(), operation.clone(), job, call.clone());
+        js::run(sending, &call, &operation)
     }
 }
 

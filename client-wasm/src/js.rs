@@ -11,6 +11,8 @@ use alloc::vec::Vec;
 use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
+use crate::send::Sending;
+
 #[wasm_bindgen(module = "/js/browser.js")]
 extern "C" {
     /// The constructor's options, checked and completed with the client's
@@ -90,16 +92,13 @@ extern "C" {
     #[wasm_bindgen(js_name = sameJson)]
     pub(crate) fn same_json(a: &str, b: &str) -> bool;
 
-    /// Resolves after `ms` milliseconds; rejects when the call is aborted
-    /// first.
-    pub(crate) fn sleep(call: &Call, ms: f64) -> Promise;
-
-    /// Runs `run` (a function returning the call's promise) under the Web
-    /// Lock named like the operation's storage entry, or unlocked where
+    /// Runs the call (`sending`'s steps, its waits in JavaScript) under the
+    /// Web Lock named like the operation's storage entry, or unlocked where
     /// there is none or it is refused; rejects (`lock-timeout`) when the
     /// lock is not granted within the call's `timeoutMs` × `maxAttempts`
-    /// and the holder's `busy` lease has run out.
-    pub(crate) fn locked(call: &Call, run: &JsValue, operation: &str) -> Promise;
+    /// and the holder's `busy` lease has run out. The promise settles as
+    /// the call does.
+    pub(crate) fn run(sending: Sending, call: &Call, operation: &str) -> Promise;
 
     /// Attempt number `n`: one `fetch` with the key and its answer read,
     /// within the call's timeout; always resolves, with an [`Answer`].
@@ -122,7 +121,6 @@ extern "C" {
         answer: &Answer,
         key: &str,
         attempt: u32,
-        latency_ms: f64,
         retry_in_ms: Option<f64>,
     ) -> Promise;
 
