@@ -36,6 +36,12 @@
 //   ANY /echo/...          201 with the request's body, byte for byte, as
 //                          application/json
 //   ANY /binary/...        200 application/octet-stream: the bytes 0 to 255
+//   POST /graphql         a GraphQL gateway in front of SERVER: a mutation
+//                          whose variables hold `input` becomes POST
+//                          /charges of that input, with the request's
+//                          Authorization and Idempotency-Key; answers
+//                          {"data":{"createCharge":charge}} (the server's
+//                          status when it is retried: 5xx, 409, 429)
 //   GET /csp/POLICY/FILE   a page (index.html, page.js) that runs init()
 //                          under Content-Security-Policy: script-src
 //                          'self' (POLICY "strict") or with
@@ -83,6 +89,34 @@ const server = createServer(async (request, response) => {
       return;
     }
     await forward(request, response, busyThen[3]);
+    return;
+  }
+  if (path === "/graphql" && upstream && request.method === "POST") {
+    const chunks = [];
+    for await (const chunk of request) chunks.push(chunk);
+    const { variables } = JSON.parse(Buffer.concat(chunks).toString() || "{}");
+    const forwarded = { "content-type": "application/json" };
+    for (const name of ["authorization", "idempotency-key"]) {
+      if (request.headers[name]) forwarded[name] = request.headers[name];
+    }
+    const answer = await fetch(upstream + "/charges", {
+      method: "POST",
+      headers: forwarded,
+      body: JSON.stringify(variables?.input ?? {}),
+    });
+    const body = await answer.json();
+    const headers = { ...cors, "Content-Type": "application/json" };
+    if (answer.headers.has("idempotent-replayed")) headers["Idempotent-Replayed"] = answer.headers.get("idempotent-replayed");
+    const retried = answer.status >= 500 || answer.status === 409 || answer.status === 429;
+    response
+      .writeHead(retried ? answer.status : 200, headers)
+      .end(
+        JSON.stringify(
+          answer.ok
+            ? { data: { createCharge: { __typename: "Charge", ...body } } }
+            : { errors: [{ message: body.title ?? "refused", extensions: { status: answer.status, type: body.type } }] },
+        ),
+      );
     return;
   }
   if (path.startsWith("/echo/")) {

@@ -419,6 +419,27 @@ export async function fetch_exact(env) {
   eq((await s.charges()).length, 1, "charges");
 }
 
+export async function release_and_clear(env) {
+  const s = setup(env);
+  const nowhere = { baseUrl: UNREACHABLE, maxAttempts: 1 };
+  const client = s.make({ ...nowhere, keyTtlMs: 300 });
+  // A pending operation, and one whose key expired unanswered (a tombstone).
+  const pending = await leavePending(s.make(nowhere), "told:pending", charge(1));
+  await leavePending(client, "told:expired", charge(2));
+  await sleep(400);
+  const looking = s.make({ keyTtlMs: 300 });
+  eq(looking.pendingOperations(), ["told:pending"], "what the page is told is pending");
+  eq(looking.expiredOperations().map((e) => e.operation), ["told:expired"], "what the page is told expired");
+  // release is the page's decision: the pending request is forgotten, without a question.
+  looking.release("told:pending");
+  eq(looking.pendingOperations(), [], "pending after release");
+  const again = await looking.post("/charges", charge(1), "told:pending");
+  check(again.key !== pending.key, "the next post is a new operation, with a new key");
+  // clear forgets the tombstone too, and says how many it forgot.
+  eq(looking.clear(), 2, "operations cleared");
+  eq(looking.expiredOperations(), [], "expired after clear");
+}
+
 export function csp(env, policy) {
   const frame = document.createElement("iframe");
   frame.src = env.portal + `/csp/${policy}/index.html`;
@@ -452,6 +473,7 @@ extern "C" {
     fn should_retry(env: JsValue) -> Promise;
     fn needs_attention(env: JsValue) -> Promise;
     fn fetch_exact(env: JsValue) -> Promise;
+    fn release_and_clear(env: JsValue) -> Promise;
     fn csp(env: JsValue, policy: &str) -> Promise;
 }
 
@@ -546,6 +568,16 @@ async fn operation_needs_attention_is_final_with_its_code() {
 #[wasm_bindgen_test]
 async fn fetch_sends_and_returns_bytes_exactly_and_honours_init() {
     passed(fetch_exact(env())).await;
+}
+
+/// What `release` and `clear` do to an operation that may have run (the
+/// page's decision, documented rather than refused): they forget a pending
+/// request and a tombstone like any record, after `pendingOperations()` and
+/// `expiredOperations()` have told the page about them; the next call is a
+/// new operation.
+#[wasm_bindgen_test]
+async fn release_and_clear_forget_pending_and_expired_operations_as_told() {
+    passed(release_and_clear(env())).await;
 }
 
 /// A page whose CSP lacks `'wasm-unsafe-eval'` gets `init()` rejected with
