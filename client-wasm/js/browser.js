@@ -3,18 +3,24 @@
 // the wasm-bindgen shims it replaces (docs/BENCHMARKS.md, "Client size
 // levers"). The Rust crate imports this module
 // (`#[wasm_bindgen(module = "/js/browser.js")]` in src/js.rs) and keeps the
-// decisions: keys and their records, the send loop, the retry policy, the
-// messages. Here:
+// decisions: keys and their records, each step of a call, the retry
+// policy, the messages. Here:
 //
 // - `IdempotencyError`, a real subclass of `Error`, and `fail`, which makes
-//   one (the package re-exports the class);
+//   one with its stable `code` (its `kind` follows) and `cause` (the
+//   package re-exports the class); `wasmError`, what `init()` throws when
+//   the page's CSP refuses WebAssembly;
 // - `settings` and `call`: the constructor's and a call's option objects,
-//   checked (a wrong one is an `IdempotencyError` of kind "invalid" naming
-//   it) and completed;
+//   checked (a wrong one is an `IdempotencyError` of code
+//   "invalid-argument" naming it) and completed; `abortAll`;
+// - `run`: a call's waits (the settle, each attempt, each wait before a
+//   retry) between the steps of Rust's `Sending` (src/send.rs), under the
+//   Web Lock (`locked`, which waits as long as the holder's lease lives);
 // - `attempt`: one `fetch` with the key, a timeout and the caller's
-//   `AbortSignal`, its answer read; `sleep`, a wait that an abort ends;
-// - `locked`: the Web Lock around a call, and its fallbacks;
-// - `report` and `outcome`: the objects a page receives;
+//   `AbortSignal`, its answer's bytes read; `after`: `onAttempt`, the
+//   page's `shouldRetry`, and the wait before a retry;
+// - `outcome`, `expired`: the objects a page receives; `withFetch`, the
+//   class's `fetch` and `fetcher`;
 // - `Store`: `localStorage`, or page memory where it refuses.
 //
 // Plain modern JavaScript, no dependencies; scripts/build-wasm.sh bundles
