@@ -158,8 +158,8 @@ export async function abort_unsent(env) {
     const quick = new AbortController();
     setTimeout(() => quick.abort(), 30);
     const early = await rejects(s.make({}).post("/charges", charge(1), "cancel:early", { signal: quick.signal }), "early abort");
-    eq([early.kind, early.code, early.attempts], ["aborted", "aborted", 0], "aborted in the settle");
     eq(s.stored("cancel:early"), null, "stored after an abort before anything was sent");
+    eq([early.kind, early.code, early.attempts], ["aborted", "aborted", 0], "aborted in the settle");
     // Aborted while a slow headers function is asked for the first attempt's token.
     const slow = s.make({ headers: () => sleep(500).then(() => ({ Authorization: s.bearer })) });
     const later = new AbortController();
