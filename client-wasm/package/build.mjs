@@ -26,6 +26,7 @@ import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import * as embedding from "./embedding.mjs";
 
 const [bindgen, wasm, namesFile, out] = process.argv.slice(2);
 if (!out) {
@@ -89,17 +90,22 @@ replaceOnce(
   "instantiateStreaming",
 );
 replaceOnce(/\n *function expectedResponseType\(type\) \{\n[^]*?\n {4}\}\n/g, () => "\n", "expectedResponseType");
-// And the bytes are in the module itself (`wasmBytes()`, written into the
-// bundle below): `init()` and `initSync()` with no argument compile them
-// synchronously, so a page makes no second request. In a new browser
-// profile that request alone costs more than the whole init budget
-// (docs/BENCHMARKS.md, "Issue 24's init: the wasm inside the module").
-// A browser that refuses to compile this size on the page's thread (a
-// RangeError) gets the asynchronous compile of the same bytes. A
-// `module_or_path` passed by the page is loaded as wasm-bindgen does.
-// WASM_FETCH=1 builds the previous layout instead (the module fetches
-// client_wasm_bg.wasm beside it), to measure both.
+// The glue as wasm-bindgen loads the module: `init()` fetches
+// client_wasm_bg.wasm beside the JavaScript. That is the `wasm-file`
+// export (a page that serves the wasm itself: a CDN, SRI, a CSP review).
+const fileGlue = glue;
+// And the default: the bytes are in the module itself (`wasmBytes()`,
+// written into the bundle below): `init()` and `initSync()` with no
+// argument compile them synchronously, so a page makes no second request.
+// In a new browser profile that request alone costs more than the whole
+// init budget (docs/BENCHMARKS.md, "Issue 24's init: the wasm inside the
+// module"). A browser that refuses to compile this size on the page's
+// thread (a RangeError) gets the asynchronous compile of the same bytes.
+// A `module_or_path` passed by the page is loaded as wasm-bindgen does.
+// WASM_FETCH=1 builds the wasm-file layout as the default too, to measure
+// both.
 const fetchWasm = Boolean(process.env.WASM_FETCH);
+const wasmBuffer = readFileSync(wasm);
 if (!fetchWasm) {
   replaceOnce(
     /\n( *)if \(module_or_path === undefined\) \{\n *module_or_path = new URL\('client_wasm_bg\.wasm', import\.meta\.url\);\n *\}\n/g,
@@ -119,80 +125,75 @@ if (!fetchWasm) {
     "initSync's compile",
   );
   glue = `import { wasmBytes } from "./wasm_bytes.js";\n` + glue;
-  // A placeholder, replaced by the bytes after bundling (esbuild would
-  // escape them); the length check turns a page that decodes the module
-  // with another charset than UTF-8 into a clear error.
-  const length = readFileSync(wasm).length;
-  writeFileSync(
-    join(bindgen, "wasm_bytes.js"),
-    `export function wasmBytes() {\n` +
-      `  const text = "${PLACEHOLDER}";\n` +
-      `  if (text.length !== ${length}) throw new Error("exactly-once-client: client_wasm.js must be loaded as UTF-8");\n` +
-      // Native where the browser has it (btoa reads the text as Latin-1);
-      // the loop takes 7 ms of a cold page's init (docs/BENCHMARKS.md).
-      `  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(btoa(text));\n` +
-      `  const bytes = new Uint8Array(${length});\n` +
-      `  for (let i = 0; i < ${length}; i++) bytes[i] = text.charCodeAt(i);\n` +
-      `  return bytes;\n` +
-      `}\n`,
-  );
+  if (/import\.meta/.test(glue)) fail("the embedded glue still uses import.meta (the CommonJS build cannot)");
+  writeFileSync(join(bindgen, "wasm_bytes.js"), embedding.decoder(wasmBuffer.length, PLACEHOLDER));
 }
 writeFileSync(join(bindgen, "client_wasm.js"), glue);
+writeFileSync(join(bindgen, "client_wasm_file.js"), fileGlue);
 
-// 2. One minified module: the glue, js/browser.js, and IdempotencyError.
+// 2. One minified module per layout: the glue, js/browser.js, and an entry
+//    that also exports IdempotencyError, gives the class its `fetch` and
+//    `fetcher` (js/browser.js's withFetch), and turns a compile that the
+//    page's CSP refuses into an IdempotencyError naming the missing source.
 const snippets = join(bindgen, "snippets");
 const [snippet] = readdirSync(snippets);
-const browser = "./" + relative(bindgen, join(snippets, snippet, "js", "browser.js"));
-const entry = join(bindgen, "index.js");
-writeFileSync(
-  entry,
-  `import { IdempotentClient } from "./client_wasm.js";\n` +
-    `import { withFetch } from ${JSON.stringify(browser)};\n` +
-    `withFetch(IdempotentClient);\n` +
-    `export { default, initSync, IdempotentClient } from "./client_wasm.js";\n` +
-    `export { IdempotencyError } from ${JSON.stringify(browser)};\n`,
-);
+const browser = JSON.stringify("./" + relative(bindgen, join(snippets, snippet, "js", "browser.js")));
+const entry = (glueFile) =>
+  `import start, { initSync as startSync, IdempotentClient } from "./${glueFile}";\n` +
+  `import { withFetch, wasmError } from ${browser};\n` +
+  `withFetch(IdempotentClient);\n` +
+  `export default function init(module) { return start(module).catch(wasmError); }\n` +
+  `export function initSync(module) { try { return startSync(module); } catch (e) { wasmError(e); } }\n` +
+  `export { IdempotentClient };\n` +
+  `export { IdempotencyError } from ${browser};\n`;
+writeFileSync(join(bindgen, "index.js"), entry("client_wasm.js"));
+writeFileSync(join(bindgen, "index_file.js"), entry("client_wasm_file.js"));
 rmSync(out, { recursive: true, force: true });
-mkdirSync(out, { recursive: true });
-execFileSync(
-  "esbuild",
-  [
-    entry,
-    "--bundle",
-    "--minify",
-    "--format=esm",
-    "--target=es2022",
-    "--legal-comments=none",
-    "--log-level=warning",
-    "--outfile=" + join(out, "client_wasm.js"),
-  ],
-  { stdio: "inherit" },
-);
+mkdirSync(join(out, "wasm-file"), { recursive: true });
+const bundle = (input, output, format) =>
+  execFileSync(
+    "esbuild",
+    [
+      join(bindgen, input),
+      "--bundle",
+      "--minify",
+      "--format=" + format,
+      "--target=es2022",
+      "--legal-comments=none",
+      "--log-level=warning",
+      "--outfile=" + join(out, output),
+    ],
+    { stdio: "inherit" },
+  );
+bundle("index.js", "client_wasm.js", "esm");
+// For `require` (Jest, older Node tooling): the same module as CommonJS.
+bundle("index.js", "client_wasm.cjs", "cjs");
+bundle("index_file.js", "wasm-file/client_wasm.js", "esm");
+copyFileSync(wasm, join(out, "wasm-file", "client_wasm_bg.wasm"));
 
-// The wasm's bytes into the bundle: each byte one character (U+0000 to
-// U+00FF) of a template literal, so brotli sees the module's own bytes and
-// the package stays within its size budget (base64 would not: 3.7 KB
-// more). Only the characters a template literal gives meaning to are
-// escaped (backslash, backtick, `${`, and CR, which the parser turns into
-// LF).
+// The wasm's bytes into the bundles, in place of the placeholder (which
+// esbuild left as a string), as `embedding` writes them: pure ASCII, so
+// that a minifier or a bundler that re-escapes strings (esbuild escapes
+// every non-ASCII character) leaves them as they are.
 if (!fetchWasm) {
-  const bundle = join(out, "client_wasm.js");
-  const text = readFileSync(bundle, "utf8");
-  const quoted = new RegExp(`(["'\`])${PLACEHOLDER}\\1`, "g");
-  const found = text.match(quoted)?.length ?? 0;
-  if (found !== 1) fail(`the wasm's placeholder: found ${found} times in the bundle, expected once`);
-  const literal =
-    "`" +
-    readFileSync(wasm)
-      .toString("latin1")
-      .replace(/[\\`]|\$\{|\r/g, (c) => (c === "\r" ? "\\r" : "\\" + c)) +
-    "`";
-  writeFileSync(bundle, text.replace(quoted, () => literal));
+  for (const file of ["client_wasm.js", "client_wasm.cjs"]) {
+    const path = join(out, file);
+    const text = readFileSync(path, "utf8");
+    const quoted = new RegExp(`(["'\`])${PLACEHOLDER}\\1`, "g");
+    const found = text.match(quoted)?.length ?? 0;
+    if (found !== 1) fail(`the wasm's placeholder: found ${found} times in ${file}, expected once`);
+    writeFileSync(path, text.replace(quoted, () => JSON.stringify(embedding.encode(wasmBuffer))));
+  }
 }
 
-// 3. The package around it.
-if (fetchWasm) copyFileSync(wasm, join(out, "client_wasm_bg.wasm"));
+// 3. The package around them.
+if (fetchWasm) {
+  for (const file of ["client_wasm.js", "client_wasm.cjs"]) rmSync(join(out, file));
+  copyFileSync(join(out, "wasm-file", "client_wasm.js"), join(out, "client_wasm.js"));
+  copyFileSync(wasm, join(out, "client_wasm_bg.wasm"));
+}
 for (const file of ["client_wasm.d.ts", "README.md"]) copyFileSync(join(here, file), join(out, file));
+copyFileSync(join(here, "client_wasm.d.ts"), join(out, "client_wasm.d.cts"));
 const metadata = JSON.parse(
   execFileSync("cargo", ["metadata", "--no-deps", "--format-version", "1"], { encoding: "utf8" }),
 );

@@ -55,10 +55,18 @@ export interface ClientOptions {
   maxRetryAfterMs?: number;
   /**
    * Headers added to every call, such as `Authorization`: an object, a `Headers`, or a function
-   * returning either (or a Promise of it), called before every attempt so that a refreshed token
-   * is used by the next retry. Default: none.
+   * returning either (or a Promise of it), called before every attempt with whose call it is, so
+   * that the token of that account, refreshed, is used by the next retry. What the function throws
+   * stops the call (`headers-failed`). Default: none.
    */
-  headers?: HeadersValue | (() => HeadersValue | Promise<HeadersValue>);
+  headers?: HeadersValue | ((context: HeadersContext) => HeadersValue | Promise<HeadersValue>);
+  /**
+   * Asked before an answer that the client would retry (408, 409 `idempotency-key-in-use`, 425,
+   * 429, 5xx) is retried: `false` makes that answer final (the call resolves with it). Never asked
+   * about a final answer, nor about a network error or a timeout (no answer: the request may have
+   * run, only the same key finds out). What it throws is logged and counts as `true`.
+   */
+  shouldRetry?: (response: Response, attempt: number) => boolean | Promise<boolean>;
   /** Called after every attempt of every call; what it throws is logged and ignored. */
   onAttempt?: (event: AttemptEvent) => void;
   /**
@@ -71,6 +79,15 @@ export interface ClientOptions {
 
 /** Headers as the client takes them: a plain object of strings, or a `Headers`. */
 export type HeadersValue = Record<string, string> | Headers;
+
+/** What a `headers` function is told before each attempt. */
+export interface HeadersContext {
+  /** The client's `scope`: whose operation this is. */
+  scope: string;
+  operation: string;
+  /** 1 for the call's first attempt. */
+  attempt: number;
+}
 
 /** What `onExpired` receives. */
 export interface ExpiredEvent {
@@ -114,6 +131,11 @@ export interface Problem {
 
 /** What every outcome says. */
 export interface OutcomeBase {
+  /**
+   * A refusal's problem type, its last path segment (`"card-declined"`,
+   * `"operation-needs-attention"`, …); `null` for a success or an answer without one.
+   */
+  code: string | null;
   /** HTTP status of the final answer. */
   status: number;
   /** `true` when the server replayed a stored answer (`Idempotent-Replayed: true`). */
@@ -166,10 +188,36 @@ export interface AttemptEvent {
   retryInMs: number | null;
 }
 
-/** `"exhausted"`: `maxAttempts` sent, none answered finally. `"aborted"`: the signal fired. `"invalid"`: a bad argument, nothing was sent. */
+/** `"exhausted"`: the call stopped without a final answer. `"aborted"`: the signal fired. `"invalid"`: nothing was sent. */
 export type IdempotencyErrorKind = "exhausted" | "aborted" | "invalid";
 
-/** Options of `fetch`: fetch's `RequestInit` (`body` a string of JSON, or absent) with the operation. */
+/**
+ * Why a call failed, stable across releases (docs/CLIENT.md, "Errors"). Kind `"exhausted"`:
+ * `attempts-exhausted`, `redirected`, `lock-timeout`, `key-expired`, `headers-failed`. Kind
+ * `"aborted"`: `aborted`. Kind `"invalid"` (nothing was sent): the others.
+ */
+export type IdempotencyErrorCode =
+  | "invalid-argument"
+  | "request-differs"
+  | "key-differs"
+  | "nothing-to-resume"
+  | "operation-expired"
+  | "foreign-record"
+  | "operation-busy"
+  | "attempts-exhausted"
+  | "redirected"
+  | "lock-timeout"
+  | "key-expired"
+  | "headers-failed"
+  | "aborted"
+  | "wasm-blocked-by-csp";
+
+/**
+ * Options of `fetch`: fetch's `RequestInit` with the operation. `body` is a string of JSON (sent
+ * and stored as it is), or absent; `credentials`, `keepalive`, `cache`, `mode` (not `"no-cors"`),
+ * `priority`, `referrer`, `referrerPolicy` and `integrity` are passed on; `redirect` other than
+ * `"manual"` on a method other than GET and HEAD is refused.
+ */
 export interface FetchInit extends RequestInit {
   /** The operation this request belongs to (required). */
   operation: string;
@@ -180,6 +228,10 @@ export class IdempotencyError extends Error {
   private constructor();
   readonly name: "IdempotencyError";
   readonly kind: IdempotencyErrorKind;
+  /** Why, stable: see {@link IdempotencyErrorCode}. */
+  readonly code: IdempotencyErrorCode;
+  /** The error behind it, where there is one: fetch's `TypeError`, what `headers` threw, the signal's reason, … */
+  readonly cause?: unknown;
   /** The operation of the call; `null` for the constructor. */
   readonly operation: string | null;
   /** The operation's key; `null` when it has none yet. */
@@ -215,11 +267,20 @@ export class IdempotentClient {
   /** `true` while keys are kept in localStorage; `false` once they are kept in page memory, which a reload loses. */
   readonly persistent: boolean;
   /**
-   * A `fetch`-compatible function for libraries that take one (ky, openapi-fetch): sends as `send`
+   * The operations whose key expired while their request had no final answer (each may have run):
+   * refused with `operation-expired` until the page has found out and `release`s it.
+   */
+  expiredOperations(): ExpiredEvent[];
+  /** Aborts every call of this client (sign-out; `clear()` may follow at once) and returns how many. */
+  abortAll(): number;
+  /**
+   * A `fetch`-compatible function for libraries that take one (ky, Apollo): sends as `send`
    * does and resolves with the final answer as a standard `Response`; rejects as `send` does.
-   * Bind it (`client.fetch.bind(client)`) or wrap it to hand it over.
+   * Wrap it to hand it over, or use {@link fetcher}.
    */
   fetch(input: string | URL | Request, init: FetchInit): Promise<Response>;
+  /** `fetch` bound to one operation, for libraries that call `fetch(request)` alone (openapi-fetch). */
+  fetcher(operation: string): (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>;
   /** Frees the wasm side now (optional; a `FinalizationRegistry` does it too). */
   free(): void;
 }

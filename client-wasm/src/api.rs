@@ -19,9 +19,8 @@ use wasm_bindgen::prelude::*;
 use crate::client::Client;
 use crate::error::Failure;
 use crate::js;
-use crate::lock;
 use crate::options::{self, Config, Invalid};
-use crate::send::Job;
+use crate::send::{Job, Sending};
 
 /// A client that sends each logical operation with one idempotency key,
 /// kept in `localStorage` across retries, reloads, tabs and instances.
@@ -115,33 +114,44 @@ impl IdempotentClient {
     pub fn persistent(&self) -> bool {
         self.inner.store().persistent()
     }
+
+    /// The operations whose key expired while their request had no final
+    /// answer (tombstones), each as `onExpired` is told it: `{ operation,
+    /// key, method, path, body, sentAt }`. Each is refused
+    /// (`operation-expired`) until the page, having found out whether it
+    /// ran, `release`s it.
+    #[wasm_bindgen(js_name = expiredOperations)]
+    pub fn expired_operations(&self) -> Vec<JsValue> {
+        self.inner.expired()
+    }
+
+    /// Aborts every call of this client that has not settled, those waiting
+    /// for their operation's lock included (sign-out: `clear()` may follow
+    /// at once), and returns how many.
+    #[wasm_bindgen(js_name = abortAll)]
+    pub fn abort_all(&self) -> u32 {
+        self.inner.abort_all()
+    }
 }
 
 impl IdempotentClient {
     /// The promise of a call: rejected at once (`invalid`) for a bad
     /// argument, else the send loop under the operation's lock.
-    fn start(&self, operation: &JsValue, job: Result<Job, Invalid>, options: &JsValue) -> Promise {
+    fn start(&self, operation: &JsValue, job: Result<Job, Failure>, options: &JsValue) -> Promise {
         let operation = match options::operation(operation) {
             Ok(operation) => operation,
             Err(message) => return Promise::reject(&invalid(message)),
         };
         let job = match job {
             Ok(job) => job,
-            Err(message) => {
-                return Promise::reject(&Failure::invalid(message).of(&operation).into_js())
-            }
+            Err(failure) => return Promise::reject(&failure.of(&operation).into_js()),
         };
         let call = match js::call(&self.inner.config.settings, options, &operation) {
             Ok(call) => call,
             Err(error) => return Promise::reject(&error),
         };
-        let inner = self.inner.clone();
-        let operation_name = operation.clone();
-        let work = {
-            let call = call.clone();
-            async move { inner.call(&operation, job, &call).await }
-        };
-        lock::run(&operation_name, &call, work)
+        let sending = Sending::new(self.inner.clone(), operation.clone(), job, call.clone());
+        js::run(sending, &call, &operation)
     }
 }
 

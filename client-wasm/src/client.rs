@@ -13,11 +13,15 @@
 //!
 //! **Expiry.** A record whose key is no longer live (`keyTtlMs` passed, or
 //! the device clock is before the moment the key was made) and that no
-//! call is sending with is forgotten; if its request had no final answer,
-//! `onExpired` is told first, and the client never sends it again: the
-//! server may have forgotten the key too.
+//! call is sending with is forgotten, unless its request had no final
+//! answer: then the operation may have run, and the server may have
+//! forgotten the key too, so the record becomes a **tombstone** (told to
+//! `onExpired` once, listed by `expiredOperations`). A tombstone is never
+//! sent again and its operation never gets a new key (every call, `keyFor`
+//! and `resume` of it is refused with `operation-expired`) until the page,
+//! having found out whether it ran, `release`s it.
 
-use crate::error::Failure;
+use crate::error::{Code, Failure};
 use crate::js;
 use crate::options::Config;
 use crate::storage::{Entry, Record, Store};
@@ -25,6 +29,7 @@ use crate::text::{self, concat};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::Cell;
+use wasm_bindgen::JsValue;
 
 pub(crate) struct Client {
     pub(crate) config: Config,
@@ -45,15 +50,15 @@ impl Client {
         }
     }
 
-    /// The storage; its first use forgets the expired records of this
-    /// client (prefix and scope), telling `onExpired` of the unanswered
-    /// ones.
+    /// The storage; its first use looks at the expired records of this
+    /// client (prefix and scope): answered ones are forgotten, unanswered
+    /// ones become tombstones (`onExpired` told).
     pub(crate) fn store(&self) -> &Store {
         if !self.purged.replace(true) {
             let now = js::now_ms();
             for (operation, record) in self.store.records() {
                 if !record.is_usable(now) {
-                    self.expire(&operation, &record);
+                    self.expire(&operation, record);
                 }
             }
         }
@@ -66,38 +71,36 @@ impl Client {
         self.store.get(operation)
     }
 
-    /// Forgets an expired record, telling `onExpired` first when its
-    /// request got no final answer. Returns whether it did.
-    fn expire(&self, operation: &str, record: &Record) -> bool {
-        self.store.remove(operation);
-        let unanswered = record.is_pending();
-        if unanswered {
-            js::expired(&self.config.settings, operation, &record.encode());
+    /// A record whose key may no longer be used: forgotten when its request
+    /// got a final answer (or it has none), else kept as a tombstone,
+    /// `onExpired` told when it becomes one. Returns the tombstone.
+    pub(crate) fn expire(&self, operation: &str, mut record: Record) -> Option<Record> {
+        if !record.is_pending() {
+            self.store.remove(operation);
+            return None;
         }
-        unanswered
+        if !record.tomb {
+            record.tomb = true;
+            record.busy_until_ms = None;
+            self.store.put(operation, &record);
+            js::expired(&self.config.settings, operation, &record.encode(), true);
+        }
+        Some(record)
     }
 
     /// The operation's record when its key may be used; `None` when there
-    /// is none (or garbage, or an expired key no call is sending with,
+    /// is none (or garbage, or an answered record whose key expired,
     /// forgotten). Refuses a record of a later client version or of
-    /// another owner under the same name, and an expired record whose
-    /// request had no answer, when `refuse_expired`: the call that finds
-    /// it must not go on as a new operation as if nothing had happened.
-    pub(crate) fn live_record(
-        &self,
-        operation: &str,
-        now: u64,
-        refuse_expired: bool,
-    ) -> Result<Option<Record>, Failure> {
+    /// another owner under the same name, and a tombstone (an expired
+    /// record whose request had no answer): no call, `keyFor` or `resume`
+    /// goes on as a new operation as if nothing had happened.
+    pub(crate) fn live_record(&self, operation: &str, now: u64) -> Result<Option<Record>, Failure> {
         let found = match self.own_entry(operation) {
             Entry::Ours(record) if record.is_usable(now) => Ok(Some(record)),
-            Entry::Ours(record) => {
-                if self.expire(operation, &record) && refuse_expired {
-                    Err(expired(operation, &record.key))
-                } else {
-                    Ok(None)
-                }
-            }
+            Entry::Ours(record) => match self.expire(operation, record) {
+                Some(tomb) => Err(expired(operation, &tomb.key)),
+                None => Ok(None),
+            },
             Entry::Later(version) => Err(left_alone(operation, Some(version))),
             Entry::Taken => Err(left_alone(operation, None)),
             Entry::Empty => Ok(None),
@@ -109,7 +112,7 @@ impl Client {
     /// `keyFor(operation)`: the live key, or a new one, stored.
     pub(crate) fn key_for(&self, operation: &str) -> Result<String, Failure> {
         let now = js::now_ms();
-        if let Some(record) = self.live_record(operation, now, false)? {
+        if let Some(record) = self.live_record(operation, now)? {
             return Ok(record.key);
         }
         let record = Record::new(new_key(), now, self.config.key_ttl_ms());
@@ -117,9 +120,10 @@ impl Client {
         Ok(record.key)
     }
 
-    /// `release(operation)`: forgets the key and the request, unless a call
-    /// is sending them right now (then the call would go on with a key that
-    /// no longer exists, and a new call could charge again beside it).
+    /// `release(operation)`: forgets the key and the request (a tombstone's
+    /// too: the page's acknowledgement), unless a call is sending them right
+    /// now (then the call would go on with a key that no longer exists, and
+    /// a new call could charge again beside it).
     pub(crate) fn release(&self, operation: &str) -> Result<(), Failure> {
         match self.store().get(operation) {
             Entry::Later(version) => Err(left_alone(operation, Some(version))),
@@ -156,16 +160,48 @@ impl Client {
         self.store()
             .records()
             .into_iter()
-            .filter(|(operation, record)| {
-                if record.is_usable(now) {
-                    record.is_pending()
+            .filter_map(|(operation, record)| {
+                if !record.is_usable(now) {
+                    self.expire(&operation, record);
+                    None
                 } else {
-                    self.expire(operation, record);
-                    false
+                    record.is_pending().then_some(operation)
                 }
             })
-            .map(|(operation, _)| operation)
             .collect()
+    }
+
+    /// `expiredOperations()`: the tombstones, as `onExpired` is told them.
+    pub(crate) fn expired(&self) -> Vec<JsValue> {
+        let now = js::now_ms();
+        self.store()
+            .records()
+            .into_iter()
+            .filter(|(_, record)| !record.is_usable(now))
+            .filter_map(|(operation, record)| {
+                let tomb = self.expire(&operation, record)?;
+                Some(js::expired(
+                    &self.config.settings,
+                    &operation,
+                    &tomb.encode(),
+                    false,
+                ))
+            })
+            .collect()
+    }
+
+    /// `abortAll()`: aborts every call of this client, clearing the leases
+    /// of those that held their operation, so that `clear()` can follow at
+    /// once. Returns how many calls it aborted.
+    pub(crate) fn abort_all(&self) -> u32 {
+        let operations = js::abort_all(&self.config.settings);
+        for operation in &operations {
+            if let Entry::Ours(mut record) = self.store.get(operation) {
+                record.busy_until_ms = None;
+                self.store.put(operation, &record);
+            }
+        }
+        operations.len() as u32
     }
 }
 
@@ -200,24 +236,26 @@ pub(crate) fn left_alone(operation: &str, version: Option<u64>) -> Failure {
         None => msg.push_str("another prefix or scope"),
     }
     msg.push_str("): left as it is");
-    Failure::invalid(msg).of(operation)
+    Failure::new(Code::ForeignRecord, msg).of(operation)
 }
 
-/// The refusal of a call that finds its operation expired with no final
-/// answer (`onExpired` was told).
+/// The refusal of a tombstone: an operation whose key expired with no
+/// final answer (`onExpired` was told).
 pub(crate) fn expired(operation: &str, key: &str) -> Failure {
     let mut msg = about("", operation);
-    msg.push_str(" expired unanswered and may have run: not sent again (see onExpired)");
-    let mut failure = Failure::invalid(msg).of(operation);
-    failure.key = Some(key.into());
-    failure
+    msg.push_str(
+        " expired unanswered and may have run: find out, then release it (see expiredOperations)",
+    );
+    Failure::new(Code::OperationExpired, msg)
+        .of(operation)
+        .keyed(key)
 }
 
 /// The refusal of `release` or `clear` while a call is sending.
 fn busy(what: &str, operation: &str, record: Record) -> Failure {
     let mut msg = about(&concat(&[what, ": "]), operation);
     msg.push_str(" is being sent right now");
-    let mut failure = Failure::invalid(msg).of(operation);
-    failure.key = Some(record.key);
-    failure
+    Failure::new(Code::OperationBusy, msg)
+        .of(operation)
+        .keyed(&record.key)
 }

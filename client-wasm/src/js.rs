@@ -11,6 +11,8 @@ use alloc::vec::Vec;
 use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
+use crate::send::Sending;
+
 #[wasm_bindgen(module = "/js/browser.js")]
 extern "C" {
     /// The constructor's options, checked and completed with the client's
@@ -63,35 +65,63 @@ extern "C" {
     #[wasm_bindgen(method, getter)]
     pub(crate) fn key(this: &Call) -> Option<String>;
 
-    /// Calls `onExpired`, if any, with the operation that expired
-    /// unanswered; what it throws is logged and changes nothing.
-    /// `text` is the record (which holds the key, the request and when it
-    /// was sent).
-    pub(crate) fn expired(settings: &Settings, operation: &str, text: &str);
+    /// Why the call was aborted: the page's signal's reason, or
+    /// `abortAll()`'s.
+    pub(crate) fn reason(call: &Call) -> JsValue;
+
+    /// The expired operation of a tombstone, `{ operation, key, method,
+    /// path, body, sentAt }`, from its record's `text`; when `tell`,
+    /// `onExpired` (if any) is called with it first, and what it throws is
+    /// logged and changes nothing.
+    pub(crate) fn expired(settings: &Settings, operation: &str, text: &str, tell: bool) -> JsValue;
+
+    /// Aborts every call of the client that has not settled: one string
+    /// per call, its operation when it holds the operation's lock (and so
+    /// may hold its lease), else `""`.
+    #[wasm_bindgen(js_name = abortAll)]
+    pub(crate) fn abort_all(settings: &Settings) -> Vec<String>;
+
+    /// The JSON text of a request's body: a `fetch` body as given, else
+    /// `JSON.stringify`'s (which throws for a `BigInt`, and gives
+    /// `undefined` for a function).
+    #[wasm_bindgen(catch)]
+    pub(crate) fn encode(body: &JsValue) -> Result<JsValue, JsValue>;
 
     /// Whether two JSON texts are the same JSON (canonical form: object
     /// keys sorted, no whitespace), as the server compares bodies.
     #[wasm_bindgen(js_name = sameJson)]
     pub(crate) fn same_json(a: &str, b: &str) -> bool;
 
-    /// Resolves after `ms` milliseconds; rejects when the call is aborted
-    /// first.
-    pub(crate) fn sleep(call: &Call, ms: f64) -> Promise;
+    /// Runs the call (`sending`'s steps, its waits in JavaScript) under the
+    /// Web Lock named like the operation's storage entry, or unlocked where
+    /// there is none or it is refused; rejects (`lock-timeout`) when the
+    /// lock is not granted within the call's `timeoutMs` × `maxAttempts`
+    /// and the holder's `busy` lease has run out. The promise settles as
+    /// the call does.
+    pub(crate) fn run(sending: Sending, call: &Call, operation: &str) -> Promise;
 
-    /// Runs `run` (a function returning the call's promise) under the Web
-    /// Lock named like the operation's storage entry, or unlocked where
-    /// there is none or it is refused; rejects (`exhausted`) when the lock
-    /// is not granted within the call's `timeoutMs` × `maxAttempts`.
-    pub(crate) fn locked(call: &Call, run: &JsValue, operation: &str) -> Promise;
-
-    /// One `fetch` with the key and its answer read, within the call's
-    /// timeout; always resolves, with an [`Answer`].
+    /// Attempt number `n`: one `fetch` with the key and its answer read,
+    /// within the call's timeout; always resolves, with an [`Answer`].
     pub(crate) fn attempt(
         call: &Call,
         method: &str,
         path: &str,
         body: Option<&str>,
         key: &str,
+        n: u32,
+    ) -> Promise;
+
+    /// After attempt number `attempt`: reports it to `onAttempt` (when a
+    /// request left) and, when a retry follows in `retry_in_ms`, asks the
+    /// page's `shouldRetry(response, attempt)`: resolves to `false` when it
+    /// says no (the answer is then final), else to `true` once the wait is
+    /// over; rejects when the call is aborted first.
+    pub(crate) fn after(
+        call: &Call,
+        answer: &Answer,
+        key: &str,
+        attempt: u32,
+        retry_in_ms: Option<f64>,
     ) -> Promise;
 
     /// What one attempt got.
@@ -100,13 +130,19 @@ extern "C" {
     /// The HTTP status; 0 when there was no answer.
     #[wasm_bindgen(method, getter)]
     pub(crate) fn status(this: &Answer) -> u16;
-    /// Why there was no answer: `timeout`, `network`, `redirect` or
-    /// `aborted`.
+    /// Why there was no answer: `timeout`, `network`, `redirect`,
+    /// `aborted` or `headers`.
     #[wasm_bindgen(method, getter)]
     pub(crate) fn error(this: &Answer) -> Option<String>;
+    /// Whether a request left (not when the attempt stopped before it).
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn sent(this: &Answer) -> bool;
     /// The browser's description of a network error.
     #[wasm_bindgen(method, getter)]
     pub(crate) fn cause(this: &Answer) -> Option<String>;
+    /// The error behind a missing answer, as it was thrown.
+    #[wasm_bindgen(method, getter)]
+    pub(crate) fn raw(this: &Answer) -> JsValue;
     /// The raw `Retry-After` header.
     #[wasm_bindgen(method, getter = retryAfter)]
     pub(crate) fn retry_after(this: &Answer) -> Option<String>;
@@ -114,29 +150,19 @@ extern "C" {
     #[wasm_bindgen(method, getter = problemType)]
     pub(crate) fn problem_type(this: &Answer) -> Option<String>;
 
-    /// Calls `onAttempt`, if any, with the attempt's event.
-    pub(crate) fn report(
-        call: &Call,
-        operation: &str,
-        key: &str,
-        attempt: u32,
-        answer: &Answer,
-        latency_ms: f64,
-        retry_in_ms: Option<f64>,
-    );
-
-    /// `{ status, ok, body, replayed, key, attempts }`, or a `Response`
-    /// for a call of `fetch`.
+    /// `{ status, ok, body, replayed, key, attempts, code }`, or a
+    /// `Response` for a call of `fetch`.
     pub(crate) fn outcome(call: &Call, answer: &Answer, key: &str, attempts: u32) -> JsValue;
 
-    /// An `IdempotencyError`.
+    /// An `IdempotencyError` with its `code` (which gives its `kind`).
     pub(crate) fn fail(
-        kind: &str,
+        code: &str,
         message: &str,
         operation: Option<&str>,
         key: Option<&str>,
         attempts: u32,
         last_status: Option<u16>,
+        cause: &JsValue,
     ) -> JsValue;
 
     /// 16 bytes from `crypto.getRandomValues`.
@@ -166,10 +192,6 @@ extern "C" {
     /// `JSON.parse` of a JS string, without copying it through Rust.
     #[wasm_bindgen(catch, js_namespace = JSON, js_name = parse)]
     pub(crate) fn json_parse(text: &JsValue) -> Result<JsValue, JsValue>;
-
-    /// `JSON.stringify`; `undefined` for values JSON cannot hold.
-    #[wasm_bindgen(catch, js_namespace = JSON, js_name = stringify)]
-    pub(crate) fn json_stringify(value: &JsValue) -> Result<JsValue, JsValue>;
 
     /// `Date.parse`: epoch milliseconds, NaN for what it cannot read.
     #[wasm_bindgen(js_namespace = Date, js_name = parse)]

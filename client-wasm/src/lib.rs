@@ -17,10 +17,12 @@
 //! - `options`: the constructor's options as the key lifecycle and the
 //!   retry policy need them, and the call arguments, checked at the edge.
 //! - `client`: the state behind a client and the key lifecycle that needs
-//!   no waiting (`keyFor`, `release`, `clear`, `pendingOperations`), and
-//!   expiry (`onExpired`, the device clock).
-//! - `send`: the send loop of one call: store, settle, attempt, report,
-//!   wait or stop.
+//!   no waiting (`keyFor`, `release`, `clear`, `pendingOperations`,
+//!   `expiredOperations`, `abortAll`), and expiry (tombstones,
+//!   `onExpired`, the device clock).
+//! - `send`: one call as a synchronous state (`Sending`) whose steps
+//!   (store, settle, attempt, decide) `run` in `js/browser.js` takes in
+//!   turn, doing the waiting in between.
 //! - `lock`: the cross-tab Web Lock, its fallbacks, and the settle that
 //!   makes racing tabs agree on one key.
 //! - `error`: why a call failed, as the `IdempotencyError` a page sees.
@@ -31,10 +33,11 @@
 //! - `text`: keys and messages, without `core::fmt` (plain Rust, tested on
 //!   the host).
 //! - `js`: what is imported from JavaScript: `js/browser.js` (option
-//!   objects, `fetch` with its timeout, abort and credentials, timers, the
-//!   Web Lock and its bounded wait, `localStorage` and the records' owner,
-//!   `IdempotencyError`, the objects a page receives, `onExpired`, the
-//!   canonical JSON comparison, and the class's `fetch`, which the
+//!   objects, the call's `run` and its waits, `fetch` with its timeout,
+//!   abort and credentials, the Web Lock and its wait, `localStorage` and
+//!   the records' owner, `IdempotencyError` with its code and cause, the
+//!   objects a page receives, `onExpired`, `shouldRetry`, the canonical
+//!   JSON comparison, and the class's `fetch` and `fetcher`, which the
 //!   package's entry adds) and a few globals.
 //! - `browser_tests`: wasm-bindgen-test tests in headless Chromium and
 //!   Firefox against a real server (`scripts/test-wasm.sh`). They live in

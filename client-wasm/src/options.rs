@@ -13,6 +13,7 @@ use alloc::string::String;
 use exactly_once_retry::Policy;
 use wasm_bindgen::JsValue;
 
+use crate::error::Failure;
 use crate::js::{self, Settings};
 use crate::storage::record::is_method;
 use crate::storage::StoredRequest;
@@ -73,28 +74,49 @@ pub(crate) fn operation(value: &JsValue) -> Result<String, Invalid> {
 }
 
 /// The request of a `send`: an HTTP method name, a path, and a body that
-/// `JSON.stringify` can encode (`undefined` and `null`: no body, the only
-/// choice for GET and HEAD).
+/// `JSON.stringify` can encode, or the JSON text that `fetch` was given, as
+/// it is (`undefined` and `null`: no body, the only choice for GET and
+/// HEAD). A body that cannot be encoded is refused with what
+/// `JSON.stringify` threw as the cause.
 pub(crate) fn request(
     method: &JsValue,
     path: &JsValue,
     body: &JsValue,
-) -> Result<StoredRequest, Invalid> {
+) -> Result<StoredRequest, Failure> {
     let method = match method.as_string() {
         Some(method) if is_method(&method) => method.to_ascii_uppercase(),
-        _ => return Err("method must be an HTTP method name".into()),
+        _ => {
+            return Err(Failure::invalid(
+                "method must be an HTTP method name".into(),
+            ))
+        }
     };
-    let path = path
-        .as_string()
-        .filter(|path| is_path(path))
-        .ok_or("path must be \"/…\" or an http(s) URL")?;
+    let Some(path) = path.as_string().filter(|path| is_path(path)) else {
+        return Err(Failure::invalid(
+            "path must be \"/…\" or an http(s) URL".into(),
+        ));
+    };
     let body = if body.is_undefined() || body.is_null() {
         None
     } else if method == "GET" || method == "HEAD" {
-        return Err(concat(&["a ", &method, " request cannot have a body"]));
+        return Err(Failure::invalid(concat(&[
+            "a ",
+            &method,
+            " request cannot have a body",
+        ])));
     } else {
-        let text = js::json_stringify(body).ok().and_then(|t| t.as_string());
-        Some(text.ok_or("body cannot be sent as JSON")?)
+        let (text, cause) = match js::encode(body) {
+            Ok(text) => (text.as_string(), JsValue::UNDEFINED),
+            Err(cause) => (None, cause),
+        };
+        match text {
+            Some(text) => Some(text),
+            None => {
+                let mut failure = Failure::invalid("body cannot be sent as JSON".into());
+                failure.cause = cause;
+                return Err(failure);
+            }
+        }
     };
     Ok(StoredRequest { method, path, body })
 }

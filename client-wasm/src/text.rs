@@ -59,6 +59,8 @@ pub(crate) enum LastTry<'a> {
     /// The browser's description of a failed `fetch`.
     Network(&'a str),
     Redirect,
+    /// What the page's `headers` function threw, as text.
+    Headers(&'a str),
 }
 
 /// `POST /charges (operation "checkout:42")`: how messages name a call.
@@ -96,6 +98,11 @@ pub(crate) fn gave_up(call: &str, operation: &str, attempts: u32, last: LastTry<
             msg.push(')');
         }
         LastTry::Redirect => msg.push_str("was redirected: not retried"),
+        LastTry::Headers(cause) => {
+            msg.push_str("was not sent: the headers function failed (");
+            msg.push_str(cause);
+            msg.push(')');
+        }
     }
     msg.push('.');
     push_kept(&mut msg, operation);

@@ -162,16 +162,18 @@ function keyOf(op) {
 }
 
 /**
- * Whether the sealed cart's key is gone from this device: the client now
- * holds another one for the cart (it made it because the one sealed with
- * the cart expired), or none was recorded. Not whether its request is
- * pending: a tab that has just sealed the cart stores its request only
- * after the client's settle and lock, and another tab must not take that
- * moment for an expired key.
+ * Whether the sealed cart's key is gone from this device: it expired with
+ * its payment unanswered (the client keeps such an operation as a
+ * tombstone, refused until the page has looked: `expiredOperations()`),
+ * the client holds another one for the cart, or none was recorded. Not
+ * whether its request is pending: a tab that has just sealed the cart
+ * stores its request only after the client's settle and lock, and another
+ * tab must not take that moment for an expired key.
  */
 export function keyLost() {
-  const { cart } = state;
+  const { cart, client } = state;
   if (!cart.key) return true;
+  if (client?.expiredOperations().some((expired) => expired.operation === checkoutOp())) return true;
   const now = keyOf(checkoutOp());
   return now !== null && now !== cart.key;
 }
@@ -309,6 +311,13 @@ export async function lookForCharge() {
     return;
   }
   state.checking = false;
+  // Looked: the client may forget the expired payment (its tombstone), so
+  // that Pay can start the cart's payment anew if nothing was charged.
+  try {
+    state.client?.release(checkoutOp());
+  } catch (error) {
+    console.warn(error);
+  }
   if (!found) {
     cart.sealed = false;
     cart.key = null;

@@ -90,7 +90,8 @@ fn garbage_records_are_ignored() {
 #[wasm_bindgen_test]
 async fn a_record_of_another_version_is_never_overwritten() {
     let setup = Setup::new();
-    let newer = r#"{"v":3,"key":"6a1f0c52-0000-4000-8000-000000000001","created":1,"expires":99999999999999,"requests":[{"method":"POST","path":"/charges"}]}"#;
+    // (Version 3 is this release's tombstone: the next format is 4.)
+    let newer = r#"{"v":4,"key":"6a1f0c52-0000-4000-8000-000000000001","created":1,"expires":99999999999999,"requests":[{"method":"POST","path":"/charges"}]}"#;
     local_storage()
         .set_item(&(setup.prefix.clone() + "checkout:deploy"), newer)
         .unwrap();
@@ -98,7 +99,7 @@ async fn a_record_of_another_version_is_never_overwritten() {
 
     let thrown = rejection(client.key_for("checkout:deploy".into()).unwrap_err());
     assert_eq!(thrown.kind, "invalid", "{thrown:?}");
-    assert!(thrown.message.contains("version 3"), "{thrown:?}");
+    assert!(thrown.message.contains("version 4"), "{thrown:?}");
     let sent = rejected(pay(&client, 100, "checkout:deploy", JsValue::UNDEFINED)).await;
     assert_eq!(
         (sent.kind.as_str(), sent.attempts),
@@ -124,9 +125,11 @@ async fn a_record_of_another_version_is_never_overwritten() {
 #[wasm_bindgen_test]
 async fn key_for_and_release_leave_a_key_in_flight_alone() {
     let setup = Setup::new();
-    let sender = setup.client_with(Some("delay-after-commit=1200"), &[("keyTtlMs", 100.into())]);
+    // (The key lives long enough for the first attempt to leave after the
+    // settle: no key is sent after its life.)
+    let sender = setup.client_with(Some("delay-after-commit=1500"), &[("keyTtlMs", 300.into())]);
     let call = pay(&sender, 300, "in-flight", JsValue::UNDEFINED);
-    sleep(400.0).await; // the key has expired; the call is waiting
+    sleep(700.0).await; // the key has expired; the call is waiting
     let other_tab = setup.client(None);
     let key = other_tab.key_for("in-flight".into()).unwrap();
     let refused = rejection(other_tab.release("in-flight".into()).unwrap_err());

@@ -15,6 +15,7 @@ mod abort;
 mod calls;
 mod checkouts;
 mod frames;
+mod issue36;
 mod keys;
 mod retries;
 mod storage;

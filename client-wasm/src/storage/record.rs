@@ -21,6 +21,13 @@
 //! refuses and an expired key is not replaced (see
 //! [`Record::busy_until_ms`]).
 //!
+//! **Tombstones.** A record whose key expired (or whose clock went back
+//! before it was made) while its request had no final answer is kept as
+//! a tombstone, written as version 3 with the same members: this client
+//! never sends it and never gives its operation a new key until the page
+//! `release`s it, and a client of version 2 (an older tab during a
+//! deploy) leaves it alone as a later version's record.
+//!
 //! **Upgrades.** Version 1 (the first release: the same members without
 //! `prefix`, `scope`, `op` and `sent`) is still read, as a record of scope
 //! `""` whose owner is the name of its entry, and is written back as
@@ -55,6 +62,18 @@ pub(crate) const VERSION: u64 = 2;
 /// The first release's version, still read (its records name no owner).
 pub(crate) const LEGACY: u64 = 1;
 
+/// The version of a tombstone: a record whose key expired while its
+/// request had no final answer. A client of version 2 leaves it alone (a
+/// later version's record), so an older tab during a deploy can neither
+/// drop it nor send its operation with a new key.
+pub(crate) const TOMB: u64 = 3;
+
+/// The longest `busy` lease a call writes, and so the longest one
+/// believed: a lease that ends further ahead than this was written by a
+/// clock that has since been set back (or is garbage), and says nothing
+/// about a call in flight (`js/browser.js` has the same bound).
+pub(crate) const MAX_LEASE_MS: u64 = 300_000;
+
 /// A request stored beside the key, so that a reloaded page can resume it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredRequest {
@@ -85,6 +104,10 @@ pub(crate) struct Record {
     /// When the stored request was first stored, Unix epoch milliseconds
     /// (`None` in a version-1 record).
     pub(crate) sent_ms: Option<u64>,
+    /// A tombstone: the key expired while the request had no final answer.
+    /// Never sent again, never replaced by a new key, until the page
+    /// `release`s it (written as version [`TOMB`]).
+    pub(crate) tomb: bool,
 }
 
 /// What an entry of the storage holds.
@@ -113,6 +136,7 @@ impl Record {
             answered: false,
             busy_until_ms: None,
             sent_ms: None,
+            tomb: false,
         }
     }
 
@@ -124,15 +148,19 @@ impl Record {
         self.created_ms <= now_ms && now_ms < self.expires_ms
     }
 
-    /// A call is sending the request right now, in this tab or another.
+    /// A call is sending the request right now, in this tab or another:
+    /// its lease ends after now, and no more than [`MAX_LEASE_MS`] after
+    /// (a longer one was written by a clock since set back).
     pub(crate) fn is_busy(&self, now_ms: u64) -> bool {
-        self.busy_until_ms.is_some_and(|until| now_ms < until)
+        self.busy_until_ms
+            .is_some_and(|until| now_ms < until && until - now_ms <= MAX_LEASE_MS)
     }
 
-    /// The key may still be used: live, or expired while a call is still
-    /// sending with it (that call's key must not be replaced under it).
+    /// The key may still be used: not a tombstone, and live, or expired
+    /// while a call is still sending with it (that call's key must not be
+    /// replaced under it).
     pub(crate) fn is_usable(&self, now_ms: u64) -> bool {
-        self.is_live(now_ms) || self.is_busy(now_ms)
+        !self.tomb && (self.is_live(now_ms) || self.is_busy(now_ms))
     }
 
     /// A request was stored and no final answer came for it.
@@ -146,7 +174,7 @@ impl Record {
     pub(crate) fn encode(&self) -> String {
         let mut out = String::with_capacity(200);
         out.push_str("{\"v\":");
-        push_u64(&mut out, VERSION);
+        push_u64(&mut out, if self.tomb { TOMB } else { VERSION });
         out.push_str(",\"key\":");
         push_string(&mut out, &self.key);
         out.push_str(",\"created\":");
@@ -191,19 +219,20 @@ impl Record {
     }
 
     /// Reads the members of a JSON object, `member(name)` giving each.
-    /// Versions 1 and 2 are read alike (2 adds `sent`, and the owner that
+    /// Versions 1, 2 and 3 are read alike (2 adds `sent`, and the owner that
     /// `Store.get` checked: what it hands over is the reader's own record,
-    /// or `{"v":0}` for another owner's).
+    /// or `{"v":0}` for another owner's; 3 is a tombstone of version 2).
     pub(crate) fn from_members(member: impl Fn(&str) -> Field) -> Slot {
-        match member("v").whole() {
+        let version = match member("v").whole() {
             Some(0) => return Slot::Taken,
-            Some(LEGACY | VERSION) => {}
+            Some(version @ (LEGACY | VERSION | TOMB)) => version,
             Some(later) => return Slot::Later(later),
             None => return Slot::Empty,
-        }
+        };
         let Some(mut record) = Record::from_v1(&member) else {
             return Slot::Empty;
         };
+        record.tomb = version == TOMB;
         record.sent_ms = match member("sent") {
             Field::Absent => None,
             sent => match sent.whole() {
@@ -248,6 +277,7 @@ impl Record {
             answered,
             busy_until_ms,
             sent_ms: None,
+            tomb: false,
         })
     }
 }

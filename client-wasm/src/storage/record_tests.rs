@@ -43,6 +43,7 @@ fn sample() -> Record {
         answered: false,
         busy_until_ms: Some(1_764_432_012_000),
         sent_ms: Some(1_764_432_000_100),
+        tomb: false,
     }
 }
 
@@ -168,13 +169,13 @@ fn garbage_reads_as_absent() {
 #[test]
 fn records_of_later_versions_are_left_alone_and_name_their_version() {
     let current = Record::new("k".into(), 1, 2).encode();
-    for v in [3, 17] {
+    for v in [4, 17] {
         let text = current.replacen("\"v\":2", &format!("\"v\":{v}"), 1);
         assert_eq!(decode(&text), Slot::Later(v), "{text}");
     }
     // Whatever a later version stores beside its `v`.
-    let newer = r#"{"v":3,"keys":["a","b"],"expires":-1.5,"request":{"method":"POST"}}"#;
-    assert_eq!(decode(newer), Slot::Later(3));
+    let newer = r#"{"v":4,"keys":["a","b"],"expires":-1.5,"request":{"method":"POST"}}"#;
+    assert_eq!(decode(newer), Slot::Later(4));
     // Version 0 never existed: it is what `Store.get` hands over for a
     // record of another owner.
     assert_eq!(
@@ -283,6 +284,29 @@ fn a_busy_key_stays_usable_past_its_expiry() {
     assert_eq!(ours(&record.encode()), Some(record));
 }
 
+#[test]
+fn a_lease_longer_than_any_call_writes_is_not_believed() {
+    let mut record = Record::new("k".into(), 1_000, 500);
+    record.busy_until_ms = Some(1_000 + MAX_LEASE_MS);
+    assert!(record.is_busy(1_000));
+    // Written by a clock that was ahead, or read by one set back.
+    assert!(!record.is_busy(999));
+    assert!(!record.is_usable(999));
+    record.busy_until_ms = Some(u64::MAX >> 11);
+    assert!(!record.is_busy(1_000));
+}
+
+#[test]
+fn a_tombstone_is_version_3_and_never_usable() {
+    let mut record = sample();
+    record.tomb = true;
+    let text = record.encode();
+    assert!(text.starts_with(r#"{"v":3,"key":"#), "{text}");
+    assert_eq!(ours(&text), Some(record.clone()));
+    assert!(!record.is_usable(record.created_ms));
+    assert!(record.is_pending());
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -300,9 +324,10 @@ mod properties {
             any::<bool>(),
             proptest::option::of(0..=MAX_SAFE_INTEGER),
             0..=MAX_SAFE_INTEGER,
+            any::<bool>(),
         )
             .prop_map(
-                |(key, a, b, request, answered, busy_until_ms, sent)| Record {
+                |(key, a, b, request, answered, busy_until_ms, sent, tomb)| Record {
                     key,
                     created_ms: a.min(b),
                     expires_ms: a.max(b),
@@ -310,6 +335,7 @@ mod properties {
                     request,
                     answered,
                     busy_until_ms,
+                    tomb,
                 },
             )
     }

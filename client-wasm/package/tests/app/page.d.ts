@@ -6,3 +6,5 @@ declare function showReceipt(id: string): void;
 declare function showDeclined(detail: string | undefined): void;
 declare function showPaused(): void;
 declare function showRetryLater(status: number | null): void;
+/** The page's GraphQL endpoint (the Apollo recipe). */
+declare const GRAPHQL_URL: string;
