@@ -176,6 +176,11 @@ export const settings = (options) =>
     };
   });
 
+/** Whether the page gave the client an `onExpired` (it is then told of an expired operation and the client forgets it). */
+export function hasOnExpired(settings) {
+  return typeof settings.onExpired === "function";
+}
+
 /**
  * The expired operation of a tombstone (its record's `text`), as
  * `expiredOperations()` lists it; when `tell`, `onExpired` is called with

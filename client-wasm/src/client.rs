@@ -72,8 +72,13 @@ impl Client {
     }
 
     /// A record whose key may no longer be used: forgotten when its request
-    /// got a final answer (or it has none), else kept as a tombstone,
-    /// `onExpired` told when it becomes one. Returns the tombstone.
+    /// got a final answer (or it has none). One whose request had none may
+    /// have run: with an `onExpired`, the page is told, and the client
+    /// forgets it just after (CONTRACT section 4: the page was told, and
+    /// finds out whether it ran); without one, it is kept as a tombstone
+    /// the page finds in `expiredOperations()`, refused until it
+    /// `release`s it. Returns the expired record (the call that found it
+    /// is refused either way).
     pub(crate) fn expire(&self, operation: &str, mut record: Record) -> Option<Record> {
         if !record.is_pending() {
             self.store.remove(operation);
@@ -82,8 +87,13 @@ impl Client {
         if !record.tomb {
             record.tomb = true;
             record.busy_until_ms = None;
-            self.store.put(operation, &record);
-            js::expired(&self.config.settings, operation, &record.encode(), true);
+            let settings = &self.config.settings;
+            if js::has_on_expired(settings) {
+                js::expired(settings, operation, &record.encode(), true);
+                self.store.remove(operation);
+            } else {
+                self.store.put(operation, &record);
+            }
         }
         Some(record)
     }

@@ -75,6 +75,10 @@ extern "C" {
     /// logged and changes nothing.
     pub(crate) fn expired(settings: &Settings, operation: &str, text: &str, tell: bool) -> JsValue;
 
+    /// Whether the page gave the client an `onExpired`.
+    #[wasm_bindgen(js_name = hasOnExpired)]
+    pub(crate) fn has_on_expired(settings: &Settings) -> bool;
+
     /// Aborts every call of the client that has not settled: one string
     /// per call, its operation when it holds the operation's lock (and so
     /// may hold its lease), else `""`.
