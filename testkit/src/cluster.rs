@@ -116,38 +116,50 @@ impl Postgres {
         format!("postgres://postgres@{dir}:{}/postgres", self.port)
     }
 
-    /// SIGSTOP to every process of the cluster (the postmaster's process
-    /// group: the postmaster runs in a group of its own), as when its
-    /// machine hangs: connections stay open and nothing answers. On
-    /// loopback the kernel still acknowledges what is sent to them.
+    /// SIGSTOP to every process of the cluster, as when its machine
+    /// hangs: connections stay open and nothing answers (on loopback the
+    /// kernel still acknowledges what is sent to them). Not the
+    /// postmaster's process group alone: PostgreSQL makes each backend the
+    /// leader of a group of its own (`setsid` in `InitPostmasterChild`), so
+    /// the postmaster is stopped first (it forks no more), then every
+    /// process working in the data folder, twice over to catch one forked
+    /// meanwhile. Never the test's own process.
     pub fn freeze(&self) -> Result<()> {
-        self.signal_group("STOP")
+        self.signal_all("STOP")
     }
 
     /// SIGCONT to the processes [`Postgres::freeze`] stopped.
     pub fn thaw(&self) -> Result<()> {
-        self.signal_group("CONT")
+        self.signal_all("CONT")
     }
 
-    fn signal_group(&self, signal: &str) -> Result<()> {
-        let postmaster = self.postmaster.lock().unwrap();
-        let pid = postmaster
-            .as_ref()
-            .ok_or_else(|| anyhow!("SIG{signal}: PostgreSQL is not running"))?
-            .id();
-        let group = process_group(pid)?;
-        let ours = process_group(std::process::id())?;
-        if group != pid || group == ours {
-            bail!("the postmaster {pid} is not the leader of a group of its own ({group}; ours {ours})");
-        }
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg("--")
-            .arg(format!("-{group}"))
-            .status()
-            .context("running kill")?;
-        if !status.success() {
-            bail!("kill -{signal} -- -{group} failed ({status})");
+    fn signal_all(&self, signal: &str) -> Result<()> {
+        let postmaster = {
+            let postmaster = self.postmaster.lock().unwrap();
+            postmaster
+                .as_ref()
+                .ok_or_else(|| anyhow!("SIG{signal}: PostgreSQL is not running"))?
+                .id()
+        };
+        let ours = std::process::id();
+        let send = |pid: u32| -> Result<()> {
+            if pid == ours {
+                bail!("refusing to signal the test's own process");
+            }
+            // One may exit meanwhile: no error for it.
+            Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status()
+                .context("running kill")?;
+            Ok(())
+        };
+        send(postmaster)?;
+        for _ in 0..2 {
+            for pid in self.processes() {
+                send(pid)?;
+            }
         }
         Ok(())
     }
@@ -387,17 +399,7 @@ impl Postgres {
     /// The processes working in the cluster's data folder: the postmaster
     /// and its children, orphaned ones included (a zombie has no folder).
     fn processes(&self) -> Vec<u32> {
-        let data = std::fs::canonicalize(self.data()).unwrap_or_else(|_| self.data());
-        let Ok(proc) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        proc.flatten()
-            .filter_map(|entry| {
-                let pid = entry.file_name().to_str()?.parse().ok()?;
-                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
-                (cwd == data).then_some(pid)
-            })
-            .collect()
+        processes_in(&self.data())
     }
 
     fn data(&self) -> PathBuf {
@@ -436,8 +438,9 @@ impl Postgres {
             // kills, and the shared machine is spared the fsyncs.
             .args(["-c", "fsync=off"])
             .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
-            // A group of its own, holding every backend: what a hung
-            // machine's SIGSTOP reaches (`Postgres::freeze`), never the test.
+            // A group of its own: a signal to the test's group (a
+            // terminal's Ctrl-C) does not reach it; each backend makes a
+            // group of its own anyway (see `Postgres::freeze`).
             .process_group(0)
             .stdout(Stdio::null())
             .stderr(log.try_clone()?)
@@ -508,6 +511,22 @@ impl Drop for Postgres {
             );
         }
     }
+}
+
+/// The processes whose working folder is `data` (a cluster's: the
+/// postmaster and every child, orphaned ones included).
+pub(crate) fn processes_in(data: &Path) -> Vec<u32> {
+    let data = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_owned());
+    let Ok(proc) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    proc.flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            (cwd == data).then_some(pid)
+        })
+        .collect()
 }
 
 /// As root: the uid and gid of the `postgres` user, which PostgreSQL (and
