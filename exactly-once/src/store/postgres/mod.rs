@@ -78,7 +78,9 @@ const SERVER_ADDRESS: &str = "SELECT host(inet_server_addr()) || ':' || inet_ser
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
-    /// `postgres://user:password@host:port/database`.
+    /// `postgres://user:password@host:port/database`, with libpq's TLS
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
+    /// parameters and our `response_timeout` ([`connect`]).
     pub url: String,
     /// `synchronous_commit=on` or `off`.
     pub durability: Durability,
