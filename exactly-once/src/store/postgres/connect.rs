@@ -528,7 +528,16 @@ impl Connector {
             ),
         };
         let transport = match (&self.tls, host) {
-            (Some(tls), Host::Tcp(h)) => self.start_tls(socket, tls, h, name).await?,
+            (Some(tls), Host::Tcp(h)) => match self.start_tls(socket, tls, h, name).await {
+                Ok(transport) => transport,
+                // As libpq: `prefer` whose TLS attempt failed tries again
+                // in clear, on a new connection.
+                Err(why) if self.settings.ssl_mode == SslMode::Prefer => {
+                    tracing::debug!(host = %name, why, "TLS failed with sslmode=prefer: connecting in clear");
+                    Transport::Plain(Socket::Tcp(self.tcp(h, port).await?))
+                }
+                Err(why) => return Err(why),
+            },
             // libpq never uses TLS over a Unix socket.
             _ => Transport::Plain(socket),
         };
