@@ -16,6 +16,11 @@
 #   BUILD=0 scripts/bench.sh
 #       without building first (the binaries already built, e.g. under a
 #       machine-wide build lock)
+#   BENCH_POSTGRES_URL=… BASE=0 PROVIDER=0 LIVE=0 RECEIPTS=0 scripts/bench.sh
+#       only the TLS pair: PostgreSQL new keys over TLS (sslmode=verify-full,
+#       a CA and certificate made here with openssl, ssl switched on by
+#       ALTER SYSTEM for the run) against the same run with sslmode=disable,
+#       by turns (TLS_PAIRS=2 pairs), p99 beside; TLS=0 skips it
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -33,7 +38,7 @@ fresh_database() { # DIR -> a database URL
   if [ -n "${BENCH_POSTGRES_URL:-}" ]; then
     local name="bench_$(date +%s%N)"
     psql -q "$BENCH_POSTGRES_URL" -c "CREATE DATABASE $name"
-    echo "${BENCH_POSTGRES_URL%/*}/$name"
+    echo "${BENCH_POSTGRES_URL%/*}/$name${DB_PARAMS:+?$DB_PARAMS}"
   else
     echo "sqlite://$1/shop.db"
   fi
@@ -110,6 +115,7 @@ filled_floor() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
+if [ "${BASE:-1}" = 1 ]; then
 run floor read;       read_floor=$rps
 run server read;      read_server=$rps
 run floor new-key;    insert_floor=$rps; insert_floor_p99=$p99
@@ -123,6 +129,40 @@ echo "ratio new-key p99 / insert floor p99: $(ratio "$new_key_p99" "$insert_floo
 echo "ratio new-key p99 / minimal idempotent floor p99: $(ratio "$new_key_p99" "$keyed_floor_p99")"
 echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
 echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
+fi
+
+if [ "${TLS:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
+  # PostgreSQL new keys over TLS (rustls, sslmode=verify-full against a CA
+  # made here) against the same run in clear (sslmode=disable), by turns.
+  # The cluster gets ssl = on for the run (ALTER SYSTEM, reset after).
+  tdir=$(mktemp -d); chmod 755 "$tdir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$tdir/ca.key" -out "$tdir/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$tdir/server.key" -out "$tdir/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tdir/ext"
+  openssl x509 -req -in "$tdir/server.csr" -CA "$tdir/ca.pem" -CAkey "$tdir/ca.key" -CAcreateserial \
+    -days 2 -extfile "$tdir/ext" -out "$tdir/server.pem" 2>/dev/null
+  chmod 600 "$tdir/server.key"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$tdir/server.key" "$tdir/server.pem"; fi
+  psql -q "$BENCH_POSTGRES_URL" -c "ALTER SYSTEM SET ssl_cert_file = '$tdir/server.pem'" \
+    -c "ALTER SYSTEM SET ssl_key_file = '$tdir/server.key'" -c "ALTER SYSTEM SET ssl = on" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 0.5
+  echo "# PostgreSQL new keys over TLS (sslmode=verify-full) and in clear (sslmode=disable), by turns:"
+  for _ in $(seq "${TLS_PAIRS:-2}"); do
+    DB_PARAMS=sslmode=disable run server new-key; clear_rps+=("$rps"); clear_p99+=("$p99")
+    DB_PARAMS="sslmode=verify-full&sslrootcert=$tdir/ca.pem" run server new-key
+    tls_rps+=("$rps"); tls_p99+=("$p99")
+  done
+  for i in "${!tls_rps[@]}"; do
+    echo "ratio new-key over TLS / in clear (pair $((i + 1))): $(ratio "${tls_rps[$i]}" "${clear_rps[$i]}") (target >= 0.9); p99 ${tls_p99[$i]} ms against ${clear_p99[$i]} ms"
+  done
+  psql -q "$BENCH_POSTGRES_URL" -c "ALTER SYSTEM RESET ssl" -c "ALTER SYSTEM RESET ssl_cert_file" \
+    -c "ALTER SYSTEM RESET ssl_key_file" -c "SELECT pg_reload_conf()" >/dev/null
+  rm -rf "$tdir"
+fi
 
 if [ "${PROVIDER:-1}" = 1 ]; then
   # Charges through the payment provider simulator at 200 ms latency, 256

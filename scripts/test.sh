@@ -2,7 +2,7 @@
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
 # Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
-# PostgreSQL, schemathesis), then runs every test: lints, the
+# PostgreSQL, Patroni and etcd, schemathesis), then runs every test: lints, the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
@@ -67,11 +67,15 @@ bouncer="$(scripts/pgbouncer.sh start "$pgdir/bouncer" "$pgurl")"
 trap 'scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 TEST_POSTGRES_URL="$bouncer" cargo test -p server --test api --test crash -- --include-ignored
 
-# PostgreSQL on the power-cut file system, and a failover to a streaming
-# standby (synchronous, then asynchronous and measured): clusters of their
-# own. Their SQLite runs already ran above.
-step "server: PostgreSQL through power cuts, and a failover to its standby"
-cargo test -p server --test powercut --test failover -- --ignored
+# PostgreSQL on the power-cut file system, a failover to a streaming
+# standby (synchronous, then asynchronous and measured; a commit whose wait
+# for the standby is cancelled; a primary that hangs), a Patroni failover
+# (etcd and two Patroni nodes: scripts/patroni.sh installs them), and TLS
+# to PostgreSQL, the provider and MailDev: clusters of their own. Their
+# SQLite runs already ran above.
+step "server: PostgreSQL through power cuts, failovers (a standby, a hung primary, Patroni) and TLS"
+scripts/patroni.sh
+cargo test -p server --test powercut --test failover --test tls -- --ignored
 
 step "server: schemathesis against its own OpenAPI document"
 scripts/schemathesis.sh

@@ -17,6 +17,8 @@
 //! * [`Metrics`]: Prometheus metrics; [`Hooks`]: fault injection.
 //! * [`Caller`], [`IdempotencyKey`], [`Fingerprint`], [`OperationId`]:
 //!   what identifies an operation; [`clock`]: the boot clock.
+//! * `tls` (feature `tls`, with `postgres`): rustls clients that trust
+//!   the platform's roots and `SSL_CERT_FILE`.
 //!
 //! The design, for contributors: `docs/ENGINE.md` in the repository.
 
@@ -41,6 +43,8 @@ pub mod record;
 pub mod store;
 pub mod sweep;
 mod sweeper;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use caller::Caller;
 pub use engine::{Engine, EngineBuilder, NoSteps, Shared, Steps};

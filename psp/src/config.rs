@@ -44,6 +44,14 @@ pub struct Config {
         value_parser = parse_latency
     )]
     pub latency: Duration,
+
+    /// Serve over TLS with this PEM certificate chain (with `--tls-key`).
+    #[arg(long, env = "PSP_TLS_CERT", value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of `--tls-cert`.
+    #[arg(long, env = "PSP_TLS_KEY", value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// What `--help` says after the flags: the endpoints, and the test cards
@@ -116,6 +124,9 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:0");
         assert_eq!(c.database, PathBuf::from("/tmp/x/psp.db"));
         assert_eq!(c.latency, Duration::from_millis(200));
+        let tls: Config = parse(&["--tls-cert", "/c.pem", "--tls-key", "/k.pem"]).unwrap();
+        assert_eq!(tls.tls_cert, Some(PathBuf::from("/c.pem")));
+        assert_eq!(tls.tls_key, Some(PathBuf::from("/k.pem")));
     }
 
     #[test]
@@ -143,6 +154,8 @@ mod tests {
             &["--latency", "11m"],
             &["--database", "postgres://x"],
             &["--database", "sqlite://"],
+            &["--tls-cert", "/c.pem"],
+            &["--tls-key", "/k.pem"],
             &["--no-such-flag"],
         ]);
     }

@@ -35,6 +35,9 @@ pub enum StartupError {
     /// The address could not be bound.
     #[error(transparent)]
     Bind(#[from] serve::BindError),
+    /// `--tls-cert` / `--tls-key` could not be used.
+    #[error("cannot serve TLS: {0}")]
+    Tls(#[from] exactly_once::tls::TlsError),
 }
 
 /// A bound, ready simulator.
@@ -42,11 +45,18 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     ledger: Ledger,
+    tls: Option<serve::TlsAcceptor>,
 }
 
 impl Application {
     /// Binds, opens the ledger (creating and migrating it) and builds the router.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(serve::TlsAcceptor::from(std::sync::Arc::new(
+                exactly_once::tls::server_config(cert, key)?,
+            ))),
+            _ => None,
+        };
         // Bind first: a bad address then touches no file.
         let listener = serve::bind(&config.listen).await?;
         // Opening is quick, and nothing else runs yet.
@@ -64,7 +74,17 @@ impl Application {
             listener,
             router: router(state),
             ledger,
+            tls,
         })
+    }
+
+    /// `https` with `--tls-cert`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// The address actually bound (port 0 resolved).
@@ -77,12 +97,15 @@ impl Application {
     /// Serves until `shutdown` resolves, then drains in-flight requests.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) {
         let sweeper = tokio::spawn(self.ledger.sweep_periodically(SWEEP_INTERVAL, SWEEP_BATCH));
-        serve::serve(self.listener, self.router, shutdown).await;
+        match self.tls {
+            Some(tls) => serve::serve_tls(self.listener, self.router, shutdown, tls).await,
+            None => serve::serve(self.listener, self.router, shutdown).await,
+        }
         sweeper.abort();
     }
 }
 
-serve::app!(Application, Config, StartupError);
+serve::app!(Application, Config, StartupError, scheme);
 
 /// The endpoints of CONTRACT section 6. Faults apply to `POST /v1/charges`
 /// only.

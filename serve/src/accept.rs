@@ -1,7 +1,9 @@
 //! The accept loop: hyper connections with graceful shutdown, and a
 //! [`ConnectionControl`] in every request so a fault (the server's chaos
 //! mode, the simulator's `drop-after-charge`) can cut the connection the
-//! request came in on.
+//! request came in on. With a [`TlsAcceptor`] ([`serve_tls`]) each
+//! connection's handshake runs in its own task, bounded by
+//! [`HANDSHAKE_TIMEOUT`].
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -11,12 +13,16 @@ use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take over its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A handle on the connection a request came in on. The accept loop puts
 /// one in every request's extensions.
@@ -38,6 +44,25 @@ impl ConnectionControl {
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for in-flight requests to finish.
 pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) {
+    serve_with(listener, router, shutdown, None).await
+}
+
+/// [`serve`] over TLS: each connection's handshake first.
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    tls: TlsAcceptor,
+) {
+    serve_with(listener, router, shutdown, Some(tls)).await
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+    tls: Option<TlsAcceptor>,
+) {
     let builder = Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -55,29 +80,22 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let control = ConnectionControl::default();
-        let in_request = control.clone();
-        let service = router
-            .clone()
-            .map_request(move |mut request: http::Request<_>| {
-                request.extensions_mut().insert(in_request.clone());
-                request
-            });
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            tokio::select! {
-                result = connection => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                // Dropping the connection future closes the socket unanswered.
-                () = control.dropped() => tracing::debug!("connection dropped on purpose"),
+        let (builder, router, watcher) = (builder.clone(), router.clone(), graceful.watcher());
+        match &tls {
+            None => {
+                tokio::spawn(connection(stream, builder, router, watcher));
             }
-        });
+            Some(tls) => {
+                let handshake = tls.accept(stream);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                        Ok(Ok(stream)) => connection(stream, builder, router, watcher).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     tracing::info!("shutting down: draining in-flight requests");
@@ -86,6 +104,37 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: impl Future<
         .is_err()
     {
         tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}");
+    }
+}
+
+/// Serves one connection until it ends, the drain ends it, or a request
+/// drops it.
+async fn connection<S>(
+    stream: S,
+    builder: Builder<TokioExecutor>,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let control = ConnectionControl::default();
+    let in_request = control.clone();
+    let service = router.map_request(move |mut request: http::Request<_>| {
+        request.extensions_mut().insert(in_request.clone());
+        request
+    });
+    let connection = builder
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+        .into_owned();
+    let connection = watcher.watch(connection);
+    tokio::select! {
+        result = connection => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        // Dropping the connection future closes the socket unanswered.
+        () = control.dropped() => tracing::debug!("connection dropped on purpose"),
     }
 }
 

@@ -7,7 +7,8 @@
 //! - [`logs`]: structured logs on stderr;
 //! - [`main`](fn@main): a binary's `main`: flags (a bad one is one line on
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
-//!   `listening on http://ADDR` line on stdout, serving until a signal;
+//!   `listening on http://ADDR` line (`https://` over TLS) on stdout,
+//!   serving until a signal;
 //! - [`bind`]: binding the listen address, with the error both report;
 //! - [`flags`]: for the binaries' flag tests, flags parsed as `main` does;
 //! - [`headers`]: a header that may appear only once, read or refused,
@@ -28,7 +29,8 @@ pub use exactly_once::store::migrations;
 /// Deleting expired records in batches, every interval: the engine's loop.
 pub use exactly_once::sweep;
 
-pub use accept::{serve, shutdown_signal, ConnectionControl};
+pub use accept::{serve, serve_tls, shutdown_signal, ConnectionControl};
+pub use tokio_rustls::TlsAcceptor;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,6 +50,12 @@ pub trait App: Sized {
 
     /// The address bound (port 0 resolved).
     fn local_addr(&self) -> SocketAddr;
+
+    /// `http`, or `https` when it serves TLS: the scheme of the
+    /// `listening on` line.
+    fn scheme(&self) -> &'static str {
+        "http"
+    }
 
     /// Serves until `shutdown` resolves, then drains.
     fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> impl Future<Output = ()>;
@@ -88,7 +96,7 @@ pub fn main<A: App>(default_filter: &str) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        println!("listening on http://{}", app.local_addr());
+        println!("listening on {}://{}", app.scheme(), app.local_addr());
         app.run_until_stopped(shutdown_signal()).await;
         ExitCode::SUCCESS
     })

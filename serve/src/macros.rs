@@ -22,10 +22,22 @@ macro_rules! text_newtype {
 
 /// Implements [`App`](crate::App) for an application type whose own
 /// `build`, `local_addr` and `run_until_stopped` do the work (tests call
-/// those without the trait): `serve::app!(Application, Config, StartupError)`.
+/// those without the trait): `serve::app!(Application, Config, StartupError)`;
+/// `serve::app!(Application, Config, StartupError, scheme)` when its own
+/// `scheme()` says whether it serves TLS.
 #[macro_export]
 macro_rules! app {
+    ($app:ty, $config:ty, $error:ty, scheme) => {
+        $crate::app!(@impl $app, $config, $error,
+            fn scheme(&self) -> &'static str {
+                <$app>::scheme(self)
+            }
+        );
+    };
     ($app:ty, $config:ty, $error:ty) => {
+        $crate::app!(@impl $app, $config, $error,);
+    };
+    (@impl $app:ty, $config:ty, $error:ty, $($scheme:item)?) => {
         impl $crate::App for $app {
             type Config = $config;
             type Error = $error;
@@ -41,6 +53,8 @@ macro_rules! app {
             async fn run_until_stopped(self, shutdown: impl std::future::Future<Output = ()>) {
                 <$app>::run_until_stopped(self, shutdown).await
             }
+
+            $($scheme)?
         }
     };
 }

@@ -72,13 +72,15 @@ pub struct Config {
     #[arg(long, env = "CHAOS", value_parser = clap::builder::BoolishValueParser::new())]
     pub chaos: bool,
 
-    /// Charge cards at this payment provider (`http://HOST:PORT`); none:
-    /// charges are recorded locally only.
+    /// Charge cards at this payment provider (`http://HOST:PORT`, or
+    /// `https://…` with its certificate checked against the platform's
+    /// roots and `SSL_CERT_FILE`'s); none: charges are recorded locally only.
     #[arg(long, env = "PSP_URL", value_name = "URL", value_parser = parse_psp_url)]
     pub psp_url: Option<String>,
 
-    /// Send receipts by e-mail through this SMTP server (`smtp://HOST:PORT`);
-    /// none: no receipts.
+    /// Send receipts by e-mail through this SMTP server: `smtp://HOST:PORT`
+    /// (plain), `smtps://USER:PASS@HOST:PORT` (implicit TLS),
+    /// `smtp://USER:PASS@HOST:PORT?tls=required` (STARTTLS); none: no receipts.
     #[arg(long, env = "SMTP_URL", value_name = "URL", value_parser = SmtpUrl::parse)]
     pub smtp_url: Option<SmtpUrl>,
 
@@ -166,45 +168,128 @@ impl DatabaseUrl {
     }
 }
 
-/// An SMTP server to hand receipts to: plain SMTP on `HOST:PORT`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An SMTP server to hand receipts to, as lettre's URLs name it.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SmtpUrl {
-    /// Host name or address.
+    /// Host name or address (also the name its certificate must carry).
     pub host: String,
-    /// Port (25 when not given).
+    /// Port (25 for `smtp://`, 465 for `smtps://` when not given).
     pub port: u16,
+    /// How the connection is secured.
+    pub tls: SmtpTls,
+    /// `USER:PASS@`: SMTP AUTH (only over TLS).
+    pub credentials: Option<(String, String)>,
+}
+
+/// How an SMTP connection is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// Plain SMTP (`smtp://`).
+    None,
+    /// STARTTLS, required (`smtp://…?tls=required`).
+    Required,
+    /// STARTTLS when the server offers it (`smtp://…?tls=opportunistic`).
+    Opportunistic,
+    /// TLS from the first byte (`smtps://`).
+    Implicit,
+}
+
+/// The password stays out of logs and `--help` output.
+impl std::fmt::Debug for SmtpUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpUrl")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
+            .finish()
+    }
 }
 
 impl SmtpUrl {
-    /// Parses `smtp://HOST[:PORT]`.
+    /// Parses `smtp://[USER:PASS@]HOST[:PORT][?tls=required|opportunistic]`
+    /// or `smtps://[USER:PASS@]HOST[:PORT]`.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let rest = raw.strip_prefix("smtp://").ok_or_else(|| {
-            format!("{raw:?} is not smtp://HOST:PORT (this build speaks plain SMTP only)")
-        })?;
-        let rest = rest.trim_end_matches('/');
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) => (
-                host,
-                port.parse()
-                    .map_err(|_| format!("{raw:?}: the port is not a number from 1 to 65535"))?,
-            ),
-            None => (rest, 25),
+        let usage = "smtp://HOST:PORT, smtps://USER:PASS@HOST:PORT or \
+                     smtp://USER:PASS@HOST:PORT?tls=required";
+        let url = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not {usage} ({e})"))?;
+        let (mut tls, default_port) = match url.scheme() {
+            "smtp" => (SmtpTls::None, 25),
+            "smtps" => (SmtpTls::Implicit, 465),
+            _ => return Err(format!("{raw:?} is not {usage}")),
         };
-        if host.is_empty() || host.contains('/') || port == 0 {
-            return Err(format!("{raw:?} is not smtp://HOST:PORT"));
+        for (name, value) in url.query_pairs() {
+            match (name.as_ref(), value.as_ref(), tls) {
+                ("tls", "required", SmtpTls::None) => tls = SmtpTls::Required,
+                ("tls", "opportunistic", SmtpTls::None) => tls = SmtpTls::Opportunistic,
+                _ => {
+                    return Err(format!(
+                        "{raw:?}: {name}={value} is not understood (smtp:// takes \
+                         tls=required or tls=opportunistic)"
+                    ))
+                }
+            }
+        }
+        let host = match url.host() {
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            Some(host) => host.to_string(),
+            None => return Err(format!("{raw:?} has no host")),
+        };
+        if !matches!(url.path(), "" | "/") {
+            return Err(format!("{raw:?}: an SMTP URL has no path"));
+        }
+        let port = url.port().unwrap_or(default_port);
+        if port == 0 {
+            return Err(format!("{raw:?}: port 0"));
+        }
+        let decode = |s: &str| {
+            percent_decode(s).ok_or_else(|| format!("{raw:?}: the user or password is not UTF-8"))
+        };
+        let credentials = match (url.username(), url.password()) {
+            ("", None) => None,
+            (user, Some(pass)) => Some((decode(user)?, decode(pass)?)),
+            (_, None) => return Err(format!("{raw:?}: a user needs a password (USER:PASS@)")),
+        };
+        if credentials.is_some() && tls == SmtpTls::None {
+            return Err(format!(
+                "{raw:?}: a password is sent only over TLS (smtps:// or ?tls=required)"
+            ));
         }
         Ok(Self {
-            host: host.to_owned(),
+            host,
             port,
+            tls,
+            credentials,
         })
     }
 }
 
-/// `http://HOST:PORT` (with an optional path prefix), without a trailing slash.
+fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `http://HOST:PORT` or `https://HOST:PORT` (with an optional path
+/// prefix), without a trailing slash.
 fn parse_psp_url(raw: &str) -> Result<String, String> {
-    let rest = raw.strip_prefix("http://").ok_or_else(|| {
-        format!("{raw:?} is not http://HOST:PORT (this build speaks plain HTTP to the provider)")
-    })?;
+    let rest = raw
+        .strip_prefix("http://")
+        .or_else(|| raw.strip_prefix("https://"))
+        .ok_or_else(|| format!("{raw:?} is not http://HOST:PORT or https://HOST:PORT"))?;
     if rest.is_empty() || rest.starts_with('/') {
         return Err(format!("{raw:?} has no host"));
     }
@@ -280,11 +365,36 @@ mod tests {
             c.smtp_url,
             Some(SmtpUrl {
                 host: "localhost".into(),
-                port: 1025
+                port: 1025,
+                tls: SmtpTls::None,
+                credentials: None,
             })
         );
         assert_eq!(c.operation_lease, Duration::from_secs(5));
         assert_eq!(SmtpUrl::parse("smtp://mail").unwrap().port, 25);
+    }
+
+    #[test]
+    fn tls_urls_parse_as_lettre_names_them() {
+        let c: Config = parse(&["--psp-url", "https://psp.example:8443/"]).unwrap();
+        assert_eq!(c.psp_url.as_deref(), Some("https://psp.example:8443"));
+        let implicit = SmtpUrl::parse("smtps://shop:s%40cret@mail.example").unwrap();
+        assert_eq!(
+            implicit,
+            SmtpUrl {
+                host: "mail.example".into(),
+                port: 465,
+                tls: SmtpTls::Implicit,
+                credentials: Some(("shop".into(), "s@cret".into())),
+            }
+        );
+        let starttls = SmtpUrl::parse("smtp://u:p@127.0.0.1:2525?tls=required").unwrap();
+        assert_eq!(starttls.tls, SmtpTls::Required);
+        assert_eq!((starttls.host.as_str(), starttls.port), ("127.0.0.1", 2525));
+        assert!(
+            !format!("{implicit:?}").contains("s@cret"),
+            "the password stays out of Debug"
+        );
     }
 
     #[test]
@@ -323,10 +433,15 @@ mod tests {
             &["--database", "sqlite://"],
             &["--cors-origin", "localhost:8080"],
             &["--cors-origin", "http://a/path"],
-            &["--psp-url", "https://psp.example"],
+            &["--psp-url", "ftp://psp.example"],
             &["--psp-url", "127.0.0.1:3001"],
-            &["--smtp-url", "smtps://mail:465"],
+            &["--psp-url", "https://"],
+            &["--smtp-url", "imap://mail:143"],
             &["--smtp-url", "smtp://mail:notaport"],
+            &["--smtp-url", "smtp://mail?tls=sometimes"],
+            &["--smtp-url", "smtps://mail?tls=required"],
+            &["--smtp-url", "smtp://user:pass@mail:25"],
+            &["--smtp-url", "smtps://user@mail"],
             &["--operation-lease", "0s"],
             &["--no-such-flag"],
         ]);

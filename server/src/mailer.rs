@@ -5,12 +5,19 @@
 //! up halfway leaves its connection in the middle of a command, and a pool
 //! shared with other sends could hand that connection on, so the relay
 //! closes it and makes it anew instead.
+//!
+//! Over TLS (`smtps://`, or STARTTLS with `?tls=required`) the server's
+//! certificate is checked against the platform's roots and those of
+//! `SSL_CERT_FILE` (rustls), and `USER:PASS@` logs in (SMTP AUTH).
 
-use crate::config::SmtpUrl;
+use crate::config::{SmtpTls, SmtpUrl};
 use crate::metrics::ShopMetrics;
 use async_trait::async_trait;
 use exactly_once::outbox::{Message, SendError, Transport};
+use exactly_once::tls::TlsError;
 use lettre::message::header::ContentType;
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsParameters};
 use lettre::transport::smtp::PoolConfig;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use std::sync::Arc;
@@ -29,9 +36,49 @@ const FROM: &str = "Once Shop <receipts@exactly-once.invalid>";
 /// The SMTP server receipts go to.
 pub struct Mailer {
     /// `--smtp-url`.
-    pub smtp: SmtpUrl,
+    smtp: SmtpUrl,
+    /// What TLS checks the server against (`None`: plain SMTP).
+    tls: Option<TlsParameters>,
     /// Counts receipts accepted.
-    pub metrics: Arc<ShopMetrics>,
+    metrics: Arc<ShopMetrics>,
+}
+
+impl Mailer {
+    /// A mailer for `smtp`; over TLS, with the trusted roots loaded now (a
+    /// bad `SSL_CERT_FILE` is an error naming it).
+    pub fn new(smtp: SmtpUrl, metrics: Arc<ShopMetrics>) -> Result<Self, TlsError> {
+        let tls = match smtp.tls {
+            SmtpTls::None => None,
+            _ => Some(tls_parameters(&smtp.host)?),
+        };
+        Ok(Self { smtp, tls, metrics })
+    }
+
+    /// Where it sends.
+    pub fn smtp(&self) -> &SmtpUrl {
+        &self.smtp
+    }
+}
+
+/// lettre's TLS settings: the certificate must be valid for `host` and
+/// chain to a trusted root.
+fn tls_parameters(host: &str) -> Result<TlsParameters, TlsError> {
+    let mut builder =
+        TlsParameters::builder(host.to_owned()).certificate_store(CertificateStore::None);
+    for root in exactly_once::tls::trusted_root_certificates()? {
+        // lettre parses each again; one it cannot use is skipped, as
+        // rustls-native-certs skips them.
+        if let Ok(cert) = Certificate::from_der(root.to_vec()) {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder.build_rustls().map_err(|e| TlsError::File {
+        what: "trusted roots for the SMTP server".to_owned(),
+        path: std::env::var_os(exactly_once::tls::SSL_CERT_FILE)
+            .map(Into::into)
+            .unwrap_or_default(),
+        why: e.to_string(),
+    })
 }
 
 #[async_trait]
@@ -40,11 +87,21 @@ impl Transport for Mailer {
 
     /// A transport whose pool keeps one connection open between messages.
     fn connect(&self) -> Self::Connection {
-        AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&self.smtp.host)
+        let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&self.smtp.host)
             .port(self.smtp.port)
             .timeout(Some(CONNECT_TIMEOUT))
-            .pool_config(PoolConfig::new().min_idle(0).max_size(1).idle_timeout(IDLE))
-            .build()
+            .pool_config(PoolConfig::new().min_idle(0).max_size(1).idle_timeout(IDLE));
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(match self.smtp.tls {
+                SmtpTls::Implicit => Tls::Wrapper(tls.clone()),
+                SmtpTls::Required => Tls::Required(tls.clone()),
+                _ => Tls::Opportunistic(tls.clone()),
+            });
+        }
+        if let Some((user, pass)) = &self.smtp.credentials {
+            builder = builder.credentials(Credentials::new(user.clone(), pass.clone()));
+        }
+        builder.build()
     }
 
     async fn send(
@@ -55,12 +112,13 @@ impl Transport for Mailer {
         // A receipt that cannot even be written (a bad address) never will.
         let email = email(message).map_err(SendError::Permanent)?;
         connection.send(email).await.map_err(|e| {
+            let why = exactly_once::error::Chain(&e).to_string();
             // 5xx: the server refused this message for good (no such
             // mailbox, rejected); anything else may pass later.
             if e.is_permanent() {
-                SendError::Permanent(e.to_string())
+                SendError::Permanent(why)
             } else {
-                SendError::Temporary(e.to_string())
+                SendError::Temporary(why)
             }
         })?;
         self.metrics.receipt_sent();

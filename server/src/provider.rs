@@ -4,6 +4,9 @@
 //! backoff with full jitter, `Retry-After` honoured up to a cap), each
 //! attempt bounded by `--psp-timeout`.
 //!
+//! An `https://` provider's certificate is checked against the platform's
+//! roots and those of `SSL_CERT_FILE` (rustls).
+//!
 //! A repeat is harmless: the provider keeps its own record of the key, so
 //! a second call for an operation (a retry, a resumption after a crash, the
 //! completer) gets the first call's answer, never a second charge.
@@ -49,14 +52,23 @@ pub struct Provider {
 }
 
 impl Provider {
-    /// The provider at `base_url` (`http://HOST:PORT`).
-    pub fn new(base_url: &str, timeout: Duration, metrics: Arc<ShopMetrics>) -> Self {
-        Self {
-            http: reqwest::Client::new(),
+    /// The provider at `base_url` (`http://HOST:PORT` or `https://…`),
+    /// trusting `roots` over TLS.
+    pub fn new(
+        base_url: &str,
+        timeout: Duration,
+        metrics: Arc<ShopMetrics>,
+        roots: rustls::RootCertStore,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(exactly_once::tls::client_config(roots))
+            .build()?;
+        Ok(Self {
+            http,
             charges_url: format!("{base_url}/v1/charges"),
             timeout,
             metrics,
-        }
+        })
     }
 
     /// Asks the provider to charge `charge` under `key`, with `metadata`,
@@ -118,11 +130,7 @@ impl Provider {
                     None,
                     format!("no answer from the provider within {:?}", self.timeout),
                 ),
-                Err(e) => (
-                    Attempt::Network,
-                    None,
-                    format!("the provider cannot be reached: {e}"),
-                ),
+                Err(e) => (Attempt::Network, None, unreachable_reason(&e)),
             };
             self.metrics.provider_call(ProviderOutcome::failed);
             match POLICY.decide(attempt, kind, retry_after, rand::random()) {
@@ -177,6 +185,26 @@ impl Provider {
 /// `idempotency-key-in-use` is.
 fn in_use(status: u16, body: &Value) -> bool {
     status == 409 && body["error"]["type"] == "idempotency_error"
+}
+
+/// Why a provider call got no answer, with reqwest's causes (the
+/// certificate rustls refused, the connection refused).
+fn unreachable_reason(e: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<rustls::Error>().is_some() {
+            return format!(
+                "the provider's TLS certificate was refused (trusting the platform's roots and \
+                 SSL_CERT_FILE): {}",
+                exactly_once::error::Chain(e)
+            );
+        }
+        source = cause.source();
+    }
+    format!(
+        "the provider cannot be reached: {}",
+        exactly_once::error::Chain(e)
+    )
 }
 
 /// The whole body of an answer, as JSON: an error when it was cut off or is

@@ -1,7 +1,7 @@
 //! Builds the application from its configuration: the store, the router,
 //! the bound listener. Tests and the binary start it the same way.
 
-use crate::config::{Config, DatabaseUrl, SmtpUrl};
+use crate::config::{Config, DatabaseUrl};
 use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::mailer::{self, Mailer};
 use crate::metrics::{self, ShopMetrics};
@@ -40,6 +40,12 @@ pub enum StartupError {
     /// The address could not be bound.
     #[error(transparent)]
     Bind(#[from] serve::BindError),
+    /// Trusted roots or a certificate could not be loaded.
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] exactly_once::tls::TlsError),
+    /// The provider's HTTP client could not be built.
+    #[error("cannot set up the provider's client: {0}")]
+    Provider(#[from] reqwest::Error),
 }
 
 /// A bound, ready server.
@@ -49,7 +55,7 @@ pub struct Application {
     state: AppState,
     sweep_interval: Duration,
     complete_interval: Duration,
-    relay: Option<(SmtpUrl, RelaySettings)>,
+    relay: Option<(Mailer, RelaySettings)>,
 }
 
 impl Application {
@@ -81,7 +87,12 @@ impl Application {
                 .await?,
             )),
         };
-        let state = state(db, &config);
+        let provider = provider(&config)?;
+        let state = state(db, &config, provider);
+        let mailer = match config.smtp_url.clone() {
+            Some(smtp) => Some(Mailer::new(smtp, state.shop_metrics.clone())?),
+            None => None,
+        };
         let router = router(state.clone(), &config);
         let listener = serve::bind(&config.listen).await?;
         if config.chaos {
@@ -94,13 +105,13 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
-            relay: config.smtp_url.map(|smtp| {
+            relay: mailer.map(|mailer| {
                 let settings = RelaySettings {
                     claim: config.receipt_claim,
                     connections: mailer::CONNECTIONS,
                     ..RelaySettings::default()
                 };
-                (smtp, settings)
+                (mailer, settings)
             }),
         })
     }
@@ -121,12 +132,9 @@ impl Application {
             tokio::spawn(engine.sweeper(self.sweep_interval)),
             tokio::spawn(engine.completer(self.complete_interval)),
         ];
-        if let Some((smtp, settings)) = self.relay {
-            tracing::info!(host = %smtp.host, port = smtp.port, connections = settings.connections, "receipt relay started");
-            let mailer = Mailer {
-                smtp,
-                metrics: self.state.shop_metrics.clone(),
-            };
+        if let Some((mailer, settings)) = self.relay {
+            let smtp = mailer.smtp();
+            tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
         serve::serve(self.listener, self.router, shutdown).await;
@@ -136,15 +144,36 @@ impl Application {
     }
 }
 
+/// The provider client `--psp-url` names; over `https://` its certificate
+/// is checked against the platform's roots and `SSL_CERT_FILE`'s.
+fn provider(config: &Config) -> Result<Option<(String, rustls::RootCertStore)>, StartupError> {
+    let Some(url) = config.psp_url.as_deref() else {
+        return Ok(None);
+    };
+    let roots = if url.starts_with("https://") {
+        exactly_once::tls::trusted_roots()?
+    } else {
+        rustls::RootCertStore::empty()
+    };
+    Ok(Some((url.to_owned(), roots)))
+}
+
 /// The shop's state over its database: the engine (its store, metrics and
-/// the shop's steps), the provider and the flags the routes read.
-pub fn state(db: Db, config: &Config) -> AppState {
+/// the shop's steps), the provider (its URL and trusted roots) and the
+/// flags the routes read.
+pub fn state(
+    db: Db,
+    config: &Config,
+    provider: Option<(String, rustls::RootCertStore)>,
+) -> AppState {
     let (metrics, shop_metrics) = ShopMetrics::registered();
     let shop_metrics = Arc::new(shop_metrics);
-    let provider = config
-        .psp_url
-        .as_deref()
-        .map(|url| Arc::new(Provider::new(url, config.psp_timeout, shop_metrics.clone())));
+    let provider = provider.map(|(url, roots)| {
+        Arc::new(
+            Provider::new(&url, config.psp_timeout, shop_metrics.clone(), roots)
+                .expect("reqwest builds a client with a rustls configuration"),
+        )
+    });
     let receipts = config.smtp_url.is_some();
     let engine = Engine::builder(db.store())
         .metrics(Arc::new(metrics))

@@ -14,6 +14,7 @@ use crate::process::tail;
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -74,6 +75,95 @@ impl Postgres {
         Ok(cluster)
     }
 
+    /// A cluster that takes TLS connections only: `ssl = on` with `ca`'s
+    /// server certificate (for `127.0.0.1` and `localhost`; PostgreSQL
+    /// wants its key owned by its user, mode 0600), and `pg_hba.conf`
+    /// with `hostssl` rules only (a plain TCP connection is refused; the
+    /// Unix socket, [`Postgres::socket_url`], stays open to the test).
+    pub fn start_tls(ca: &crate::TestCa, settings: &[&str]) -> Result<Self> {
+        let mut all = vec![
+            "ssl=on",
+            "ssl_cert_file=server.crt",
+            "ssl_key_file=server.key",
+        ];
+        all.extend_from_slice(settings);
+        let cluster = Self::new(None, &all)?;
+        cluster.initdb(false)?;
+        for (from, to) in [(ca.cert_pem(), "server.crt"), (ca.key_pem(), "server.key")] {
+            let path = cluster.data.join(to);
+            std::fs::copy(&from, &path)
+                .with_context(|| format!("copying {} into the cluster", from.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            if let Some(owner) = cluster.owner {
+                std::os::unix::fs::chown(&path, Some(owner.uid), Some(owner.gid))?;
+            }
+        }
+        std::fs::write(
+            cluster.data.join("pg_hba.conf"),
+            "local all all trust\n\
+             hostssl all all 127.0.0.1/32 trust\n\
+             hostssl replication all 127.0.0.1/32 trust\n\
+             hostnossl all all 0.0.0.0/0 reject\n",
+        )?;
+        cluster.restart()?;
+        Ok(cluster)
+    }
+
+    /// `postgres://postgres@%2F…:PORT/postgres`: the cluster's Unix socket
+    /// (no TLS there, as libpq never uses it on a socket).
+    pub fn socket_url(&self) -> String {
+        let dir = self.dir.path().display().to_string().replace('/', "%2F");
+        format!("postgres://postgres@{dir}:{}/postgres", self.port)
+    }
+
+    /// SIGSTOP to every process of the cluster, as when its machine
+    /// hangs: connections stay open and nothing answers (on loopback the
+    /// kernel still acknowledges what is sent to them). Not the
+    /// postmaster's process group alone: PostgreSQL makes each backend the
+    /// leader of a group of its own (`setsid` in `InitPostmasterChild`), so
+    /// the postmaster is stopped first (it forks no more), then every
+    /// process working in the data folder, twice over to catch one forked
+    /// meanwhile. Never the test's own process.
+    pub fn freeze(&self) -> Result<()> {
+        self.signal_all("STOP")
+    }
+
+    /// SIGCONT to the processes [`Postgres::freeze`] stopped.
+    pub fn thaw(&self) -> Result<()> {
+        self.signal_all("CONT")
+    }
+
+    fn signal_all(&self, signal: &str) -> Result<()> {
+        let postmaster = {
+            let postmaster = self.postmaster.lock().unwrap();
+            postmaster
+                .as_ref()
+                .ok_or_else(|| anyhow!("SIG{signal}: PostgreSQL is not running"))?
+                .id()
+        };
+        let ours = std::process::id();
+        let send = |pid: u32| -> Result<()> {
+            if pid == ours {
+                bail!("refusing to signal the test's own process");
+            }
+            // One may exit meanwhile: no error for it.
+            Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status()
+                .context("running kill")?;
+            Ok(())
+        };
+        send(postmaster)?;
+        for _ in 0..2 {
+            for pid in self.processes() {
+                send(pid)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A streaming standby of this cluster: `pg_basebackup -R -X stream`
     /// into a new folder, started on a port of its own with `settings`
     /// (and `synchronous_standby_names` empty, so that once promoted it
@@ -128,19 +218,7 @@ impl Postgres {
     fn new(parent: Option<&Path>, settings: &[&str]) -> Result<Self> {
         let bin = bin_dir()?;
         let dir = tempfile::Builder::new().prefix("testkit-pg-").tempdir()?;
-        let owner = if run_stdout(Command::new("id").arg("-u"))? == "0" {
-            let id = |flag: &str| -> Result<u32> {
-                run_stdout(Command::new("id").args([flag, "postgres"]))?
-                    .parse()
-                    .context("`id postgres` printed no number")
-            };
-            Some(Owner {
-                uid: id("-u")?,
-                gid: id("-g")?,
-            })
-        } else {
-            None
-        };
+        let owner = postgres_owner()?.map(|(uid, gid)| Owner { uid, gid });
         let data = match parent {
             None => dir.path().join("data"),
             Some(parent) => {
@@ -321,17 +399,7 @@ impl Postgres {
     /// The processes working in the cluster's data folder: the postmaster
     /// and its children, orphaned ones included (a zombie has no folder).
     fn processes(&self) -> Vec<u32> {
-        let data = std::fs::canonicalize(self.data()).unwrap_or_else(|_| self.data());
-        let Ok(proc) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        proc.flatten()
-            .filter_map(|entry| {
-                let pid = entry.file_name().to_str()?.parse().ok()?;
-                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
-                (cwd == data).then_some(pid)
-            })
-            .collect()
+        processes_in(&self.data())
     }
 
     fn data(&self) -> PathBuf {
@@ -370,6 +438,10 @@ impl Postgres {
             // kills, and the shared machine is spared the fsyncs.
             .args(["-c", "fsync=off"])
             .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
+            // A group of its own: a signal to the test's group (a
+            // terminal's Ctrl-C) does not reach it; each backend makes a
+            // group of its own anyway (see `Postgres::freeze`).
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(log.try_clone()?)
             .spawn()
@@ -441,8 +513,38 @@ impl Drop for Postgres {
     }
 }
 
+/// The processes whose working folder is `data` (a cluster's: the
+/// postmaster and every child, orphaned ones included).
+pub(crate) fn processes_in(data: &Path) -> Vec<u32> {
+    let data = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_owned());
+    let Ok(proc) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    proc.flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            (cwd == data).then_some(pid)
+        })
+        .collect()
+}
+
+/// As root: the uid and gid of the `postgres` user, which PostgreSQL (and
+/// Patroni) must run as; else `None`.
+pub(crate) fn postgres_owner() -> Result<Option<(u32, u32)>> {
+    if run_stdout(Command::new("id").arg("-u"))? != "0" {
+        return Ok(None);
+    }
+    let id = |flag: &str| -> Result<u32> {
+        run_stdout(Command::new("id").args([flag, "postgres"]))?
+            .parse()
+            .context("`id postgres` printed no number")
+    };
+    Ok(Some((id("-u")?, id("-g")?)))
+}
+
 /// The newest `/usr/lib/postgresql/VERSION/bin`.
-fn bin_dir() -> Result<PathBuf> {
+pub(crate) fn bin_dir() -> Result<PathBuf> {
     let root = Path::new("/usr/lib/postgresql");
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
         .with_context(|| {
@@ -468,7 +570,7 @@ fn bin_dir() -> Result<PathBuf> {
 /// A free port of 127.0.0.1 below the ephemeral range, so that while the
 /// cluster is down no outgoing connection (of any process) takes it as its
 /// local port and blocks the restart.
-fn steady_port() -> Result<u16> {
+pub(crate) fn steady_port() -> Result<u16> {
     let ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse().ok())
@@ -482,6 +584,22 @@ fn steady_port() -> Result<u16> {
         }
     }
     bail!("no free port between {low} and {ephemeral}")
+}
+
+/// The process group of `pid` (`/proc/PID/stat`, field 5).
+pub(crate) fn process_group(pid: u32) -> Result<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| anyhow!("/proc/{pid}/stat has no command name"))?;
+    after
+        .split_whitespace()
+        .nth(2)
+        .and_then(|g| g.parse().ok())
+        .ok_or_else(|| anyhow!("/proc/{pid}/stat has no process group"))
 }
 
 /// A command's trimmed stdout; an error unless it succeeds.

@@ -25,6 +25,9 @@
 //! - [`cluster`]: a PostgreSQL cluster of the test's own, to kill
 //!   (`pg_ctl stop -m immediate`, SIGKILL of the postmaster) and restart
 //!   on the same port and data.
+//! - [`patroni`]: etcd and Patroni nodes with `synchronous_mode`, whose
+//!   leader's machine can die (SIGKILL to Patroni's group, then the
+//!   postmaster's) and be replaced.
 //! - [`proxy`]: a TCP proxy between servers and their database that cuts
 //!   open connections, refuses new ones or leaves them unanswered.
 //! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
@@ -39,6 +42,9 @@
 //!   good, for the outbox's dead letters.
 //! - [`clock`]: a process whose wall clock is wrong on purpose (an
 //!   `LD_PRELOAD` shim), for the tests of instances that disagree on time.
+//! - [`tls`]: a certificate authority of the test's own and a server
+//!   certificate it signed (rcgen), for PostgreSQL, the provider and
+//!   MailDev over TLS.
 //!
 //! # Example
 //!
@@ -71,11 +77,13 @@ pub mod lazyfs;
 pub mod load;
 pub mod maildev;
 pub mod metrics;
+pub mod patroni;
 pub mod process;
 pub mod proxy;
 pub mod psp;
 pub mod refusing_smtp;
 pub mod server;
+pub mod tls;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
@@ -88,11 +96,13 @@ pub use lazyfs::LazyFs;
 pub use load::AnswerKinds;
 pub use maildev::{Email, MailDev};
 pub use metrics::Metrics;
+pub use patroni::Patroni;
 pub use process::{Launch, Process};
 pub use proxy::Proxy;
 pub use psp::{Fault, LedgerRow, Psp};
 pub use refusing_smtp::RefusingSmtp;
 pub use server::{Server, ServerBuilder};
+pub use tls::TestCa;
 
 /// A fresh random idempotency key (a UUID v4).
 pub fn new_key() -> String {

@@ -44,6 +44,8 @@ pub struct Email {
 #[derive(Debug)]
 pub struct MailDev {
     child: Child,
+    /// Over TLS: the user and password it takes (`--incoming-secure`).
+    login: Option<(String, String)>,
     smtp_port: u16,
     web_port: u16,
     http: Client,
@@ -67,6 +69,25 @@ impl MailDev {
     /// MailDev whose SMTP server listens on `smtp_port` (a port that was
     /// free, named to a server before MailDev came up); web on a free port.
     pub async fn start_on(smtp_port: u16) -> Result<Self> {
+        Self::start_with(smtp_port, None).await
+    }
+
+    /// MailDev whose SMTP server speaks TLS from the first byte
+    /// (`--incoming-secure`) with `ca`'s server certificate and takes only
+    /// the user `shop` with a password (`--incoming-user`/`--incoming-pass`);
+    /// [`MailDev::smtp_url`] is then `smtps://shop:PASSWORD@127.0.0.1:PORT`.
+    pub async fn start_tls(ca: &crate::TestCa) -> Result<Self> {
+        let mut last = None;
+        for _ in 0..PORT_TRIES {
+            match Self::start_with(free_port()?, Some(ca)).await {
+                Ok(maildev) => return Ok(maildev),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one try"))
+    }
+
+    async fn start_with(smtp_port: u16, tls: Option<&crate::TestCa>) -> Result<Self> {
         let bin = binary()?;
         let dir = tempfile::Builder::new()
             .prefix("testkit-maildev-")
@@ -74,7 +95,23 @@ impl MailDev {
         let web_port = free_port()?;
         let log = dir.path().join("maildev.log");
         let mail = dir.path().join("mail");
-        let child = Command::new(&bin)
+        let login = tls.map(|_| {
+            (
+                "shop".to_owned(),
+                format!("pw-{}", uuid::Uuid::new_v4().simple()),
+            )
+        });
+        let mut command = Command::new(&bin);
+        if let (Some(ca), Some((user, pass))) = (tls, &login) {
+            command
+                .arg("--incoming-secure")
+                .arg("--incoming-cert")
+                .arg(ca.cert_pem())
+                .arg("--incoming-key")
+                .arg(ca.key_pem())
+                .args(["--incoming-user", user, "--incoming-pass", pass]);
+        }
+        let child = command
             .args(["--smtp", &smtp_port.to_string()])
             .args(["--web", &web_port.to_string()])
             .args(["--ip", "127.0.0.1", "--web-ip", "127.0.0.1"])
@@ -87,6 +124,7 @@ impl MailDev {
             .with_context(|| format!("starting {}", bin.display()))?;
         let mut maildev = Self {
             child,
+            login,
             smtp_port,
             web_port,
             http: Client::builder().timeout(Duration::from_secs(10)).build()?,
@@ -96,9 +134,13 @@ impl MailDev {
         Ok(maildev)
     }
 
-    /// `smtp://127.0.0.1:PORT`, for `--smtp-url`.
+    /// `smtp://127.0.0.1:PORT`, for `--smtp-url`; over TLS
+    /// `smtps://USER:PASSWORD@127.0.0.1:PORT`.
     pub fn smtp_url(&self) -> String {
-        format!("smtp://127.0.0.1:{}", self.smtp_port)
+        match &self.login {
+            None => format!("smtp://127.0.0.1:{}", self.smtp_port),
+            Some((user, pass)) => format!("smtps://{user}:{pass}@127.0.0.1:{}", self.smtp_port),
+        }
     }
 
     /// Where its SMTP server listens (for a [`Proxy`](crate::Proxy) before it).

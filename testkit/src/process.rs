@@ -155,6 +155,8 @@ pub struct Process {
     path: PathBuf,
     child: Child,
     addr: SocketAddr,
+    /// `http`, or `https` for a process that serves TLS.
+    scheme: String,
     log: PathBuf,
     _scratch: Option<TempDir>,
 }
@@ -164,12 +166,13 @@ impl Process {
     pub fn start(launch: Launch, listen: &str) -> Result<Self> {
         let path = launch.binary.path()?;
         let (log, scratch) = launch.log_file()?;
-        let (child, addr) = spawn(&path, &launch, listen, &log)?;
+        let (child, (scheme, addr)) = spawn(&path, &launch, listen, &log)?;
         Ok(Self {
             launch,
             path,
             child,
             addr,
+            scheme,
             log,
             _scratch: scratch,
         })
@@ -180,14 +183,15 @@ impl Process {
         self.addr
     }
 
-    /// `http://ADDR`, without a trailing slash.
+    /// `http://ADDR` (`https://` for a process serving TLS), without a
+    /// trailing slash.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// `http://ADDR` followed by `path` (which starts with `/`).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     /// The process id of the current process.
@@ -260,9 +264,10 @@ impl Process {
         let deadline = Instant::now() + REBIND;
         loop {
             match spawn(&self.path, &self.launch, &listen, &self.log) {
-                Ok((child, addr)) => {
+                Ok((child, (scheme, addr))) => {
                     self.child = child;
                     self.addr = addr;
+                    self.scheme = scheme;
                     return Ok(());
                 }
                 Err(e) if Instant::now() >= deadline => {
@@ -325,8 +330,14 @@ impl Drop for Process {
 /// The first line a process printed on stdout: `None` at end of file.
 pub(crate) type FirstLine = mpsc::Receiver<Option<std::io::Result<String>>>;
 
-/// Starts the process and reads its `listening on http://ADDR` line.
-fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Child, SocketAddr)> {
+/// Starts the process and reads its `listening on http://ADDR` line
+/// (`https://`); the scheme and the address.
+fn spawn(
+    path: &Path,
+    launch: &Launch,
+    listen: &str,
+    log: &Path,
+) -> Result<(Child, (String, SocketAddr))> {
     let (mut child, line) = spawn_child(path, launch, listen, log)?;
     let name = path
         .file_name()
@@ -354,7 +365,9 @@ fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Chil
     };
     let addr = line
         .strip_prefix(LISTENING)
-        .and_then(|addr| addr.trim().parse().ok());
+        .and_then(|rest| rest.split_once("://"))
+        .filter(|(scheme, _)| matches!(*scheme, "http" | "https"))
+        .and_then(|(scheme, addr)| Some((scheme.to_owned(), addr.trim().parse().ok()?)));
     match addr {
         Some(addr) => Ok((child, addr)),
         None => {
@@ -365,8 +378,9 @@ fn spawn(path: &Path, launch: &Launch, listen: &str, log: &Path) -> Result<(Chil
     }
 }
 
-/// What a process prints, followed by its address, once it serves.
-pub(crate) const LISTENING: &str = "listening on http://";
+/// What a process prints, followed by `http://ADDR` (or `https://ADDR`),
+/// once it serves.
+pub(crate) const LISTENING: &str = "listening on ";
 
 /// Spawns the process with its stderr in `log` and a thread that hands
 /// over its first line of stdout, then keeps stdout drained so the process

@@ -50,14 +50,33 @@ impl Psp {
         Self::with_latency(Duration::ZERO)
     }
 
+    /// A simulator served over TLS (`--tls-cert`/`--tls-key`) with `ca`'s
+    /// server certificate: its base URL is `https://127.0.0.1:PORT`, and
+    /// the kit's own client trusts `ca`.
+    pub fn start_tls(ca: &crate::TestCa) -> Result<Self> {
+        let launch = Launch::new(Self::BINARY)
+            .arg("--tls-cert")
+            .arg(ca.cert_pem())
+            .arg("--tls-key")
+            .arg(ca.key_pem());
+        Self::launch(launch, Duration::ZERO, ca.client()?)
+    }
+
     /// A simulator that adds `latency` to every charge.
     pub fn with_latency(latency: Duration) -> Result<Self> {
+        let http = Client::builder().timeout(Duration::from_secs(30)).build()?;
+        Self::launch(Launch::new(Self::BINARY), latency, http)
+    }
+
+    fn launch(launch: Launch, latency: Duration, http: Client) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("testkit-psp-").tempdir()?;
         let database = format!("sqlite://{}", dir.path().join("psp.db").display());
-        let process = Launch::new(Self::BINARY)
+        let process = launch
             .env_remove("PSP_LISTEN")
             .env_remove("PSP_DATABASE_URL")
             .env_remove("PSP_LATENCY")
+            .env_remove("PSP_TLS_CERT")
+            .env_remove("PSP_TLS_KEY")
             .env("NO_COLOR", "1")
             .args(["--database", &database])
             .arg("--latency")
@@ -65,7 +84,7 @@ impl Psp {
             .start()?;
         Ok(Self {
             process,
-            http: Client::builder().timeout(Duration::from_secs(30)).build()?,
+            http,
             _dir: dir,
         })
     }

@@ -67,12 +67,17 @@ mod tally;
 #[path = "../powercut/verdict.rs"]
 mod verdict;
 
+mod hang;
+mod load;
 mod observe;
+mod patroni;
 mod postgres;
 mod senders;
 
 use observe::{healthy_again, settle, writes_to, Ledger};
-use postgres::{signal, terminate_sync_waiters, wait_for_replication, walsender};
+use postgres::{
+    cancel_sync_waiters, signal, terminate_sync_waiters, wait_for_replication, walsender,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sender::{Context, Kind, Mode, Operation};
@@ -170,12 +175,38 @@ async fn a_commit_ended_while_it_waits_for_the_synchronous_standby_is_never_call
     );
 }
 
+/// A synchronous standby falls behind and the waits of the sessions
+/// whose COMMIT waits for it are cancelled (`pg_cancel_backend`, as a
+/// role's `statement_timeout` would): PostgreSQL then reports each COMMIT
+/// a success, with only a WARNING that it "has already committed locally,
+/// but might not have been replicated to the standby". Then the primary
+/// dies and the standby is promoted, without those commits. Each such
+/// request must be answered "outcome unknown" (its retry then runs it on
+/// the new primary), never a 201 the standby may not have: nothing
+/// answered is lost (issue 34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
+async fn a_commit_whose_wait_for_the_standby_is_cancelled_is_never_answered_201_before_the_standby_has_it(
+) {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let run = run(Standby::Synchronous, Ending::CancelWaitersThenPromote).await;
+    run.report.assert_nothing_answered_was_lost();
+    assert_eq!(run.ledger.charged_twice, 0, "cards charged twice");
+    assert_eq!(
+        run.ledger.rows, run.operations,
+        "one provider charge per operation"
+    );
+}
+
 /// How the lagging standby's scene ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ending {
     /// The primary's postmaster and WAL sender are killed, the standby
     /// promoted.
     Promote,
+    /// The waits for the standby are cancelled (`pg_cancel_backend`), a
+    /// moment passes, then as [`Ending::Promote`].
+    CancelWaitersThenPromote,
     /// The sessions waiting for the standby are terminated; the primary
     /// stays.
     TerminateWaiters,
@@ -293,6 +324,12 @@ async fn run(standby: Standby, ending: Ending) -> Run {
                     _keep: (primary, replica),
                 };
             }
+            let mut terminated = Vec::new();
+            if ending == Ending::CancelWaitersThenPromote {
+                terminated = cancel_sync_waiters(&primary).await;
+                // Their answers reach the clients before the primary dies.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
             primary.sigkill_postmaster().unwrap();
             signal(sender, "KILL");
             let promote = tokio::task::spawn_blocking(move || {
@@ -314,7 +351,7 @@ async fn run(standby: Standby, ending: Ending) -> Run {
                 promoted,
                 found,
                 lingered,
-                terminated: Vec::new(),
+                terminated,
                 _keep: (primary, replica),
             }
         })
@@ -501,7 +538,7 @@ async fn run(standby: Standby, ending: Ending) -> Run {
         failover.in_flight > 0,
         "the kill found no request in flight"
     );
-    if ending == Ending::TerminateWaiters {
+    if ending != Ending::Promote {
         assert!(
             !failover.terminated.is_empty(),
             "no session was waiting for the standby"
@@ -512,7 +549,7 @@ async fn run(standby: Standby, ending: Ending) -> Run {
     // that wait for the standby kills nothing: the sessions it ends may all
     // have been finishing, which a retry replays and nothing resumes, so
     // there the count is printed, not required.
-    if ending == Ending::Promote {
+    if ending != Ending::TerminateWaiters {
         assert!(
             resumed.iter().sum::<f64>() > 0.0,
             "no operation was resumed after the failover"
@@ -528,14 +565,14 @@ async fn run(standby: Standby, ending: Ending) -> Run {
     for server in &servers {
         assert_eq!(server.health().await.unwrap(), 200, "/healthz at the end");
         let expected = match ending {
-            Ending::Promote => &new_host,
             Ending::TerminateWaiters => &old_host,
+            _ => &new_host,
         };
         assert_eq!(writes_to(server).await, *expected, "/healthz at the end");
         let metrics = server.metrics().await.unwrap();
         let info = |host: &str| metrics.counter("database_host_info", &[("host", host)]);
         assert_eq!(info(expected).unwrap(), 1.0, "{}", metrics.text());
-        if ending == Ending::Promote {
+        if ending != Ending::TerminateWaiters {
             assert!(info(&old_host).is_err(), "{}", metrics.text());
         }
     }
@@ -554,8 +591,8 @@ struct Failover {
     /// For each instance: from the kill to its first `/healthz` 200.
     found: Vec<Duration>,
     lingered: Duration,
-    /// Sessions ended while their COMMIT waited for the standby: the
-    /// statement each waited in.
+    /// Sessions ended (or whose wait was cancelled) while their COMMIT
+    /// waited for the standby: the statement each waited in.
     terminated: Vec<String>,
     _keep: (Postgres, Postgres),
 }

@@ -26,6 +26,26 @@ pub(crate) async fn terminate_sync_waiters(primary: &Postgres) -> Vec<String> {
     rows.iter().map(|row| row.get::<_, String>(0)).collect()
 }
 
+/// `pg_cancel_backend` for every session whose COMMIT waits for the
+/// synchronous standby: PostgreSQL then answers each COMMIT with success
+/// and a WARNING (committed locally only). The statements they waited in.
+pub(crate) async fn cancel_sync_waiters(primary: &Postgres) -> Vec<String> {
+    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40), \
+                    pg_cancel_backend(pid) \
+             FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|row| row.get::<_, String>(0)).collect()
+}
+
 /// The pid of the primary's WAL sender (its one standby's).
 pub(crate) async fn walsender(primary: &Postgres) -> u32 {
     let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)

@@ -27,15 +27,20 @@
 //! - `protocol`: the keyed protocol's SQL; `one_statement`: its
 //!   one-statement first phase; `batch`: many requests to a statement;
 //!   `outbox`: the messages' SQL; `schema`: migrations under an
-//!   advisory lock.
+//!   advisory lock; [`connect`]: libpq's URL parameters (TLS, timeouts),
+//!   each connection's bound on a silent server, and a commit whose wait
+//!   for the synchronous standby was cancelled; `wire`: the socket, TLS
+//!   and the tap that sees a server owe an answer.
 
 mod batch;
+pub mod connect;
 mod one_statement;
 mod outbox;
 mod protocol;
 mod schema;
 mod session;
 mod sql;
+mod wire;
 
 pub use deadpool_postgres::Transaction;
 pub use one_statement::{OneStatement, Shape};
@@ -52,16 +57,19 @@ use crate::store::{
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
+use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
-use tokio_postgres::NoTls;
 
 /// Connections per instance.
 const POOL_SIZE: usize = 32;
+/// How long a request waits for a pooled connection when all are busy
+/// (a hung primary holds them until `response_timeout` ends them).
+const POOL_WAIT: Duration = Duration::from_secs(3);
 /// How long a request waits for another transaction holding its key (or
 /// a stock row) before answering 409 / 503.
 pub(super) const LOCK_TIMEOUT: &str = "5s";
@@ -75,7 +83,9 @@ const SERVER_ADDRESS: Sql = Sql::new(
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
-    /// `postgres://user:password@host:port/database`.
+    /// `postgres://user:password@host:port/database`, with libpq's TLS
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
+    /// parameters and our `response_timeout` ([`connect`]).
     pub url: String,
     /// `synchronous_commit=on` or `off`.
     pub durability: Durability,
@@ -143,24 +153,32 @@ impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema.
     pub async fn open(options: PostgresOptions) -> Result<Self> {
         let (url, pooled) = session::pooler_in(&options.url)?;
-        let mut config: tokio_postgres::Config = url
-            .parse()
+        let mut settings = Settings::parse(&url)
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
         let session = Session::new(pooled, options.durability);
         if let Some(options) = session.startup_options() {
-            config.options(options);
+            settings.config.options(options);
         }
-        config.connect_timeout(Duration::from_secs(5));
-        // A database that stops answering without closing anything (its
-        // host lost power, a firewall dropped the flow) is noticed: probes
-        // on idle connections, and unacknowledged writes time out.
-        config.keepalives(true);
-        config.keepalives_idle(Duration::from_secs(10));
-        config.tcp_user_timeout(Duration::from_secs(15));
-        config.application_name(&options.application_name);
-        let manager = Manager::from_config(
+        settings.config.application_name(&options.application_name);
+        let hosts = settings.config.get_hosts().len().max(1) as u32;
+        // Creating a connection tries each host for connect_timeout.
+        let create = settings
+            .connect_timeout
+            .map(|each| each * hosts + Duration::from_secs(1));
+        let config = settings.config.clone();
+        let connector = Connector::new(settings)
+            .map_err(|e| StoreError::unavailable("cannot set up TLS").caused_by(e))?;
+        // Migrations on a connection of their own, with no bound on a
+        // statement's silence (one may build an index for minutes).
+        let (mut first, _driver) = connector
+            .connect(Bound::None)
+            .await
+            .map_err(|e| StoreError::unavailable("cannot connect to PostgreSQL").caused_by(e))?;
+        schema::migrate(&mut first, options.migrations).await?;
+        drop(first);
+        let manager = Manager::from_connect(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -180,8 +198,8 @@ impl PostgresStore {
             }))
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(5)))
-            .create_timeout(Some(Duration::from_secs(5)))
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(create)
             .build()
             .map_err(|e| StoreError::internal("cannot build the pool").caused_by(e))?;
         let store = Self {
@@ -198,7 +216,6 @@ impl PostgresStore {
             host,
             session,
         };
-        schema::migrate(&mut store.client().await?, store.app).await?;
         Ok(store)
     }
 

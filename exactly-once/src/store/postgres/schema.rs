@@ -22,8 +22,9 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
 const MIGRATION_LOCK: i64 = 0x1de3_9071;
 
 /// Applies the migrations the database still needs (the application's,
-/// then the engine's), in one transaction that holds the migration lock.
-pub(super) async fn migrate(client: &mut deadpool_postgres::Object, app: Migrations) -> Result<()> {
+/// then the engine's), in one transaction that holds the migration lock,
+/// on a connection of its own (no bound on a statement's silence).
+pub(super) async fn migrate(client: &mut tokio_postgres::Client, app: Migrations) -> Result<()> {
     let tx = client.transaction().await.map_err(classify)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
@@ -35,7 +36,7 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Object, app: Migrati
         ))
         .await
         .map_err(classify)?;
-        let current = version(&*tx, ledger).await?;
+        let current = version(&tx, ledger).await?;
         for (version, sql) in migrations.after(current) {
             tx.batch_execute(sql).await.map_err(classify)?;
             tx.execute(
