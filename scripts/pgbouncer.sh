@@ -45,6 +45,11 @@ default_pool_size = 4
 reserve_pool_size = 0
 max_client_conn = 2000
 max_db_connections = 8
+; the suites make a database per test: idle server connections of the
+; finished ones close at once, and all of them together stay well under
+; the cluster's max_connections (clients wait for a free one meanwhile)
+server_idle_timeout = 1
+max_user_connections = 64
 server_reset_query =
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
