@@ -15,6 +15,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+# One build from scratch: incremental artifacts would only fill the disk.
+export CARGO_INCREMENTAL=0
+
 step() { printf '\n== %s\n' "$*"; }
 
 # Everything is also logged, to count the tests at the end.

@@ -437,6 +437,9 @@ impl Postgres {
             // A killed process loses nothing the OS has: commits survive
             // kills, and the shared machine is spared the fsyncs.
             .args(["-c", "fsync=off"])
+            // Checkpoints often enough that a cluster's WAL stays small:
+            // a run starts dozens of clusters on one disk.
+            .args(["-c", "max_wal_size=128MB", "-c", "min_wal_size=32MB"])
             .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             // A group of its own: a signal to the test's group (a
             // terminal's Ctrl-C) does not reach it; each backend makes a
