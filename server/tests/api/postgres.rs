@@ -3,8 +3,8 @@
 //! for the first request instead.
 
 use crate::helpers::{assert_problem, new_key, TestApp};
-use tokio_postgres::NoTls;
 use std::time::{Duration, Instant};
+use tokio_postgres::NoTls;
 
 /// A connection of our own to the app's PostgreSQL database, if it has one.
 async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
