@@ -2,7 +2,8 @@
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
 # Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
-# PostgreSQL, Patroni and etcd, schemathesis), then runs every test: lints, the
+# PostgreSQL, Patroni and etcd, schemathesis, promtool), then runs every
+# test: lints, the alerting rules' unit tests (promtool), the
 # server's API and crash tests on SQLite and on a throwaway PostgreSQL
 # cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
@@ -39,6 +40,9 @@ cargo clippy -p exactly-once --no-default-features --features sqlite -q -- -D wa
 cargo clippy -p exactly-once --no-default-features --features postgres -q -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --no-deps -q
 cargo package -p exactly-once-retry -p exactly-once --allow-dirty -q
+
+step "alerts: promtool test rules (deploy/prometheus)"
+scripts/test-alerts.sh
 
 step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and power-cut tests on SQLite"
 # The server's tests start the psp binary, which `cargo test -p server`

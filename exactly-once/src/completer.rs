@@ -29,9 +29,9 @@ async fn run(state: Engine, interval: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match state.store.needing_attention().await {
-            Ok(n) => state.metrics.needing_attention(n),
-            Err(e) => tracing::warn!(error = %e, "cannot count the operations needing attention"),
+        match state.store.census().await {
+            Ok(census) => state.metrics.census(&census),
+            Err(e) => tracing::warn!(error = %e, "cannot count the unfinished operations"),
         }
         let abandoned = match state.store.abandoned(BATCH).await {
             Ok(abandoned) => abandoned,

@@ -4,6 +4,7 @@
 use crate::error::Error;
 use crate::flow::cache::ReplayCache;
 use crate::metrics::Metrics;
+use crate::operator::{Refusal, Settlement};
 use crate::record::Lease;
 use crate::store::{Operation, Store};
 use async_trait::async_trait;
@@ -28,6 +29,35 @@ pub trait Steps: Send + Sync + 'static {
     /// [`Error::StepUnavailable`] when the outside service gave no final
     /// answer.
     async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error>;
+
+    /// The phase that records an operator's `settlement` of the lease's
+    /// operation, set aside at `lease.point`: it must finish the operation
+    /// ([`Step::Finished`](crate::Step::Finished)) with the answer its key
+    /// replays from then on. Check what the service outside holds first
+    /// (unless [`Settlement::unverified`]), and refuse an outcome it
+    /// contradicts, saying why ([`Refusal`]). The engine writes
+    /// the audit row in the phase's transaction. By default nothing is
+    /// settled: such an application's operators retry, or settle with SQL.
+    async fn settle(
+        &self,
+        lease: &Lease,
+        settlement: &Settlement,
+    ) -> Result<Arc<dyn Operation>, Refusal> {
+        let _ = settlement;
+        Err(Refusal(format!(
+            "this application does not settle operations stopped at {:?}",
+            lease.point
+        )))
+    }
+
+    /// What the service outside holds for the lease's operation, for an
+    /// operator to see before settling it (the shop: the provider's charge
+    /// under the operation's downstream key). The lease holds nothing
+    /// here: only read. `None` (the default): nothing to show.
+    async fn reconcile(&self, lease: &Lease) -> Result<Option<serde_json::Value>, Refusal> {
+        let _ = lease;
+        Ok(None)
+    }
 }
 
 /// The steps of an application whose operations all finish in one phase.

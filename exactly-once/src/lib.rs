@@ -13,6 +13,8 @@
 //!   [`Transport`](outbox::Transport) of yours.
 //! * [`Engine::completer`], [`Engine::sweeper`], [`Engine::relay`]: the
 //!   background tasks.
+//! * [`operator`]: what an operator does: list unfinished operations, show,
+//!   retry and settle one ([`Engine::list_operations`] and the rest).
 //! * [`Error`] and [`Problem`]: `application/problem+json` answers.
 //! * [`Metrics`]: Prometheus metrics; [`Hooks`]: fault injection.
 //! * [`Caller`], [`IdempotencyKey`], [`Fingerprint`], [`OperationId`]:
@@ -38,6 +40,7 @@ pub mod hooks;
 pub mod key;
 pub mod metrics;
 mod operation_id;
+pub mod operator;
 pub mod outbox;
 pub mod record;
 pub mod store;

@@ -3,12 +3,14 @@
 //! and the database written to. Your own metrics register in the same
 //! registry ([`Metrics::with`]), so one `/metrics` answer holds both.
 
+use crate::operator::{Census, OperationState, OutboxCensus};
 use http::{Method, StatusCode};
 use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{
     counter::Counter, family::Family, gauge::Gauge, histogram::Histogram,
 };
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -38,6 +40,11 @@ pub(crate) enum ResumedBy {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResumedLabels {
     by: ResumedBy,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,8 +99,14 @@ metrics! {
     "operations_set_aside" => set_aside: Counter = Counter::default();
     /// Operations set aside for an operator now, not yet settled
     "operations_needing_attention" => needing_attention: Gauge = Gauge::default();
+    /// Unfinished operations by state: running (a request or the completer holds its lease), stalled (its lease ran out; a retry or the completer goes on), needs-attention (set aside for an operator). Refreshed every --complete-interval
+    "operations_unfinished" => unfinished: Family<StateLabels, Gauge> = Family::default();
+    /// How long ago the oldest unfinished operation in each state started, in seconds (0 when there is none)
+    "operations_oldest_unfinished_seconds" => oldest_unfinished: Family<StateLabels, Gauge<f64, AtomicU64>> = Family::default();
     /// Messages in the outbox not yet accepted by their transport
     "outbox_waiting" => outbox_waiting: Gauge = Gauge::default();
+    /// How long the oldest message waiting in the outbox has waited since it was written, in seconds (0 when none waits)
+    "outbox_oldest_waiting_seconds" => outbox_oldest_waiting: Gauge<f64, AtomicU64> = Gauge::default();
     /// Messages in the outbox that their transport refused for good (never sent again)
     "outbox_dead_letters" => outbox_dead: Gauge = Gauge::default();
     /// 1 for the PostgreSQL server (host:port) this instance writes to; no series on SQLite
@@ -144,6 +157,7 @@ impl Metrics {
         for by in [ResumedBy::retry, ResumedBy::completer] {
             let _ = metrics.resumed.get_or_create(&ResumedLabels { by });
         }
+        metrics.census(&Census::default());
         metrics
     }
 
@@ -194,6 +208,29 @@ impl Metrics {
     pub(crate) fn needing_attention(&self, n: u64) {
         self.needing_attention
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    /// The unfinished operations now, by state.
+    pub(crate) fn census(&self, census: &Census) {
+        for state in OperationState::UNFINISHED {
+            let labels = StateLabels {
+                state: state.as_str(),
+            };
+            let of = census.of(state);
+            self.unfinished
+                .get_or_create(&labels)
+                .set(i64::try_from(of.count).unwrap_or(i64::MAX));
+            self.oldest_unfinished
+                .get_or_create(&labels)
+                .set(of.oldest.as_secs_f64());
+        }
+        self.needing_attention(census.of(OperationState::NeedsAttention).count);
+    }
+    /// What the outbox holds now.
+    pub(crate) fn outbox(&self, census: &OutboxCensus) {
+        self.outbox_waiting(census.waiting);
+        self.outbox_dead(census.dead);
+        self.outbox_oldest_waiting
+            .set(census.oldest_waiting.as_secs_f64());
     }
 
     /// A request to `route` (`None`: no route matched, the demo page or a

@@ -186,12 +186,9 @@ async fn run<T: Transport>(engine: Engine, transport: Arc<T>, settings: RelaySet
             .await
             .expect("the semaphore is never closed")
             .forget();
-        match (store.messages_waiting().await, store.messages_dead().await) {
-            (Ok(waiting), Ok(dead)) => {
-                engine.metrics.outbox_waiting(waiting);
-                engine.metrics.outbox_dead(dead);
-            }
-            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "cannot count the outbox"),
+        match store.outbox_census().await {
+            Ok(census) => engine.metrics.outbox(&census),
+            Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
         let window = Window::new(BootInstant::now(), claim);
         let due = match store.due_messages(batch, claim).await {

@@ -1,7 +1,7 @@
 //! Command-line flags, each also read from its environment variable
 //! (flags win), as docs/CONTRACT.md section 2 fixes them.
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use http::HeaderValue;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +10,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about)]
 pub struct Config {
+    /// Instead of serving: an operator's command (docs/OPERATIONS.md).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(
         long,
@@ -22,6 +26,7 @@ pub struct Config {
     /// `sqlite://PATH` (created with its folder if missing) or `postgres://...`.
     #[arg(
         long,
+        global = true,
         env = "DATABASE_URL",
         default_value = "sqlite://data/shop.db",
         value_name = "URL",
@@ -75,7 +80,7 @@ pub struct Config {
     /// Charge cards at this payment provider (`http://HOST:PORT`, or
     /// `https://…` with its certificate checked against the platform's
     /// roots and `SSL_CERT_FILE`'s); none: charges are recorded locally only.
-    #[arg(long, env = "PSP_URL", value_name = "URL", value_parser = parse_psp_url)]
+    #[arg(long, global = true, env = "PSP_URL", value_name = "URL", value_parser = parse_psp_url)]
     pub psp_url: Option<String>,
 
     /// Send receipts by e-mail through this SMTP server: `smtp://HOST:PORT`
@@ -121,6 +126,14 @@ pub struct Config {
     /// the first half of a claim and gives a send up after a quarter.
     #[arg(long, env = "RECEIPT_CLAIM", default_value = "60s", value_name = "DUR", value_parser = receipt_claim)]
     pub receipt_claim: Duration,
+}
+
+/// What the binary does instead of serving.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// The operator's view of unfinished and dead-lettered operations:
+    /// list, show, retry, settle (against --database; no server needed).
+    Operations(crate::operations::Operations),
 }
 
 /// When an answer may leave.

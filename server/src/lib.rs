@@ -33,6 +33,9 @@
 //!   as `application/problem+json`.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests (the
 //!   engine's `Hooks`).
+//! * [`operations`]: `server operations list|show|retry|settle`, the
+//!   operator's commands (the engine's [`exactly_once::operator`]), and
+//!   the demo's `GET /operations` (with `--chaos`).
 //! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
 //!   [`observe`]: the middleware that records each request's latency and
 //!   logs its server error. Logs, the accept loop and the binary's `main`
@@ -55,6 +58,7 @@ pub mod metrics;
 pub mod observe;
 pub mod openapi;
 pub mod operation;
+pub mod operations;
 pub mod provider;
 pub mod routes;
 pub mod startup;

@@ -1,5 +1,6 @@
 //! The `server` binary: parse flags, start, serve until SIGTERM or Ctrl-C
-//! (the shape both of the workspace's binaries share: `serve::main`).
+//! (the shape both of the workspace's binaries share: `serve::main`), or
+//! run an operator's `server operations …` command.
 
 use std::process::ExitCode;
 
@@ -7,5 +8,8 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    if let Some(ran) = server::operations::main() {
+        return ran;
+    }
     serve::main::<server::Application>("info,tower_http=warn")
 }

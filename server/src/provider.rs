@@ -43,6 +43,23 @@ pub enum Reply {
     Refused(String),
 }
 
+/// A charge in the provider's ledger (`GET /v1/charges`), as an operator
+/// reconciles an operation with it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LedgerCharge {
+    /// The provider's charge id (`pch_…`).
+    pub id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency code.
+    pub currency: String,
+    /// When the provider made it (Unix seconds), if it says.
+    pub created: Option<i64>,
+}
+
+/// Most ledger pages one lookup reads (1000 charges each).
+const LEDGER_PAGES: usize = 1000;
+
 /// A client of one provider.
 pub struct Provider {
     http: reqwest::Client,
@@ -142,6 +159,63 @@ impl Provider {
                 Decision::Done => return Reply::Refused(why),
             }
         }
+    }
+
+    /// The charges the provider's ledger holds under the `Idempotency-Key`
+    /// `key` (at most one, as the provider makes one charge per key),
+    /// read page by page, newest first. An error when the ledger cannot be
+    /// read whole. A real provider would be asked by its own search (Stripe:
+    /// charges by `metadata['operation']`).
+    pub async fn charges_under(&self, key: &str) -> Result<Vec<LedgerCharge>, String> {
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..LEDGER_PAGES {
+            let mut request = self
+                .http
+                .get(&self.charges_url)
+                .timeout(self.timeout)
+                .query(&[("limit", "1000")]);
+            if let Some(after) = &after {
+                request = request.query(&[("starting_after", after.as_str())]);
+            }
+            let answer = request
+                .send()
+                .await
+                .map_err(|e| format!("the provider's ledger cannot be reached: {e}"))?;
+            let status = answer.status();
+            let page = read_json(answer).await?;
+            if !status.is_success() {
+                return Err(format!("the provider's ledger answered {status}: {page}"));
+            }
+            let rows = page["data"]
+                .as_array()
+                .ok_or_else(|| format!("the provider's ledger answered no data: {page}"))?;
+            for row in rows {
+                if row["idempotency_key"] == key {
+                    found.push(LedgerCharge {
+                        id: row["id"].as_str().unwrap_or_default().to_owned(),
+                        amount: row["amount"].as_i64().unwrap_or_default(),
+                        currency: row["currency"].as_str().unwrap_or_default().to_owned(),
+                        created: row["created"].as_i64(),
+                    });
+                }
+            }
+            after = rows
+                .last()
+                .and_then(|row| row["id"].as_str())
+                .map(str::to_owned);
+            if page["has_more"] != true || after.is_none() {
+                return Ok(found);
+            }
+        }
+        Err(format!(
+            "the provider's ledger has more than {LEDGER_PAGES} pages; look the key up there"
+        ))
+    }
+
+    /// Where the ledger is read.
+    pub fn charges_url(&self) -> &str {
+        &self.charges_url
     }
 
     /// The reply an answer is final for, if it is one.

@@ -61,32 +61,7 @@ pub struct Application {
 impl Application {
     /// Opens the database (migrating it), builds the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let db = match &config.database {
-            DatabaseUrl::Sqlite(path) => {
-                let options = sqlite_options(&config, path.clone());
-                Db::Sqlite(Arc::new(
-                    tokio::task::spawn_blocking(move || SqliteStore::open(options))
-                        .await
-                        .map_err(|e| {
-                            StoreError::internal("the database opener panicked").caused_by(e)
-                        })??,
-                ))
-            }
-            DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
-                PostgresStore::open(PostgresOptions {
-                    url: url.clone(),
-                    durability: config.durability.into(),
-                    key_ttl: config.key_ttl,
-                    lease: config.operation_lease,
-                    migrations: POSTGRES_MIGRATIONS,
-                    application_name: "idempotent-checkout".to_owned(),
-                    attention_after: config.attention_after,
-                    tombstone_ttl: config.tombstone_ttl,
-                    outbox_retention: config.outbox_retention,
-                })
-                .await?,
-            )),
-        };
+        let db = open_database(&config).await?;
         let provider = provider(&config)?;
         let state = state(db, &config, provider);
         let mailer = match config.smtp_url.clone() {
@@ -146,7 +121,7 @@ impl Application {
 
 /// The provider client `--psp-url` names; over `https://` its certificate
 /// is checked against the platform's roots and `SSL_CERT_FILE`'s.
-fn provider(config: &Config) -> Result<Option<(String, rustls::RootCertStore)>, StartupError> {
+pub(crate) fn provider(config: &Config) -> Result<Option<(String, rustls::RootCertStore)>, StartupError> {
     let Some(url) = config.psp_url.as_deref() else {
         return Ok(None);
     };
@@ -156,6 +131,38 @@ fn provider(config: &Config) -> Result<Option<(String, rustls::RootCertStore)>, 
         rustls::RootCertStore::empty()
     };
     Ok(Some((url.to_owned(), roots)))
+}
+
+/// Opens (and migrates) the database `--database` names, with the
+/// store's settings from the flags: what the server and `server
+/// operations` run on.
+pub async fn open_database(config: &Config) -> Result<Db, StoreError> {
+    Ok(match &config.database {
+        DatabaseUrl::Sqlite(path) => {
+            let options = sqlite_options(config, path.clone());
+            Db::Sqlite(Arc::new(
+                tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                    .await
+                    .map_err(|e| {
+                        StoreError::internal("the database opener panicked").caused_by(e)
+                    })??,
+            ))
+        }
+        DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
+            PostgresStore::open(PostgresOptions {
+                url: url.clone(),
+                durability: config.durability.into(),
+                key_ttl: config.key_ttl,
+                lease: config.operation_lease,
+                migrations: POSTGRES_MIGRATIONS,
+                application_name: "idempotent-checkout".to_owned(),
+                attention_after: config.attention_after,
+                tombstone_ttl: config.tombstone_ttl,
+                outbox_retention: config.outbox_retention,
+            })
+            .await?,
+        )),
+    })
 }
 
 /// The shop's state over its database: the engine (its store, metrics and
@@ -216,7 +223,11 @@ serve::app!(Application, Config, StartupError);
 /// a replay 28 of its 93 allocations (docs/BENCHMARKS.md, "Per-request
 /// CPU").
 pub fn router(state: AppState, config: &Config) -> Router {
-    let (api, _) = api_routes().split_for_parts();
+    let (mut api, _) = api_routes().split_for_parts();
+    if config.chaos {
+        // The demo's operator panel: not in the API (nor its document).
+        api = api.route("/operations", axum::routing::get(routes::operations::list));
+    }
     let cors = (!config.cors_origins.is_empty()).then(|| {
         CorsLayer::new()
             .allow_origin(config.cors_origins.clone())

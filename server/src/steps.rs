@@ -1,12 +1,16 @@
 //! The shop's step between phases: at `charge_created`, the card is
 //! charged at the payment provider with the run's downstream key, and the
 //! phase that records the provider's verdict ([`FinishCharge`]) comes
-//! back to the engine, which commits it under the lease.
+//! back to the engine, which commits it under the lease. An operator's
+//! settlement of a charge set aside ([`CHARGED`], [`NOT_CHARGED`]) is
+//! checked against the provider's ledger under the same key, and recorded
+//! by the same phase.
 
-use crate::domain::ChargeId;
-use crate::operation::charge::{FinishCharge, PendingCharge, CHARGE_CREATED};
+use crate::domain::{ChargeId, ProviderChargeId};
+use crate::operation::charge::{FinishCharge, PendingCharge, ProviderVerdict, CHARGE_CREATED};
 use crate::provider::{Provider, Reply};
 use async_trait::async_trait;
+use exactly_once::operator::{Refusal, Settlement};
 use exactly_once::{Error, Lease, Operation, StepUnavailable, Steps};
 use std::sync::Arc;
 
@@ -31,6 +35,16 @@ pub struct ShopSteps {
     pub receipts: bool,
 }
 
+/// `server operations settle --outcome charged`: the provider charged the
+/// card under the operation's key; the charge is recorded as succeeded
+/// and its key answers `201` with it (and its receipt is sent).
+pub const CHARGED: &str = "charged";
+/// `--outcome not-charged`: the provider holds no charge under the
+/// operation's key; the charge is recorded as failed and its key answers
+/// `402` `card-declined`, saying the shop cancelled it and nothing was
+/// charged.
+pub const NOT_CHARGED: &str = "not-charged";
+
 #[async_trait]
 impl Steps for ShopSteps {
     async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
@@ -41,9 +55,141 @@ impl Steps for ShopSteps {
             ))),
         }
     }
+
+    async fn settle(
+        &self,
+        lease: &Lease,
+        settlement: &Settlement,
+    ) -> Result<Arc<dyn Operation>, Refusal> {
+        match lease.point.as_str() {
+            CHARGE_CREATED => self.settle_charge(lease, settlement).await,
+            other => Err(Refusal(format!(
+                "an operation stopped at {other:?}, which this server does not know"
+            ))),
+        }
+    }
+
+    async fn reconcile(&self, lease: &Lease) -> Result<Option<serde_json::Value>, Refusal> {
+        if lease.point != CHARGE_CREATED {
+            return Ok(None);
+        }
+        let (pending, _) = stopped_charge(lease)?;
+        let key = pending.downstream_key(lease);
+        let provider = self.provider()?;
+        let charges = provider.charges_under(&key).await.map_err(Refusal)?;
+        Ok(Some(serde_json::json!({
+            "ledger": provider.charges_url(),
+            "idempotency_key": key,
+            "metadata": pending.provider_metadata(lease),
+            "amount": pending.amount,
+            "currency": pending.currency,
+            "charges": charges,
+        })))
+    }
+}
+
+/// What a stopped charge's state says: the charge and our row's id.
+fn stopped_charge(lease: &Lease) -> Result<(PendingCharge, ChargeId), Refusal> {
+    let pending = PendingCharge::from_state(&lease.state)
+        .map_err(|e| Refusal(format!("the stopped charge's state is unreadable: {e}")))?;
+    let charge = ChargeId::parse(&pending.id)
+        .ok_or_else(|| Refusal(format!("the stopped charge has a bad id {:?}", pending.id)))?;
+    Ok((pending, charge))
 }
 
 impl ShopSteps {
+    fn provider(&self) -> Result<&Provider, Refusal> {
+        self.provider.as_deref().ok_or_else(|| {
+            Refusal(
+                "no --psp-url: the provider's ledger cannot be read (give the provider's URL, \
+                 or settle with --unverified on what you found yourself)"
+                    .into(),
+            )
+        })
+    }
+
+    /// An operator's settlement of a charge set aside: checked against the
+    /// provider's ledger under the charge's downstream key (unless
+    /// unverified), then the phase that records it, as the provider's
+    /// verdict would have been recorded.
+    async fn settle_charge(
+        &self,
+        lease: &Lease,
+        settlement: &Settlement,
+    ) -> Result<Arc<dyn Operation>, Refusal> {
+        let (pending, charge) = stopped_charge(lease)?;
+        let key = pending.downstream_key(lease);
+        let ledger = match settlement.unverified {
+            true => None,
+            false => Some(self.provider()?.charges_under(&key).await.map_err(|e| {
+                Refusal(format!(
+                    "{e}; settle with --unverified to record your outcome without it"
+                ))
+            })?),
+        };
+        let reference = settlement.reference.as_deref();
+        let verdict = match settlement.outcome.as_str() {
+            CHARGED => {
+                let id = match (ledger.as_deref(), reference) {
+                    (Some([found]), None) => found.id.clone(),
+                    (Some([found]), Some(given)) if given == found.id => found.id.clone(),
+                    (Some([found]), Some(given)) => {
+                        return Err(Refusal(format!(
+                            "the provider's ledger holds {} under this operation's key {key}, not {given}",
+                            found.id
+                        )))
+                    }
+                    (Some([]), _) => {
+                        return Err(Refusal(format!(
+                            "the provider's ledger holds no charge under this operation's key \
+                             {key}: settle as {NOT_CHARGED}, or, if you found its charge \
+                             elsewhere, give --provider-charge with --unverified"
+                        )))
+                    }
+                    (Some(many), _) => {
+                        return Err(Refusal(format!(
+                            "the provider's ledger holds {} charges under one key {key}: \
+                             settle it with the provider first",
+                            many.len()
+                        )))
+                    }
+                    (None, Some(given)) => given.to_owned(),
+                    (None, None) => {
+                        return Err(Refusal(format!(
+                            "settling as {CHARGED} without the ledger needs the provider's \
+                             charge id (--provider-charge)"
+                        )))
+                    }
+                };
+                let id = ProviderChargeId::parse(&id).ok_or_else(|| {
+                    Refusal(format!("{id:?} is not a provider charge id (pch_…)"))
+                })?;
+                ProviderVerdict::Charged(id)
+            }
+            NOT_CHARGED => {
+                if let Some(found) = ledger.as_deref().and_then(<[_]>::first) {
+                    return Err(Refusal(format!(
+                        "the provider charged {} ({} {}) under this operation's key {key}: \
+                         settle as {CHARGED} (and refund it at the provider if the shopper \
+                         must not pay)",
+                        found.id, found.amount, found.currency
+                    )));
+                }
+                ProviderVerdict::NotCharged
+            }
+            other => {
+                return Err(Refusal(format!(
+                    "{other:?} is not an outcome of a charge: {CHARGED} or {NOT_CHARGED}"
+                )))
+            }
+        };
+        Ok(Arc::new(FinishCharge {
+            charge,
+            verdict,
+            receipts: self.receipts,
+        }))
+    }
+
     /// At `charge_created`: asks the provider to charge (same downstream key
     /// every time), and returns the phase that records its verdict.
     async fn charge_at_provider(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {

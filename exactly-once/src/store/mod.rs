@@ -87,11 +87,15 @@ pub mod schema;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+use crate::operator::{
+    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
+    Taken, Takeover,
+};
 use crate::outbox::Message;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use crate::record::Step;
 use crate::record::{Lease, Record, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
@@ -576,6 +580,56 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ok when the database is reachable, migrated and writable.
     async fn health(&self) -> Result<()>;
+
+    /// Unfinished operations (running, stalled past their lease, set
+    /// aside) as `filter` says, oldest first: an operator's listing, read
+    /// through the index of unfinished records alone.
+    async fn operations(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>>;
+
+    /// The record of `key` for `caller`, whatever its state.
+    async fn operation(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<OperationRecord>>;
+
+    /// The keys whose operation's hash ([`OperationId`]) starts with
+    /// `prefix`: among the unfinished operations if any matches, else
+    /// among every record (a scan of the table: an operator's call, never
+    /// a request's).
+    async fn find_operations(&self, prefix: &[u8]) -> Result<Vec<(Caller, IdempotencyKey)>>;
+
+    /// Unfinished operations by state, with the age of the oldest of each.
+    async fn census(&self) -> Result<Census>;
+
+    /// What the outbox holds: waiting, refused for good, the oldest wait.
+    async fn outbox_census(&self) -> Result<OutboxCensus>;
+
+    /// Takes the operation of `key` over for an operator, as `takeover`
+    /// says: a new lease on it, and for [`Takeover::Retry`] its set-aside
+    /// mark cleared. With `by`, the action is written to the audit table
+    /// (`operator_actions`) in the same transaction.
+    async fn operator_take(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+        takeover: Takeover,
+        by: Option<&Intervention>,
+    ) -> Result<Taken>;
+
+    /// An operator's settlement, in one transaction, if the lease is still
+    /// its holder's: runs `phase` (which must finish the operation),
+    /// records its answer, clears the set-aside mark and writes
+    /// `settlement` to the audit table. `None` when the lease was lost.
+    async fn settle(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+        settlement: &Settlement,
+    ) -> Result<Option<StoredResponse>>;
+
+    /// The audit table's rows of `operation`, oldest first.
+    async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>>;
 
     /// The `host:port` of the database server this instance writes to,
     /// when the database is a server: on PostgreSQL the one its newest

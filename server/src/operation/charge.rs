@@ -132,6 +132,10 @@ pub enum ProviderVerdict {
         /// The provider's explanation.
         message: String,
     },
+    /// Not the provider's word: an operator settled a charge set aside as
+    /// not made (`server operations settle --outcome not-charged`), having
+    /// found no charge under its key in the provider's ledger.
+    NotCharged,
 }
 
 impl ProviderVerdict {
@@ -139,7 +143,7 @@ impl ProviderVerdict {
     pub fn status(&self) -> ChargeStatus {
         match self {
             Self::Charged(_) => ChargeStatus::Succeeded,
-            Self::Declined { .. } | Self::Refused { .. } => ChargeStatus::Failed,
+            Self::Declined { .. } | Self::Refused { .. } | Self::NotCharged => ChargeStatus::Failed,
         }
     }
 
@@ -309,6 +313,17 @@ pub fn finished(
             "invalid-request",
             "Invalid request",
             &format!("the payment provider refused the charge: {message}; nothing was charged"),
+        )
+        .stored(),
+        // The contract's one final answer that says "not paid, nothing
+        // charged, pay again as a new operation" (a 402 the clients do not
+        // retry), with a detail that says what happened.
+        ProviderVerdict::NotCharged => Problem::new(
+            StatusCode::PAYMENT_REQUIRED,
+            "card-declined",
+            "Card declined",
+            "the payment could not be completed and the shop cancelled it; nothing was \
+             charged. Pay as a new operation (a new Idempotency-Key).",
         )
         .stored(),
     };

@@ -34,6 +34,7 @@ pub mod charges;
 pub mod config;
 pub mod health;
 pub mod inventory;
+pub mod operations;
 pub mod reservations;
 pub mod www;
 

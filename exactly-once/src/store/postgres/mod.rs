@@ -26,15 +26,17 @@
 //!
 //! - `protocol`: the keyed protocol's SQL; `one_statement`: its
 //!   one-statement first phase; `batch`: many requests to a statement;
-//!   `outbox`: the messages' SQL; `schema`: migrations under an
-//!   advisory lock; [`connect`]: libpq's URL parameters (TLS, timeouts),
-//!   each connection's bound on a silent server, and a commit whose wait
-//!   for the synchronous standby was cancelled; `wire`: the socket, TLS
-//!   and the tap that sees a server owe an answer.
+//!   `outbox`: the messages' SQL; `operator`: an operator's listing,
+//!   takeover and settlement; `schema`: migrations under an advisory
+//!   lock; [`connect`]: libpq's URL parameters (TLS, timeouts), each
+//!   connection's bound on a silent server, and a commit whose wait for
+//!   the synchronous standby was cancelled; `wire`: the socket, TLS and
+//!   the tap that sees a server owe an answer.
 
 mod batch;
 pub mod connect;
 mod one_statement;
+mod operator;
 mod outbox;
 mod protocol;
 mod schema;
@@ -48,14 +50,18 @@ pub use outbox::enqueue;
 pub use session::Session;
 pub use sql::Sql;
 
-use crate::record::Lease;
+use crate::operator::{
+    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
+    Taken, Takeover,
+};
+use crate::record::{Lease, StoredResponse};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
     now_ms, stored_keys, Advanced, AfterFailure, Durability, Execution, Finish, Finished,
     FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -326,8 +332,12 @@ impl Store for PostgresStore {
     }
 
     async fn needing_attention(&self) -> Result<u64> {
+        // Through the index of unfinished records (a set-aside one is
+        // always unfinished), not a scan of the table.
         const COUNT: Sql = Sql::new(
-            "SELECT count(*) FROM idempotency_keys WHERE attention IS NOT NULL",
+            "SELECT count(*) FROM idempotency_keys
+             WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
+               AND attention IS NOT NULL",
             &[],
         );
         let row = COUNT.query_one(&**self.client().await?, &[]).await?;
@@ -401,6 +411,55 @@ impl Store for PostgresStore {
         tx.commit().await.map_err(classify)?;
         self.host.reached(address.get(0));
         Ok(())
+    }
+
+    async fn operations(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>> {
+        operator::operations(&**self.client().await?, filter).await
+    }
+
+    async fn operation(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<OperationRecord>> {
+        operator::operation(&**self.client().await?, caller, key).await
+    }
+
+    async fn find_operations(&self, prefix: &[u8]) -> Result<Vec<(Caller, IdempotencyKey)>> {
+        operator::find(&**self.client().await?, prefix).await
+    }
+
+    async fn census(&self) -> Result<Census> {
+        operator::census(&**self.client().await?).await
+    }
+
+    async fn outbox_census(&self) -> Result<OutboxCensus> {
+        operator::outbox_census(&**self.client().await?).await
+    }
+
+    async fn operator_take(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+        takeover: Takeover,
+        by: Option<&Intervention>,
+    ) -> Result<Taken> {
+        let mut client = self.client().await?;
+        operator::take(&mut client, caller, key, takeover, by, self.clock()).await
+    }
+
+    async fn settle(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+        settlement: &Settlement,
+    ) -> Result<Option<StoredResponse>> {
+        let mut client = self.client().await?;
+        operator::settle(&mut client, lease, phase.as_ref(), settlement, self.clock()).await
+    }
+
+    async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>> {
+        operator::actions(&**self.client().await?, operation).await
     }
 
     fn database_host(&self) -> Option<String> {

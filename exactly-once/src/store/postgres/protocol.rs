@@ -240,7 +240,7 @@ pub(super) async fn decide(
 /// Commits. A commit that fails by losing its backend leaves its outcome
 /// unknown: it may have committed. That is never answered as "nothing was
 /// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
-async fn commit(tx: Transaction<'_>) -> Result<()> {
+pub(super) async fn commit(tx: Transaction<'_>) -> Result<()> {
     tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
 }
 
@@ -351,10 +351,24 @@ pub(super) async fn advance(
     phase: &dyn Operation,
     clock: Clock,
 ) -> Result<Advanced> {
+    let advanced = advance_in(&tx, lease, phase, clock).await?;
+    if !matches!(advanced, Advanced::LeaseLost) {
+        commit(tx).await?;
+    }
+    Ok(advanced)
+}
+
+/// [`advance`] inside `tx`, which the caller commits.
+pub(super) async fn advance_in(
+    tx: &Transaction<'_>,
+    lease: &Lease,
+    phase: &dyn Operation,
+    clock: Clock,
+) -> Result<Advanced> {
     let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
     let held = HOLD
         .rows(
-            &*tx,
+            &**tx,
             &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
         )
         .await;
@@ -370,15 +384,15 @@ pub(super) async fn advance(
         fingerprint: &lease.fingerprint,
         generation: lease.generation,
     };
-    let advanced = match phase.run_postgres(&tx, &context).await? {
+    let advanced = match phase.run_postgres(tx, &context).await? {
         Step::Finished(response) => {
-            record_response(&tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
+            record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
         Step::Stopped(point, state) => {
             STOP_LATER
                 .execute(
-                    &*tx,
+                    &**tx,
                     &[
                         &lease.caller,
                         &lease.key.as_ref(),
@@ -395,7 +409,6 @@ pub(super) async fn advance(
             })
         }
     };
-    commit(tx).await?;
     Ok(advanced)
 }
 

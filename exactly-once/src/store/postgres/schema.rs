@@ -16,6 +16,10 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
         2,
         include_str!("../../../migrations/postgres/0002_lives_and_dead_letters.sql"),
     ),
+    (
+        3,
+        include_str!("../../../migrations/postgres/0003_operators.sql"),
+    ),
 ]);
 
 /// Any number, the same for every instance: the migration lock.

@@ -8,10 +8,12 @@
 //!   is back).
 //! - `protocol`: the keyed protocol's SQL (claim, decide, phases under a
 //!   lease, the completer's and the sweeper's queries); `outbox`: the
-//!   messages' SQL; `queries`: the reads.
+//!   messages' SQL; `queries`: the reads; `operator`: an operator's
+//!   listing, takeover and settlement.
 
 mod checkpointer;
 mod clock;
+mod operator;
 mod outbox;
 mod protocol;
 mod queries;
@@ -22,14 +24,18 @@ mod writer;
 pub use outbox::enqueue;
 
 use crate::clock::BootInstant;
-use crate::record::Lease;
+use crate::operator::{
+    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
+    Taken, Takeover,
+};
+use crate::record::{Lease, StoredResponse};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
     millis, now_ms, stored_keys, Advanced, AfterFailure, ClaimToken, Durability, Execution, Finish,
     Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use clock::DbClock;
 use outbox::Settled;
@@ -51,6 +57,10 @@ const MIGRATIONS: Migrations = Migrations(&[
     (
         2,
         include_str!("../../../migrations/sqlite/0002_lives_and_dead_letters.sql"),
+    ),
+    (
+        3,
+        include_str!("../../../migrations/sqlite/0003_operators.sql"),
     ),
 ]);
 
@@ -373,6 +383,67 @@ impl Store for SqliteStore {
 
     async fn messages_dead(&self) -> Result<u64> {
         self.readers.with(queries::messages_dead)
+    }
+
+    async fn operations(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>> {
+        let now = self.clock.now();
+        self.readers
+            .with(|conn| operator::operations(conn, filter, now))
+    }
+
+    async fn operation(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+    ) -> Result<Option<OperationRecord>> {
+        let now = self.clock.now();
+        self.readers
+            .with(|conn| operator::operation(conn, caller, key, now))
+    }
+
+    async fn find_operations(&self, prefix: &[u8]) -> Result<Vec<(Caller, IdempotencyKey)>> {
+        self.readers.with(|conn| operator::find(conn, prefix))
+    }
+
+    async fn census(&self) -> Result<Census> {
+        let now = self.clock.now();
+        self.readers.with(|conn| operator::census(conn, now))
+    }
+
+    async fn outbox_census(&self) -> Result<OutboxCensus> {
+        let now = self.clock.now();
+        self.readers.with(|conn| operator::outbox_census(conn, now))
+    }
+
+    async fn operator_take(
+        &self,
+        caller: &Caller,
+        key: &IdempotencyKey,
+        takeover: Takeover,
+        by: Option<&Intervention>,
+    ) -> Result<Taken> {
+        let (caller, key, clock, by) = (*caller, key.clone(), self.clock(), by.cloned());
+        self.write(Kind::Other, move |conn| {
+            operator::take(conn, &caller, &key, takeover, by.as_ref(), clock)
+        })
+        .await
+    }
+
+    async fn settle(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation>,
+        settlement: &Settlement,
+    ) -> Result<Option<StoredResponse>> {
+        let (lease, clock, settlement) = (lease.clone(), self.clock(), settlement.clone());
+        self.write(Kind::Other, move |conn| {
+            operator::settle(conn, &lease, phase.as_ref(), &settlement, clock)
+        })
+        .await
+    }
+
+    async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>> {
+        self.readers.with(|conn| operator::actions(conn, operation))
     }
 
     async fn health(&self) -> Result<()> {

@@ -14,8 +14,8 @@ pub fn enqueue(conn: &Connection, message: &Message, at: &RunContext<'_>) -> rus
 
 fn enqueue_at(conn: &Connection, message: &Message, now: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
-         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (message_id) DO NOTHING",
+        "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (message_id) DO NOTHING",
     )?
     .execute(params![
         message.id,
