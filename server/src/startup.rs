@@ -121,7 +121,9 @@ impl Application {
 
 /// The provider client `--psp-url` names; over `https://` its certificate
 /// is checked against the platform's roots and `SSL_CERT_FILE`'s.
-pub(crate) fn provider(config: &Config) -> Result<Option<(String, rustls::RootCertStore)>, StartupError> {
+pub(crate) fn provider(
+    config: &Config,
+) -> Result<Option<(String, rustls::RootCertStore)>, StartupError> {
     let Some(url) = config.psp_url.as_deref() else {
         return Ok(None);
     };

@@ -39,30 +39,7 @@ pub struct App {
 impl App {
     /// Opens (and migrates) the database and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let db = match &config.database {
-            DatabaseUrl::Sqlite(path) => {
-                let mut options = SqliteOptions::new(path).migrations(SQLITE_MIGRATIONS);
-                options.durability = config.durability.into();
-                options.lease = config.operation_lease;
-                // Opening migrates and starts the writer thread: blocking.
-                let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
-                    .await
-                    .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
-                Db::Sqlite(Arc::new(store))
-            }
-            DatabaseUrl::Postgres(url) => {
-                let mut options = PostgresOptions::new(url).migrations(POSTGRES_MIGRATIONS);
-                options.durability = config.durability.into();
-                options.lease = config.operation_lease;
-                Db::Postgres(Arc::new(PostgresStore::open(options).await?))
-            }
-        };
-        let engine = Engine::builder(db.store())
-            .steps(PartnerSteps::new(
-                &config.partner_url,
-                config.partner_timeout,
-            ))
-            .build();
+        let (engine, db) = open(&config).await?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|e| StartupError::Bind(config.listen.clone(), e))?;
@@ -72,7 +49,39 @@ impl App {
             complete_interval: config.complete_interval,
         })
     }
+}
 
+/// Opens (and migrates) the database, and the engine with the partner
+/// step over it: what the service and `bookings operations` run on.
+pub async fn open(config: &Config) -> Result<(Engine, Db), StoreError> {
+    let db = match &config.database {
+        DatabaseUrl::Sqlite(path) => {
+            let mut options = SqliteOptions::new(path).migrations(SQLITE_MIGRATIONS);
+            options.durability = config.durability.into();
+            options.lease = config.operation_lease;
+            // Opening migrates and starts the writer thread: blocking.
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                .await
+                .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
+            Db::Sqlite(Arc::new(store))
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut options = PostgresOptions::new(url).migrations(POSTGRES_MIGRATIONS);
+            options.durability = config.durability.into();
+            options.lease = config.operation_lease;
+            Db::Postgres(Arc::new(PostgresStore::open(options).await?))
+        }
+    };
+    let engine = Engine::builder(db.store())
+        .steps(PartnerSteps::new(
+            &config.partner_url,
+            config.partner_timeout,
+        ))
+        .build();
+    Ok((engine, db))
+}
+
+impl App {
     /// The address bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.listener

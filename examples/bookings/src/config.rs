@@ -11,6 +11,11 @@ use std::time::Duration;
     about = "A seat booking service: exactly-once bookings confirmed at a partner"
 )]
 pub struct Config {
+    /// Instead of serving: `operations list|show|retry`, an operator's view
+    /// of unfinished bookings (the engine's `exactly_once::operator`).
+    #[command(subcommand)]
+    pub command: Option<crate::operations::Command>,
+
     /// The address to listen on (port 0 picks one; the address is printed).
     #[arg(long, env = "BOOKINGS_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
@@ -18,6 +23,7 @@ pub struct Config {
     /// `sqlite://PATH` or `postgres://USER@HOST:PORT/DB`.
     #[arg(
         long,
+        global = true,
         env = "BOOKINGS_DATABASE",
         default_value = "sqlite://data/bookings.db",
         value_parser = DatabaseUrl::parse
@@ -27,6 +33,7 @@ pub struct Config {
     /// The partner that confirms seats (`POST /confirmations`).
     #[arg(
         long,
+        global = true,
         env = "BOOKINGS_PARTNER_URL",
         default_value = "http://127.0.0.1:8090"
     )]

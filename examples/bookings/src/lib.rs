@@ -23,12 +23,14 @@
 //! - [`config`]: the flags; [`app`]: the store, the engine, the router, the
 //!   background tasks; [`operation`]: the SQL of both phases on each
 //!   backend; [`steps`]: the partner call; [`routes`]: the HTTP API;
-//!   [`db`]: the service's own reads.
+//!   [`db`]: the service's own reads; [`operations`]: `bookings
+//!   operations list|show|retry`, the engine's operator calls.
 
 pub mod app;
 pub mod config;
 pub mod db;
 pub mod operation;
+pub mod operations;
 pub mod routes;
 pub mod steps;
 

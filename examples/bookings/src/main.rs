@@ -1,5 +1,6 @@
 //! `bookings`: the seat booking service. Prints `listening on http://ADDR`
-//! on stdout once it serves; logs on stderr (`RUST_LOG`).
+//! on stdout once it serves; logs on stderr (`RUST_LOG`). `bookings
+//! operations list|show|retry` is the operator's view instead.
 
 use bookings::{App, Config};
 use clap::Parser;
@@ -23,6 +24,19 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
+        if let Some(bookings::operations::Command::Operations(command)) = &config.command {
+            let ran = match bookings::app::open(&config).await {
+                Ok((engine, _)) => bookings::operations::run(&engine, command).await,
+                Err(e) => Err(exactly_once::error::Chain(&e).to_string()),
+            };
+            return match ran {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         let app = match App::build(config).await {
             Ok(app) => app,
             Err(e) => {

@@ -238,3 +238,50 @@ async fn a_partner_that_does_not_answer_leaves_the_seat_held_and_a_retry_confirm
         1
     );
 }
+
+/// `bookings operations` (the engine's operator calls, as any application
+/// exposes them): a booking whose partner did not answer is listed stalled
+/// at `seat_held`; once the partner is back, `retry` confirms it at once
+/// (no completer ran), and the customer's retry replays that answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_lists_a_stalled_booking_and_retry_confirms_it() {
+    let (mut partner, bookings) = Bookings::fresh(
+        "0s",
+        &["--partner-timeout", "1s", "--complete-interval", "1h"],
+    )
+    .await
+    .unwrap();
+    let ada = bookings.customer("ada");
+    let key = new_key();
+    partner.stop().unwrap();
+    let down = send(book(&ada, &key, "3C")).await.unwrap();
+    assert_eq!(down.status, 503, "{down:?}");
+
+    let partner_url = partner.process.base_url();
+    let operations = |args: &[&str]| {
+        let output = std::process::Command::new(support::BOOKINGS.path().unwrap())
+            .env_clear()
+            .arg("operations")
+            .args(args)
+            .args(["--database", &bookings.database.url()])
+            .args(["--partner-url", &partner_url])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        (output.status.success(), stdout)
+    };
+    let (ok, listed) = operations(&["list"]);
+    assert!(ok);
+    let line = listed.lines().next().unwrap_or_default().to_owned();
+    assert!(line.contains("stalled seat_held"), "{listed}");
+    let op = line.split(' ').next().unwrap().to_owned();
+
+    partner.restart().unwrap();
+    let (ok, retried) = operations(&["retry", &op]);
+    assert!(ok && retried.starts_with("finished: 201"), "{retried}");
+    let (_, listed) = operations(&["list"]);
+    assert_eq!(listed, "", "nothing unfinished");
+    let booked = send(book(&ada, &key, "3C")).await.unwrap();
+    assert_eq!((booked.status, booked.replayed), (201, true), "{booked:?}");
+    assert_eq!(partner.ledger().await.unwrap().effects.len(), 1);
+}

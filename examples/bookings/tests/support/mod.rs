@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use testkit::{Auth, Binary, Database, Launch, Process};
 
 /// The service under test (`BOOKINGS_BIN` overrides).
-const BOOKINGS: Binary = Binary::new("bookings", "bookings", "BOOKINGS_BIN");
+pub(crate) const BOOKINGS: Binary = Binary::new("bookings", "bookings", "BOOKINGS_BIN");
 /// The simulated partner (`PARTNER_BIN` overrides).
 const PARTNER: Binary = Binary::new("partner", "bookings", "PARTNER_BIN");
 
@@ -32,7 +32,7 @@ async fn start(launch: Launch) -> Result<Process> {
 
 /// The partner process and its admin calls.
 pub(crate) struct Partner {
-    process: Process,
+    pub(crate) process: Process,
     http: Client,
 }
 
