@@ -77,6 +77,7 @@ impl Application {
                     attention_after: config.attention_after,
                     tombstone_ttl: config.tombstone_ttl,
                     outbox_retention: config.outbox_retention,
+                    migrate: true,
                 })
                 .await?,
             )),
@@ -228,6 +229,7 @@ pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> Sqlit
         attention_after: config.attention_after,
         tombstone_ttl: config.tombstone_ttl,
         outbox_retention: config.outbox_retention,
+        migrate: true,
     }
 }
 

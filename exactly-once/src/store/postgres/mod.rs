@@ -43,8 +43,8 @@ use crate::record::Lease;
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_keys, Advanced, AfterFailure, Durability, Execution, Finish, Finished,
-    FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
+    now_ms, stored_keys, Abandoned, Advanced, AfterFailure, Durability, Execution, Finish,
+    Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use async_trait::async_trait;
@@ -91,6 +91,10 @@ pub struct PostgresOptions {
     pub tombstone_ttl: Duration,
     /// How long a sent outbox message is kept (7 days by default).
     pub outbox_retention: Duration,
+    /// Whether opening applies the migrations the database still needs;
+    /// `false`: the database must be at a schema this release can serve
+    /// on ([`schema`](crate::store::schema)).
+    pub migrate: bool,
 }
 
 impl PostgresOptions {
@@ -108,6 +112,7 @@ impl PostgresOptions {
             attention_after: defaults.attention_after,
             tombstone_ttl: defaults.tombstone_ttl,
             outbox_retention: defaults.outbox_retention,
+            migrate: true,
         }
     }
 
@@ -133,7 +138,10 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects, checks the server is reachable and migrates the schema.
+    /// Connects, checks the server is reachable and migrates the schema
+    /// ([`PostgresOptions::migrate`]); fails if the schema is one this
+    /// release cannot serve on (a later release's migration that does not
+    /// run beside it, named in the error).
     pub async fn open(options: PostgresOptions) -> Result<Self> {
         let mut config: tokio_postgres::Config = options
             .url
@@ -193,7 +201,12 @@ impl PostgresStore {
             app: options.migrations,
             host,
         };
-        schema::migrate(&mut store.client().await?, store.app).await?;
+        let mut client = store.client().await?;
+        if options.migrate {
+            schema::migrate(&mut client, store.app).await?;
+        }
+        crate::store::schema::report(&schema::check(&**client, store.app).await?.fits);
+        drop(client);
         Ok(store)
     }
 
@@ -302,6 +315,10 @@ impl Store for PostgresStore {
         protocol::renew(&self.client().await?, lease, self.clock().lease_secs).await
     }
 
+    async fn release(&self, lease: &Lease) -> Result<bool> {
+        protocol::release(&self.client().await?, lease).await
+    }
+
     async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
         protocol::step_failed(&self.client().await?, lease, error, self.clock()).await
     }
@@ -326,23 +343,28 @@ impl Store for PostgresStore {
         Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
+    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
         let client = self.client().await?;
         let rows = client
             .query(
                 &cached(
                     &client,
-                    "SELECT caller, key FROM idempotency_keys
+                    "SELECT caller, key, recovery_point FROM idempotency_keys
                      WHERE recovery_point <> 'finished' AND leased_until <= now()
+                       AND recovery_point <> ALL($2::text[])
                      ORDER BY leased_until LIMIT $1",
                 )
                 .await?,
-                &[&i64::from(limit)],
+                &[&i64::from(limit), &skip],
             )
             .await
             .map_err(classify)?;
         Ok(stored_keys(rows.iter().map(|row| {
-            (row.get::<_, &[u8]>(0), row.get::<_, &str>(1))
+            (
+                row.get::<_, &[u8]>(0),
+                row.get::<_, &str>(1),
+                row.get::<_, String>(2),
+            )
         })))
     }
 
@@ -384,7 +406,7 @@ impl Store for PostgresStore {
     async fn health(&self) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(classify)?;
-        let version = schema::check(&tx, self.app).await?;
+        let version = schema::check(&*tx, self.app).await?.engine;
         // A write probe: healthy means a write can commit.
         exec(
             &tx,
