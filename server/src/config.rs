@@ -1,14 +1,16 @@
 //! Command-line flags, each also read from its environment variable
 //! (flags win), as docs/CONTRACT.md section 2 fixes them.
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use http::HeaderValue;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The server's configuration; `--help` opens with the crate's description.
+/// Every flag is also taken after a subcommand (`server migrate --database
+/// URL`).
 #[derive(Debug, Clone, Parser)]
-#[command(version, about)]
+#[command(version, about, mut_args(|arg| arg.global(true)))]
 pub struct Config {
     /// Address to bind; port 0 picks a free port (printed as `listening on http://ADDR`).
     #[arg(
@@ -119,6 +121,27 @@ pub struct Config {
     /// the first half of a claim and gives a send up after a quarter.
     #[arg(long, env = "RECEIPT_CLAIM", default_value = "60s", value_name = "DUR", value_parser = receipt_claim)]
     pub receipt_claim: Duration,
+
+    /// Start without migrating: the database must already be at a schema
+    /// this release serves on (a deploy's migration job ran `server
+    /// migrate`); one behind it is refused, naming what it lacks. The
+    /// variable takes `1`/`0` as well as `true`/`false`.
+    #[arg(long, env = "NO_MIGRATE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_migrate: bool,
+
+    /// What to do instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What the binary does instead of serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Apply the database's migrations and exit (a deploy's migration
+    /// job): 0 once the database is at a schema this release serves on;
+    /// non-zero with one line otherwise. Takes the server's flags,
+    /// `--database` above all.
+    Migrate,
 }
 
 /// When an answer may leave.
@@ -311,6 +334,23 @@ mod tests {
         assert_eq!(c.durability, Durability::Relaxed);
         assert!(c.chaos);
         assert_eq!(c.database, DatabaseUrl::Sqlite("/tmp/x/shop.db".into()));
+    }
+
+    #[test]
+    fn migrate_is_a_subcommand_that_takes_the_server_s_flags_on_either_side() {
+        let serve: Config = parse(&["--database", "sqlite://a.db"]).unwrap();
+        assert_eq!(serve.command, None);
+        assert!(!serve.no_migrate);
+        for args in [
+            &["migrate", "--database", "sqlite://a.db"][..],
+            &["--database", "sqlite://a.db", "migrate"][..],
+        ] {
+            let c: Config = parse(args).unwrap();
+            assert_eq!(c.command, Some(Command::Migrate), "{args:?}");
+            assert_eq!(c.database, DatabaseUrl::Sqlite("a.db".into()), "{args:?}");
+        }
+        assert!(parse::<Config>(&["--no-migrate"]).unwrap().no_migrate);
+        assert_refused::<Config>(&[&["migrate", "now"], &["migrations"]]);
     }
 
     #[test]

@@ -53,35 +53,10 @@ pub struct Application {
 }
 
 impl Application {
-    /// Opens the database (migrating it), builds the router and binds.
+    /// Opens the database (migrating it, unless `--no-migrate`), builds
+    /// the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let db = match &config.database {
-            DatabaseUrl::Sqlite(path) => {
-                let options = sqlite_options(&config, path.clone());
-                Db::Sqlite(Arc::new(
-                    tokio::task::spawn_blocking(move || SqliteStore::open(options))
-                        .await
-                        .map_err(|e| {
-                            StoreError::internal("the database opener panicked").caused_by(e)
-                        })??,
-                ))
-            }
-            DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
-                PostgresStore::open(PostgresOptions {
-                    url: url.clone(),
-                    durability: config.durability.into(),
-                    key_ttl: config.key_ttl,
-                    lease: config.operation_lease,
-                    migrations: POSTGRES_MIGRATIONS,
-                    application_name: "idempotent-checkout".to_owned(),
-                    attention_after: config.attention_after,
-                    tombstone_ttl: config.tombstone_ttl,
-                    outbox_retention: config.outbox_retention,
-                    migrate: true,
-                })
-                .await?,
-            )),
-        };
+        let db = open_database(&config, !config.no_migrate).await?;
         let state = state(db, &config);
         let router = router(state.clone(), &config);
         let listener = serve::bind(&config.listen).await?;
@@ -135,6 +110,50 @@ impl Application {
             task.abort();
         }
     }
+}
+
+/// Opens the shop's store on `--database`: migrated first when `migrate`,
+/// else only checked. Either way a schema this release cannot serve on (a
+/// later release's migration that does not run beside it, or one behind
+/// it) is refused, naming the migration.
+pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
+    Ok(match &config.database {
+        DatabaseUrl::Sqlite(path) => {
+            let mut options = sqlite_options(config, path.clone());
+            options.migrate = migrate;
+            Db::Sqlite(Arc::new(
+                tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                    .await
+                    .map_err(|e| {
+                        StoreError::internal("the database opener panicked").caused_by(e)
+                    })??,
+            ))
+        }
+        DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
+            PostgresStore::open(PostgresOptions {
+                url: url.clone(),
+                durability: config.durability.into(),
+                key_ttl: config.key_ttl,
+                lease: config.operation_lease,
+                migrations: POSTGRES_MIGRATIONS,
+                application_name: "idempotent-checkout".to_owned(),
+                attention_after: config.attention_after,
+                tombstone_ttl: config.tombstone_ttl,
+                outbox_retention: config.outbox_retention,
+                migrate,
+            })
+            .await?,
+        )),
+    })
+}
+
+/// `server migrate`, a deploy's migration job: applies the migrations the
+/// database still needs (under PostgreSQL's migration lock, while the
+/// instances of the release before keep serving), checks that this
+/// release serves on the result and that a write commits, and returns.
+pub async fn migrate(config: &Config) -> Result<(), StoreError> {
+    let db = open_database(config, true).await?;
+    db.store().health().await
 }
 
 /// The shop's state over its database: the engine (its store, metrics and
@@ -229,7 +248,7 @@ pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> Sqlit
         attention_after: config.attention_after,
         tombstone_ttl: config.tombstone_ttl,
         outbox_retention: config.outbox_retention,
-        migrate: true,
+        migrate: !config.no_migrate,
     }
 }
 

@@ -1,6 +1,8 @@
 //! `bookings`: the seat booking service. Prints `listening on http://ADDR`
-//! on stdout once it serves; logs on stderr (`RUST_LOG`).
+//! on stdout once it serves; logs on stderr (`RUST_LOG`). `bookings
+//! migrate` migrates the database and exits (a deploy's migration job).
 
+use bookings::config::Command;
 use bookings::{App, Config};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -22,6 +24,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if config.command == Some(Command::Migrate) {
+        return match runtime.block_on(bookings::app::migrate(&config)) {
+            Ok(()) => {
+                println!("migrated: the database serves this release");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: cannot migrate the database: {}",
+                    exactly_once::error::Chain(&e)
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
     runtime.block_on(async {
         let app = match App::build(config).await {
             Ok(app) => app,

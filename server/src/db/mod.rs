@@ -36,6 +36,12 @@ pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
         "0003_clock",
         include_str!("../../migrations/0003_clock.sql"),
     ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        4,
+        "0004_charge_note",
+        include_str!("../../migrations/next-release/0004_charge_note.sql"),
+    ),
 ]);
 
 /// The shop's schema on PostgreSQL (the second rebuilt its tables).
@@ -50,6 +56,20 @@ pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
         "0002_phases",
         include_str!("../../migrations/postgres/0002_phases.sql"),
     ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        3,
+        "0003_charge_note",
+        include_str!("../../migrations/next-release/postgres/0003_charge_note.sql"),
+    ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        4,
+        "0004_pending_charges",
+        include_str!("../../migrations/next-release/postgres/0004_pending_charges.sql"),
+    )
+    .runs_beside(2)
+    .outside_transaction(),
 ]);
 
 /// The database the shop runs on, as the shop reads it.
