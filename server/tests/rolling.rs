@@ -436,6 +436,14 @@ async fn a_contract_migration_makes_the_earlier_release_refuse_to_start_naming_i
     } else {
         (4, "0004_rename_description")
     };
+    // A later release's job gives a ledger that lacks them the columns it
+    // records (nothing to do on this release's ledger, which has them).
+    for column in ["runs_beside BIGINT", "name TEXT"] {
+        let add = format!("ALTER TABLE schema_migrations ADD COLUMN {column}");
+        let _already_there = database
+            .sql(&add, &add.replace("COLUMN", "COLUMN IF NOT EXISTS"))
+            .await;
+    }
     let contract = format!(
         "ALTER TABLE charges RENAME COLUMN description TO memo;
          INSERT INTO schema_migrations (version, applied_at, runs_beside, name)
@@ -506,10 +514,10 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
     let url = database.url();
     let www = tempfile::tempdir().unwrap();
     let www_dir = www.path().to_str().unwrap();
-    let missing = if database.is_postgres() {
-        "from 3 (0003_charge_note)"
+    let (next_version, missing) = if database.is_postgres() {
+        (3, "from 3 (0003_charge_note)")
     } else {
-        "from 4 (0004_charge_note)"
+        (4, "from 4 (0004_charge_note)")
     };
     let serve = [
         "--listen",
@@ -534,7 +542,7 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
     assert_eq!(out.status.code(), Some(1), "NO_MIGRATE=1 does not migrate");
     assert_eq!(
         database
-            .count_where("schema_migrations", "name LIKE '%charge_note'")
+            .count_where("schema_migrations", &format!("version >= {next_version}"))
             .await
             .unwrap(),
         0,
