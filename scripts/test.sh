@@ -3,9 +3,9 @@
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
 # Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
 # PostgreSQL, Patroni and etcd, schemathesis, promtool), then runs every
-# test: lints, the alerting rules' unit tests (promtool), the
-# server's API and crash tests on SQLite and on a throwaway PostgreSQL
-# cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
+# test: lints, the alerting rules' unit tests (promtool), the server's
+# API, crash and rolling-deploy tests on SQLite and on a throwaway
+# PostgreSQL cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
 # harness (PostgreSQL killed and cut off), the API suite and crash harness
 # through PgBouncer in transaction mode,
@@ -48,7 +48,12 @@ step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and po
 # The server's tests start the psp binary, which `cargo test -p server`
 # does not build. The power-cut harness (server/tests/powercut) mounts a
 # FUSE file system: it needs /dev/fuse and root, as on these machines.
+# The rolling-deploy test (server/tests/rolling.rs) runs this release
+# beside the next one: this build with one more migration (the
+# `next-release` feature), kept as server-next.
 cargo build -p psp
+cargo build -p server --features next-release
+cp "${CARGO_TARGET_DIR:-target}/debug/server" "${CARGO_TARGET_DIR:-target}/debug/server-next"
 cargo test -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
@@ -58,12 +63,12 @@ cargo test -p psp
 # counted under its own name in the total. The outage harness (about 70 s)
 # kills and cuts off a cluster of its own, never the shared one; it only
 # needs PostgreSQL installed, which postgres.sh does.
-step "server: the API, crash and instances suites again, and the outage harness, on PostgreSQL"
+step "server: the API, crash, instances and rolling-deploy suites again, and the outage harness, on PostgreSQL"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
-  --test outage -- --include-ignored
+  --test rolling --test outage -- --include-ignored
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every

@@ -4,6 +4,12 @@
 //! retries still finishes and its record answers later retries. On
 //! PostgreSQL with many instances, the lease is taken in the database:
 //! exactly one request or completer runs an operation at a time.
+//!
+//! An operation stopped at a recovery point this release does not know
+//! ([`Steps::knows`](crate::Steps::knows): a later release's, during a
+//! rolling deploy) is left alone: the completer neither takes it over nor
+//! counts a failure, and lists past it (the points it skips are left out
+//! of the listing, so any number of them never hides the others).
 
 use crate::flow::steps::{self, Ended};
 use crate::hooks::NoHooks;
@@ -27,24 +33,64 @@ impl Engine {
 async fn run(state: Engine, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Recovery points seen that this release does not know: never listed
+    // again.
+    let mut unknown: Vec<String> = Vec::new();
     loop {
         tick.tick().await;
         match state.store.census().await {
             Ok(census) => state.metrics.census(&census),
             Err(e) => tracing::warn!(error = %e, "cannot count the unfinished operations"),
         }
-        let abandoned = match state.store.abandoned(BATCH).await {
-            Ok(abandoned) => abandoned,
-            Err(e) => {
-                tracing::warn!(error = %e, "the completer cannot list abandoned operations; next round");
-                continue;
-            }
-        };
-        for (caller, key) in abandoned {
-            let id = OperationId::new(&caller, &key);
-            let span = tracing::info_span!("operation", %caller, op = %id);
-            resume(&state, &caller, &key).instrument(span).await;
+        while round(&state, &mut unknown).await == Round::ListAgain {}
+    }
+}
+
+/// Whether a round's listing should be read again at once.
+#[derive(Debug, PartialEq, Eq)]
+enum Round {
+    /// The listing was full of operations at points this release does not
+    /// know, now left out: the others may be behind them.
+    ListAgain,
+    /// Next interval.
+    Done,
+}
+
+/// Resumes the abandoned operations of one listing, skipping (and
+/// remembering in `unknown`) the points this release does not know.
+async fn round(state: &Engine, unknown: &mut Vec<String>) -> Round {
+    let abandoned = match state.store.abandoned(BATCH, unknown).await {
+        Ok(abandoned) => abandoned,
+        Err(e) => {
+            tracing::warn!(error = %e, "the completer cannot list abandoned operations; next round");
+            return Round::Done;
         }
+    };
+    let full = abandoned.len() >= BATCH as usize;
+    let mut skipped = false;
+    for operation in abandoned {
+        if !state.steps.knows(&operation.point) {
+            if !unknown.contains(&operation.point) {
+                tracing::info!(
+                    point = operation.point.as_str(),
+                    "abandoned operations wait at a recovery point this release does not know; \
+                     the completer leaves them to a release that does"
+                );
+                unknown.push(operation.point);
+            }
+            skipped = true;
+            continue;
+        }
+        let id = OperationId::new(&operation.caller, &operation.key);
+        let span = tracing::info_span!("operation", caller = %operation.caller, op = %id);
+        resume(state, &operation.caller, &operation.key)
+            .instrument(span)
+            .await;
+    }
+    if full && skipped {
+        Round::ListAgain
+    } else {
+        Round::Done
     }
 }
 
@@ -58,6 +104,11 @@ async fn resume(state: &Engine, caller: &Caller, key: &IdempotencyKey) {
             return;
         }
     };
+    if !state.steps.knows(&lease.point) {
+        // A later release moved it on since the listing.
+        steps::leave_to_another_release(state, &lease).await;
+        return;
+    }
     state.metrics.resumed(ResumedBy::completer);
     tracing::info!(
         point = lease.point.as_str(),
@@ -70,7 +121,7 @@ async fn resume(state: &Engine, caller: &Caller, key: &IdempotencyKey) {
                 "the completer finished the operation"
             )
         }
-        Ok(Ended::LeaseLost) => {}
+        Ok(Ended::LeaseLost | Ended::NotKnown(_)) => {}
         Err(e) => {
             tracing::warn!(error = %e, "the completer could not finish the operation; next round")
         }

@@ -58,6 +58,19 @@ pub trait Steps: Send + Sync + 'static {
         let _ = lease;
         Ok(None)
     }
+
+    /// Whether this release knows the recovery point `point`: can run its
+    /// step. During a rolling deploy a later release may stop operations
+    /// at points this one has never heard of; the engine leaves those to a
+    /// release that knows them: the completer skips them, and a retry that
+    /// lands here is answered 503 (the outcome is not known yet, retry)
+    /// without running anything, counting a failure or setting the
+    /// operation aside. Every point by default; say which when a release
+    /// adds one (and a new shape of a point's state is a new point).
+    fn knows(&self, point: &str) -> bool {
+        let _ = point;
+        true
+    }
 }
 
 /// The steps of an application whose operations all finish in one phase.
@@ -71,6 +84,11 @@ impl Steps for NoSteps {
             "an operation stopped at {:?} and this application has no steps",
             lease.point
         )))
+    }
+
+    /// None: an operation stopped at a point is another release's.
+    fn knows(&self, _point: &str) -> bool {
+        false
     }
 }
 

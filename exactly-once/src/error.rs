@@ -98,6 +98,12 @@ pub enum Error {
     /// A bug or an unexpected database error: everything was rolled back.
     #[error("internal error; nothing was done")]
     Internal(#[source] BoxError),
+    /// The database's schema is one this release cannot serve on (not
+    /// migrated yet, or migrated by a later release with a migration that
+    /// does not run beside this one): nothing was done. The text names the
+    /// migration, for the operator reading `/healthz`.
+    #[error("this release cannot serve on the database's schema, so nothing was done: {0}")]
+    IncompatibleSchema(String),
 }
 
 /// A step that could not reach what it calls (a partner's API): answered 503 with `Retry-After` and the problem type
@@ -135,6 +141,7 @@ impl From<StoreError> for Error {
             StoreErrorKind::Unavailable => Self::Unavailable(Box::new(e)),
             StoreErrorKind::OutcomeUnknown => Self::OutcomeUnknown(Box::new(e)),
             StoreErrorKind::Internal => Self::Internal(Box::new(e)),
+            StoreErrorKind::IncompatibleSchema => Self::IncompatibleSchema(e.context().to_owned()),
         }
     }
 }
@@ -228,7 +235,7 @@ impl Error {
                 "operation-needs-attention",
                 "Operation needs attention",
             ),
-            Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) => (
+            Unavailable(_) | OutcomeUnknown(_) | Unfinished(_) | IncompatibleSchema(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
@@ -323,6 +330,7 @@ impl IntoResponse for Error {
             | Error::OutcomeUnknown(_)
             | Error::Unfinished(_)
             | Error::StepUnavailable(_)
+            | Error::IncompatibleSchema(_)
             | Error::IdempotencyKeyInUse => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }

@@ -62,6 +62,7 @@ pub use operation_id::OperationId;
 pub use record::{Lease, Record, Step, StoredResponse};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{PostgresOptions, PostgresStore};
+pub use store::schema::Migration;
 #[cfg(feature = "sqlite")]
 pub use store::sqlite::{SqliteOptions, SqliteStore};
 pub use store::{Durability, Lifetimes, Operation, RunContext, Store, StoreError};

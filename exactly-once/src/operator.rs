@@ -470,6 +470,15 @@ pub enum OperatorError {
     /// Another holder took the operation meanwhile.
     #[error("operation {0} was taken over by another holder meanwhile; look again")]
     LeaseLost(OperationId),
+    /// Stopped at a recovery point this release does not know (a later
+    /// release's, during a rolling deploy): nothing ran.
+    #[error("operation {op} waits at {point:?}, which this release does not know: retry it with the release that stopped it there")]
+    UnknownPoint {
+        /// The operation.
+        op: OperationId,
+        /// Its recovery point.
+        point: String,
+    },
     /// The application refused the settlement.
     #[error("not settled: {0}")]
     Declined(#[from] Refusal),
@@ -572,6 +581,7 @@ impl Engine {
         match steps::run_to_end(self, lease, &NoHooks).await {
             Ok(Ended::Finished(response)) => Ok(Retried::Finished(response)),
             Ok(Ended::LeaseLost) => Err(OperatorError::LeaseLost(op)),
+            Ok(Ended::NotKnown(point)) => Err(OperatorError::UnknownPoint { op, point }),
             Err(e) => {
                 tracing::warn!(%op, error = %Chain(&e), "the operator's retry failed");
                 Ok(Retried::Failed(e))

@@ -22,13 +22,18 @@ use crate::domain::{Answer, Charge, ChargeId, ChargeParams, IdempotencyKey};
 use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
+use serve::migrations::Migration;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 /// The schema, in order; a version is applied once and recorded in
 /// `schema_migrations`.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[Migration] = &[Migration::contract(
+    1,
+    "0001_init",
+    include_str!("../migrations/0001_init.sql"),
+)];
 /// Jobs that may wait for the writer before requests wait to enqueue.
 const QUEUE_DEPTH: usize = 4096;
 /// How long the connection waits for another process's lock.
@@ -363,7 +368,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     let found = serve::migrations::migrate(conn, MIGRATIONS, now_ms(), |version| {
         tracing::info!(version, "ledger migration applied");
     })?;
-    let known = MIGRATIONS.last().map_or(0, |(v, _)| *v);
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
     if found > known {
         return Err(LedgerError::NewerSchema { found, known });
     }
@@ -449,7 +454,10 @@ mod tests {
         drop(Ledger::open(&path, Duration::from_secs(60)).unwrap());
         Connection::open(&path)
             .unwrap()
-            .execute("INSERT INTO schema_migrations VALUES (99, 0)", [])
+            .execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)",
+                [],
+            )
             .unwrap();
         assert!(matches!(
             Ledger::open(&path, Duration::from_secs(60)),

@@ -7,10 +7,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The server's configuration; `--help` opens with the crate's description.
+/// Every flag is also taken after a subcommand (`server migrate --database
+/// URL`).
 #[derive(Debug, Clone, Parser)]
-#[command(version, about)]
+#[command(version, about, mut_args(|arg| arg.global(true)))]
 pub struct Config {
-    /// Instead of serving: an operator's command (docs/OPERATIONS.md).
+    /// Instead of serving: a deploy's migration job, or an operator's
+    /// command (docs/OPERATIONS.md).
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -126,11 +129,23 @@ pub struct Config {
     /// the first half of a claim and gives a send up after a quarter.
     #[arg(long, env = "RECEIPT_CLAIM", default_value = "60s", value_name = "DUR", value_parser = receipt_claim)]
     pub receipt_claim: Duration,
+
+    /// Start without migrating: the database must already be at a schema
+    /// this release serves on (a deploy's migration job ran `server
+    /// migrate`); one behind it is refused, naming what it lacks. The
+    /// variable takes `1`/`0` as well as `true`/`false`.
+    #[arg(long, env = "NO_MIGRATE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_migrate: bool,
 }
 
 /// What the binary does instead of serving.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
+    /// Apply the database's migrations and exit (a deploy's migration
+    /// job): 0 once the database is at a schema this release serves on;
+    /// non-zero with one line otherwise. Takes the server's flags,
+    /// `--database` above all.
+    Migrate,
     /// The operator's view of unfinished and dead-lettered operations:
     /// list, show, retry, settle (against --database; no server needed).
     Operations(crate::operations::Operations),
@@ -434,6 +449,23 @@ mod tests {
         assert_eq!(c.durability, Durability::Relaxed);
         assert!(c.chaos);
         assert_eq!(c.database, DatabaseUrl::Sqlite("/tmp/x/shop.db".into()));
+    }
+
+    #[test]
+    fn migrate_is_a_subcommand_that_takes_the_server_s_flags_on_either_side() {
+        let serve: Config = parse(&["--database", "sqlite://a.db"]).unwrap();
+        assert!(serve.command.is_none());
+        assert!(!serve.no_migrate);
+        for args in [
+            &["migrate", "--database", "sqlite://a.db"][..],
+            &["--database", "sqlite://a.db", "migrate"][..],
+        ] {
+            let c: Config = parse(args).unwrap();
+            assert!(matches!(c.command, Some(Command::Migrate)), "{args:?}");
+            assert_eq!(c.database, DatabaseUrl::Sqlite("a.db".into()), "{args:?}");
+        }
+        assert!(parse::<Config>(&["--no-migrate"]).unwrap().no_migrate);
+        assert_refused::<Config>(&[&["migrate", "now"], &["migrations"]]);
     }
 
     #[test]

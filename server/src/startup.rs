@@ -59,9 +59,10 @@ pub struct Application {
 }
 
 impl Application {
-    /// Opens the database (migrating it), builds the router and binds.
+    /// Opens the database (migrating it, unless `--no-migrate`), builds
+    /// the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let db = open_database(&config).await?;
+        let db = open_database(&config, !config.no_migrate).await?;
         let provider = provider(&config)?;
         let state = state(db, &config, provider);
         let mailer = match config.smtp_url.clone() {
@@ -135,13 +136,15 @@ pub(crate) fn provider(
     Ok(Some((url.to_owned(), roots)))
 }
 
-/// Opens (and migrates) the database `--database` names, with the
-/// store's settings from the flags: what the server and `server
-/// operations` run on.
-pub async fn open_database(config: &Config) -> Result<Db, StoreError> {
+/// Opens the shop's store on `--database`: migrated first when `migrate`,
+/// else only checked. Either way a schema this release cannot serve on (a
+/// later release's migration that does not run beside it, or one behind
+/// it) is refused, naming the migration.
+pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
     Ok(match &config.database {
         DatabaseUrl::Sqlite(path) => {
-            let options = sqlite_options(config, path.clone());
+            let mut options = sqlite_options(config, path.clone());
+            options.migrate = migrate;
             Db::Sqlite(Arc::new(
                 tokio::task::spawn_blocking(move || SqliteStore::open(options))
                     .await
@@ -161,10 +164,20 @@ pub async fn open_database(config: &Config) -> Result<Db, StoreError> {
                 attention_after: config.attention_after,
                 tombstone_ttl: config.tombstone_ttl,
                 outbox_retention: config.outbox_retention,
+                migrate,
             })
             .await?,
         )),
     })
+}
+
+/// `server migrate`, a deploy's migration job: applies the migrations the
+/// database still needs (under PostgreSQL's migration lock, while the
+/// instances of the release before keep serving), checks that this
+/// release serves on the result and that a write commits, and returns.
+pub async fn migrate(config: &Config) -> Result<(), StoreError> {
+    let db = open_database(config, true).await?;
+    db.store().health().await
 }
 
 /// The shop's state over its database: the engine (its store, metrics and
@@ -270,6 +283,7 @@ pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> Sqlit
         attention_after: config.attention_after,
         tombstone_ttl: config.tombstone_ttl,
         outbox_retention: config.outbox_retention,
+        migrate: !config.no_migrate,
     }
 }
 

@@ -39,6 +39,7 @@ const SERVER_ENV: &[&str] = &[
     "COMPLETE_INTERVAL",
     "PSP_TIMEOUT",
     "RECEIPT_CLAIM",
+    "NO_MIGRATE",
     "LOG_FORMAT",
 ];
 
@@ -57,9 +58,17 @@ pub struct ServerBuilder {
     www: Option<PathBuf>,
     database: Option<Database>,
     log: Option<PathBuf>,
+    binary: Option<Binary>,
 }
 
 impl ServerBuilder {
+    /// Starts `binary` instead of `server` (another build of it: the next
+    /// release, for a rolling deploy).
+    pub fn binary(mut self, binary: Binary) -> Self {
+        self.binary = Some(binary);
+        self
+    }
+
     /// `--chaos`: honour `X-Chaos`.
     pub fn chaos(mut self) -> Self {
         self.chaos = true;
@@ -163,7 +172,7 @@ impl ServerBuilder {
                 www
             }
         };
-        let mut launch = Launch::new(Binary::server());
+        let mut launch = Launch::new(self.binary.unwrap_or(Binary::server()));
         for name in SERVER_ENV {
             launch = launch.env_remove(name);
         }

@@ -159,6 +159,10 @@ async fn run_in_span<C, H: Hooks>(
             tracing::info!(point = lease.point.as_str(), "started");
             go_on(state, lease, hooks).await
         }
+        Execution::Resumed(lease) if !state.steps.knows(&lease.point) => {
+            steps::leave_to_another_release(state, &lease).await;
+            Err(steps::not_known(&lease.point))
+        }
         Execution::Resumed(lease) => {
             state.metrics.resumed(ResumedBy::retry);
             tracing::info!(
@@ -208,6 +212,7 @@ async fn go_on(state: &Engine, lease: Lease, hooks: &dyn Hooks) -> Result<Respon
     match ended {
         Ended::Finished(response) => finished(response, hooks).await,
         Ended::LeaseLost => taken_over(state, &caller, &key).await,
+        Ended::NotKnown(point) => Err(steps::not_known(&point)),
     }
 }
 

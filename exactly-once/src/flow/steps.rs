@@ -37,6 +37,10 @@ pub(crate) enum Ended {
     Finished(StoredResponse),
     /// The lease was no longer ours: someone else finished it or holds it.
     LeaseLost,
+    /// The operation waits at a recovery point this release does not know
+    /// (a later release's): nothing ran, and the lease was given up for a
+    /// release that knows it.
+    NotKnown(String),
 }
 
 /// Runs the operation from the lease's recovery point to its end.
@@ -46,6 +50,10 @@ pub(crate) async fn run_to_end(
     hooks: &dyn Hooks,
 ) -> Result<Ended, Error> {
     loop {
+        if !state.steps.knows(&lease.point) {
+            leave_to_another_release(state, &lease).await;
+            return Ok(Ended::NotKnown(lease.point));
+        }
         let span = tracing::info_span!("phase", point = lease.point.as_str());
         match next_phase(state, &lease, hooks).instrument(span).await? {
             Advanced::Finished(response) => return Ok(Ended::Finished(response)),
@@ -53,6 +61,33 @@ pub(crate) async fn run_to_end(
             Advanced::LeaseLost => return Ok(Ended::LeaseLost),
         }
     }
+}
+
+/// An operation at a recovery point this release does not know is left to
+/// a release that does: its lease is given up at once, and nothing is run
+/// or counted (neither a failure nor a step towards a dead letter).
+pub(crate) async fn leave_to_another_release(state: &Engine, lease: &Lease) {
+    tracing::info!(
+        point = lease.point.as_str(),
+        "the operation waits at a recovery point this release does not know; left to a release \
+         that does"
+    );
+    if let Err(e) = state.store.release(lease).await {
+        tracing::warn!(error = %e, "could not give the lease up; it runs out by itself");
+    }
+}
+
+/// What a request whose operation waits at a recovery point this release
+/// does not know is told: the outcome is not known yet (503, retry with
+/// the same key).
+pub(crate) fn not_known(point: &str) -> Error {
+    Error::Unfinished(
+        format!(
+            "the operation waits at the recovery point {point:?}, which this release does not \
+             know; a release that knows it finishes it"
+        )
+        .into(),
+    )
 }
 
 /// The step the lease's recovery point calls for, then its phase.

@@ -25,9 +25,23 @@
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! store_option_setters {
     () => {
-        /// Your migrations: `(version, SQL)` from 1 up, each applied once.
-        pub fn migrations(mut self, migrations: &'static [(i64, &'static str)]) -> Self {
+        /// Your migrations, from version 1 up, each applied once
+        /// ([`Migration`](crate::store::schema::Migration): each says which
+        /// earlier releases can run beside it).
+        pub fn migrations(
+            mut self,
+            migrations: &'static [$crate::store::schema::Migration],
+        ) -> Self {
             self.migrations = $crate::store::schema::Migrations(migrations);
+            self
+        }
+
+        /// Whether opening the store applies the migrations the database
+        /// still needs (yes by default). `false`: it only checks that this
+        /// release can serve on the schema it finds, and refuses one that
+        /// is behind it (a deploy whose migration job migrates first).
+        pub fn migrate(mut self, migrate: bool) -> Self {
+            self.migrate = migrate;
             self
         }
 
@@ -394,6 +408,12 @@ pub enum StoreErrorKind {
     OutcomeUnknown,
     /// Anything else: a bug or a corrupt database; nothing was done (500).
     Internal,
+    /// The database's schema is one this release cannot serve on: not
+    /// migrated to this release's version yet, or migrated by a later
+    /// release with a migration that does not run beside this one
+    /// ([`schema`]). Nothing was done (503); the context names the
+    /// migration.
+    IncompatibleSchema,
 }
 
 impl StoreError {
@@ -424,6 +444,22 @@ impl StoreError {
         }
     }
 
+    /// The database's schema is one this release cannot serve on;
+    /// `context` names the migration that stands in the way.
+    pub fn incompatible_schema(context: impl Into<String>) -> Self {
+        Self {
+            kind: StoreErrorKind::IncompatibleSchema,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// What the error says without its causes (for the incompatible
+    /// schema, the migration that stands in the way).
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
     /// A driver's error, sorted by the backend: [`unavailable`](Self::unavailable)
     /// when a retry may fix it, [`internal`](Self::internal) otherwise.
     pub fn sorted(
@@ -450,8 +486,9 @@ impl StoreError {
         self.kind
     }
 
-    /// True when a retry may succeed: [`StoreErrorKind::Unavailable`] or
-    /// [`StoreErrorKind::OutcomeUnknown`].
+    /// True when a retry may succeed: every kind but
+    /// [`StoreErrorKind::Internal`] (an incompatible schema is fixed by
+    /// deploying the release it needs, or by migrating).
     pub fn is_unavailable(&self) -> bool {
         self.kind != StoreErrorKind::Internal
     }
@@ -465,6 +502,9 @@ impl fmt::Display for StoreError {
                 write!(f, "database commit outcome unknown: {}", self.context)
             }
             StoreErrorKind::Internal => write!(f, "database error: {}", self.context),
+            StoreErrorKind::IncompatibleSchema => {
+                write!(f, "incompatible database schema: {}", self.context)
+            }
         }
     }
 }
@@ -523,6 +563,12 @@ pub trait Store: Send + Sync + 'static {
     /// holder's.
     async fn renew(&self, lease: &Lease) -> Result<bool>;
 
+    /// Gives the lease up at once and counts nothing: its holder will not
+    /// run the step (a recovery point its release does not know), and a
+    /// release that knows it may take the operation over now. False when
+    /// the lease was no longer the holder's.
+    async fn release(&self, lease: &Lease) -> Result<bool>;
+
     /// A step of the lease's operation failed with `error`: counted and
     /// kept as the operation's last error, and the lease given up at once
     /// so that a retry may go on. An operation started longer ago than the
@@ -538,8 +584,11 @@ pub trait Store: Send + Sync + 'static {
     async fn needing_attention(&self) -> Result<u64>;
 
     /// Up to `limit` operations stopped at a recovery point whose lease ran
-    /// out: what the completer resumes.
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>>;
+    /// out, each with its point: what the completer resumes. Those stopped
+    /// at one of the points in `skip` (points the calling release does not
+    /// know, left to a release that does) are not listed, so that they
+    /// never hide the others.
+    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>>;
 
     /// Takes over an abandoned operation (its lease ran out); `None` when it
     /// is held or finished meanwhile.
@@ -640,8 +689,20 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-/// The keys the completer may resume, from records' stored callers and
-/// keys; a row that does not hold one (never written so) is skipped.
+/// An operation stopped at a recovery point whose lease ran out
+/// ([`Store::abandoned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Whose.
+    pub caller: Caller,
+    /// Its key.
+    pub key: IdempotencyKey,
+    /// Where it stopped.
+    pub point: String,
+}
+
+/// Callers and keys from records' stored ones; a row that does not hold
+/// one (never written so) is skipped.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
     rows: impl IntoIterator<Item = (C, K)>,
@@ -651,6 +712,22 @@ pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
             let caller = Caller::from_bytes(caller.as_ref().try_into().ok()?);
             let key = IdempotencyKey::parse(key.as_ref().as_bytes()).ok()?;
             Some((caller, key))
+        })
+        .collect()
+}
+
+/// The operations the completer may resume, from records' stored callers,
+/// keys and points; a row that does not hold a caller or a key (never
+/// written so) is skipped.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn stored_abandoned<C: AsRef<[u8]>, K: AsRef<str>>(
+    rows: impl IntoIterator<Item = (C, K, String)>,
+) -> Vec<Abandoned> {
+    rows.into_iter()
+        .filter_map(|(caller, key, point)| {
+            let caller = Caller::from_bytes(caller.as_ref().try_into().ok()?);
+            let key = IdempotencyKey::parse(key.as_ref().as_bytes()).ok()?;
+            Some(Abandoned { caller, key, point })
         })
         .collect()
 }

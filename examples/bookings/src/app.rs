@@ -29,6 +29,40 @@ pub enum StartupError {
     Bind(String, #[source] std::io::Error),
 }
 
+/// Opens the store on `--database` (this service's migrations with the
+/// engine's): migrated first when `migrate`, else only checked. A schema
+/// this release cannot serve on is refused, naming the migration.
+pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
+    Ok(match &config.database {
+        DatabaseUrl::Sqlite(path) => {
+            let mut options = SqliteOptions::new(path)
+                .migrations(SQLITE_MIGRATIONS)
+                .migrate(migrate);
+            options.durability = config.durability.into();
+            options.lease = config.operation_lease;
+            // Opening migrates and starts the writer thread: blocking.
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                .await
+                .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
+            Db::Sqlite(Arc::new(store))
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut options = PostgresOptions::new(url)
+                .migrations(POSTGRES_MIGRATIONS)
+                .migrate(migrate);
+            options.durability = config.durability.into();
+            options.lease = config.operation_lease;
+            Db::Postgres(Arc::new(PostgresStore::open(options).await?))
+        }
+    })
+}
+
+/// `bookings migrate`: applies the migrations the database still needs,
+/// checks that this release serves on the result, and returns.
+pub async fn migrate(config: &Config) -> Result<(), StoreError> {
+    open_database(config, true).await?.store().health().await
+}
+
 /// A bound, ready service.
 pub struct App {
     listener: TcpListener,
@@ -37,9 +71,9 @@ pub struct App {
 }
 
 impl App {
-    /// Opens (and migrates) the database and binds.
+    /// Opens (and migrates, unless `--no-migrate`) the database and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let (engine, db) = open(&config).await?;
+        let (engine, db) = open(&config, !config.no_migrate).await?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|e| StartupError::Bind(config.listen.clone(), e))?;
@@ -53,25 +87,8 @@ impl App {
 
 /// Opens (and migrates) the database, and the engine with the partner
 /// step over it: what the service and `bookings operations` run on.
-pub async fn open(config: &Config) -> Result<(Engine, Db), StoreError> {
-    let db = match &config.database {
-        DatabaseUrl::Sqlite(path) => {
-            let mut options = SqliteOptions::new(path).migrations(SQLITE_MIGRATIONS);
-            options.durability = config.durability.into();
-            options.lease = config.operation_lease;
-            // Opening migrates and starts the writer thread: blocking.
-            let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
-                .await
-                .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
-            Db::Sqlite(Arc::new(store))
-        }
-        DatabaseUrl::Postgres(url) => {
-            let mut options = PostgresOptions::new(url).migrations(POSTGRES_MIGRATIONS);
-            options.durability = config.durability.into();
-            options.lease = config.operation_lease;
-            Db::Postgres(Arc::new(PostgresStore::open(options).await?))
-        }
-    };
+pub async fn open(config: &Config, migrate: bool) -> Result<(Engine, Db), StoreError> {
+    let db = open_database(config, migrate).await?;
     let engine = Engine::builder(db.store())
         .steps(PartnerSteps::new(
             &config.partner_url,

@@ -1,6 +1,6 @@
 //! The service's flags, each with an environment variable.
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,13 +8,15 @@ use std::time::Duration;
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "bookings",
-    about = "A seat booking service: exactly-once bookings confirmed at a partner"
+    about = "A seat booking service: exactly-once bookings confirmed at a partner",
+    mut_args(|arg| arg.global(true))
 )]
 pub struct Config {
-    /// Instead of serving: `operations list|show|retry`, an operator's view
-    /// of unfinished bookings (the engine's `exactly_once::operator`).
+    /// Instead of serving: `migrate`, a deploy's migration job, or
+    /// `operations list|show|retry`, an operator's view of unfinished
+    /// bookings (the engine's `exactly_once::operator`).
     #[command(subcommand)]
-    pub command: Option<crate::operations::Command>,
+    pub command: Option<Command>,
 
     /// The address to listen on (port 0 picks one; the address is printed).
     #[arg(long, env = "BOOKINGS_LISTEN", default_value = "127.0.0.1:8080")]
@@ -57,6 +59,22 @@ pub struct Config {
     /// cut).
     #[arg(long, env = "BOOKINGS_DURABILITY", default_value = "full")]
     pub durability: Durability,
+
+    /// Start without migrating: the database must already be at a schema
+    /// this release serves on (`bookings migrate` ran first).
+    #[arg(long, env = "BOOKINGS_NO_MIGRATE", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_migrate: bool,
+}
+
+/// What the binary does instead of serving.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Apply the database's migrations and exit (a deploy's migration
+    /// job): 0 once the database is at a schema this release serves on.
+    Migrate,
+    /// An operator's view of the bookings.
+    #[command(subcommand)]
+    Operations(crate::operations::Operations),
 }
 
 /// Where the bookings are kept.
@@ -118,5 +136,15 @@ mod tests {
         );
         assert!(DatabaseUrl::parse("sqlite://").is_err());
         assert!(DatabaseUrl::parse("mysql://x").is_err());
+    }
+
+    #[test]
+    fn migrate_takes_the_service_s_flags() {
+        let c =
+            Config::try_parse_from(["bookings", "migrate", "--database", "sqlite://b.db"]).unwrap();
+        assert_eq!(c.command, Some(Command::Migrate));
+        assert_eq!(c.database, DatabaseUrl::Sqlite("b.db".into()));
+        let c = Config::try_parse_from(["bookings", "--no-migrate"]).unwrap();
+        assert!(c.no_migrate && c.command.is_none());
     }
 }

@@ -2,14 +2,19 @@
 //! store, and its reads, beside the engine's records in the same database.
 
 use exactly_once::store::postgres::Sql;
+use exactly_once::store::schema::Migration;
 use exactly_once::{Caller, PostgresStore, SqliteStore, Store, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
 use tokio_postgres::types::Type;
 
-/// The `bookings` table on SQLite.
-pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
+/// The `bookings` table on SQLite. A migration added later says which
+/// earlier releases can run beside it: `Migration::expand` for a new
+/// table, column or index, `Migration::contract` for a drop or a rename
+/// (docs/ENGINE.md, "Rolling releases").
+pub const SQLITE_MIGRATIONS: &[Migration] = &[Migration::contract(
     1,
+    "0001_bookings",
     "CREATE TABLE bookings (
        id TEXT PRIMARY KEY,
        caller BLOB NOT NULL,
@@ -23,8 +28,9 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
 )];
 
 /// The `bookings` table on PostgreSQL.
-pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[(
+pub const POSTGRES_MIGRATIONS: &[Migration] = &[Migration::contract(
     1,
+    "0001_bookings",
     "CREATE TABLE bookings (
        id TEXT PRIMARY KEY,
        caller BYTEA NOT NULL,

@@ -1,7 +1,9 @@
 //! `bookings`: the seat booking service. Prints `listening on http://ADDR`
 //! on stdout once it serves; logs on stderr (`RUST_LOG`). `bookings
-//! operations list|show|retry` is the operator's view instead.
+//! operations list|show|retry` is the operator's view instead; `bookings
+//! migrate` migrates the database and exits (a deploy's migration job).
 
+use bookings::config::Command;
 use bookings::{App, Config};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -23,9 +25,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if config.command == Some(Command::Migrate) {
+        return match runtime.block_on(bookings::app::migrate(&config)) {
+            Ok(()) => {
+                println!("migrated: the database serves this release");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!(
+                    "error: cannot migrate the database: {}",
+                    exactly_once::error::Chain(&e)
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
     runtime.block_on(async {
-        if let Some(bookings::operations::Command::Operations(command)) = &config.command {
-            let ran = match bookings::app::open(&config).await {
+        if let Some(Command::Operations(command)) = &config.command {
+            let ran = match bookings::app::open(&config, false).await {
                 Ok((engine, _)) => bookings::operations::run(&engine, command).await,
                 Err(e) => Err(exactly_once::error::Chain(&e).to_string()),
             };

@@ -10,16 +10,8 @@ use clap::Subcommand;
 use exactly_once::operator::{Intervention, ListFilter, OperationRecord, OperationRef, Retried};
 use exactly_once::Engine;
 
-/// The operator's commands.
-#[derive(Debug, Clone, Subcommand)]
-pub enum Command {
-    /// An operator's view of the bookings.
-    #[command(subcommand)]
-    Operations(Operations),
-}
-
 /// `bookings operations …`
-#[derive(Debug, Clone, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Operations {
     /// Unfinished bookings, oldest first: running, stalled, needs-attention.
     List,

@@ -105,4 +105,10 @@ impl Steps for PartnerSteps {
             ))),
         }
     }
+
+    /// `seat_held` only: a booking a later release stopped elsewhere is
+    /// left to that release.
+    fn knows(&self, point: &str) -> bool {
+        point == SEAT_HELD
+    }
 }

@@ -8,23 +8,68 @@ pub mod sqlite;
 mod sqlite_reads;
 
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
-use exactly_once::store::schema::Migrations;
+use exactly_once::store::schema::{Migration, Migrations};
 use exactly_once::store::Result;
 use exactly_once::{PostgresStore, SqliteStore, Store};
 use std::sync::Arc;
 
 /// The shop's schema on SQLite: its history, which created the engine's
 /// tables too before the engine was a library (the engine adopts them).
+/// Each says which earlier releases can run beside it (docs/ENGINE.md,
+/// "Rolling releases"): none of these, as it happens. The first made the
+/// schema, the second rebuilt its tables, and the third moved every lease
+/// and expiry onto the database's own clock, which a release built for
+/// version 2 (on the wall clock) would misjudge.
 pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
-    (1, include_str!("../../migrations/0001_init.sql")),
-    (2, include_str!("../../migrations/0002_phases.sql")),
-    (3, include_str!("../../migrations/0003_clock.sql")),
+    Migration::contract(
+        1,
+        "0001_init",
+        include_str!("../../migrations/0001_init.sql"),
+    ),
+    Migration::contract(
+        2,
+        "0002_phases",
+        include_str!("../../migrations/0002_phases.sql"),
+    ),
+    Migration::contract(
+        3,
+        "0003_clock",
+        include_str!("../../migrations/0003_clock.sql"),
+    ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        4,
+        "0004_charge_note",
+        include_str!("../../migrations/next-release/0004_charge_note.sql"),
+    ),
 ]);
 
-/// The shop's schema on PostgreSQL.
+/// The shop's schema on PostgreSQL (the second rebuilt its tables).
 pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
-    (1, include_str!("../../migrations/postgres/0001_init.sql")),
-    (2, include_str!("../../migrations/postgres/0002_phases.sql")),
+    Migration::contract(
+        1,
+        "0001_init",
+        include_str!("../../migrations/postgres/0001_init.sql"),
+    ),
+    Migration::contract(
+        2,
+        "0002_phases",
+        include_str!("../../migrations/postgres/0002_phases.sql"),
+    ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        3,
+        "0003_charge_note",
+        include_str!("../../migrations/next-release/postgres/0003_charge_note.sql"),
+    ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        4,
+        "0004_pending_charges",
+        include_str!("../../migrations/next-release/postgres/0004_pending_charges.sql"),
+    )
+    .runs_beside(2)
+    .outside_transaction(),
 ]);
 
 /// The database the shop runs on, as the shop reads it.

@@ -341,7 +341,10 @@ fn health() -> Responses {
     answers([
         (
             200,
-            json::<Health>("The database is reachable, migrated and writable."),
+            json::<Health>(
+                "The database is reachable, migrated (to this release's schema, or to a later \
+                 release's whose migrations run beside this one) and writable.",
+            ),
         ),
         (500, internal()),
         (503, unavailable(&["unavailable"])),

@@ -166,6 +166,7 @@ pub fn main() -> Option<ExitCode> {
     let mut config = Config::try_parse().ok()?;
     let command = match config.command.take()? {
         crate::config::Command::Operations(operations) => operations.command,
+        crate::config::Command::Migrate => return None,
     };
     serve::logs::init("warn");
     let runtime = match tokio::runtime::Runtime::new() {
@@ -189,7 +190,7 @@ pub fn main() -> Option<ExitCode> {
 /// Runs one subcommand against the configured database; what it printed
 /// on stdout is its answer.
 pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode, String> {
-    let db = open_database(config).await.map_err(|e| {
+    let db = open_database(config, false).await.map_err(|e| {
         format!(
             "cannot open the database: {}",
             exactly_once::error::Chain(&e)

@@ -21,6 +21,7 @@ mod process;
 mod provider;
 mod receipts;
 mod recovery;
+mod releases;
 mod reservations;
 mod restores;
 mod secrets;

@@ -184,6 +184,7 @@ fn every_api_error() -> Vec<ApiError> {
         Error::Unfinished("started".into()),
         Error::StepFailedForGood("refused".into()),
         Error::OperationNeedsAttention,
+        Error::IncompatibleSchema("a later migration".into()),
         Error::internal("bug"),
     ];
     for error in &engine {
@@ -203,6 +204,7 @@ fn every_api_error() -> Vec<ApiError> {
             | Error::Unfinished(_)
             | Error::StepFailedForGood(_)
             | Error::OperationNeedsAttention
+            | Error::IncompatibleSchema(_)
             | Error::Internal(_) => {}
         }
     }

@@ -58,8 +58,8 @@ use crate::record::{Lease, StoredResponse};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_keys, Advanced, AfterFailure, Durability, Execution, Finish, Finished,
-    FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
+    now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, Durability, Execution, Finish,
+    Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -112,6 +112,10 @@ pub struct PostgresOptions {
     pub tombstone_ttl: Duration,
     /// How long a sent outbox message is kept (7 days by default).
     pub outbox_retention: Duration,
+    /// Whether opening applies the migrations the database still needs;
+    /// `false`: the database must be at a schema this release can serve
+    /// on ([`schema`](crate::store::schema)).
+    pub migrate: bool,
 }
 
 impl PostgresOptions {
@@ -129,6 +133,7 @@ impl PostgresOptions {
             attention_after: defaults.attention_after,
             tombstone_ttl: defaults.tombstone_ttl,
             outbox_retention: defaults.outbox_retention,
+            migrate: true,
         }
     }
 
@@ -156,7 +161,10 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects, checks the server is reachable and migrates the schema.
+    /// Connects, checks the server is reachable and migrates the schema
+    /// ([`PostgresOptions::migrate`]); fails if the schema is one this
+    /// release cannot serve on (a later release's migration that does not
+    /// run beside it, named in the error).
     pub async fn open(options: PostgresOptions) -> Result<Self> {
         let (url, pooled) = session::pooler_in(&options.url)?;
         let mut settings = Settings::parse(&url)
@@ -180,7 +188,14 @@ impl PostgresStore {
             .connect(Bound::None)
             .await
             .map_err(|e| StoreError::unavailable("cannot connect to PostgreSQL").caused_by(e))?;
-        schema::migrate(&mut first, options.migrations).await?;
+        if options.migrate {
+            schema::migrate(&mut first, options.migrations, session.pooled()).await?;
+        }
+        // In a transaction: behind a pooler, the only place a statement's
+        // parse and its execution reach the same server connection.
+        let tx = first.transaction().await.map_err(classify)?;
+        crate::store::schema::report(&schema::check(&tx, options.migrations).await?.fits);
+        tx.commit().await.map_err(classify)?;
         drop(first);
         let manager = Manager::from_connect(
             config,
@@ -322,6 +337,11 @@ impl Store for PostgresStore {
         protocol::renew(&**client, lease, self.clock().lease_secs).await
     }
 
+    async fn release(&self, lease: &Lease) -> Result<bool> {
+        let client = self.client().await?;
+        protocol::release(&**client, lease).await
+    }
+
     async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
         let client = self.client().await?;
         protocol::step_failed(&**client, lease, error, self.clock()).await
@@ -344,18 +364,23 @@ impl Store for PostgresStore {
         Ok(row.get::<_, i64>(0).unsigned_abs())
     }
 
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
+    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
         const ABANDONED: Sql = Sql::new(
-            "SELECT caller, key FROM idempotency_keys
+            "SELECT caller, key, recovery_point FROM idempotency_keys
              WHERE recovery_point <> 'finished' AND leased_until <= now()
+               AND recovery_point <> ALL($2)
              ORDER BY leased_until LIMIT $1",
-            &[Type::INT8],
+            &[Type::INT8, Type::TEXT_ARRAY],
         );
         let rows = ABANDONED
-            .query(&**self.client().await?, &[&i64::from(limit)])
+            .query(&**self.client().await?, &[&i64::from(limit), &skip])
             .await?;
-        Ok(stored_keys(rows.iter().map(|row| {
-            (row.get::<_, &[u8]>(0), row.get::<_, &str>(1))
+        Ok(stored_abandoned(rows.iter().map(|row| {
+            (
+                row.get::<_, &[u8]>(0),
+                row.get::<_, &str>(1),
+                row.get::<_, String>(2),
+            )
         })))
     }
 
@@ -404,7 +429,7 @@ impl Store for PostgresStore {
         );
         let mut client = self.client().await?;
         let tx = protocol::begin(&mut client, self.clock()).await?;
-        let version = schema::check(&*tx, self.app).await?;
+        let version = schema::check(&*tx, self.app).await?.engine;
         // A write probe: healthy means a write can commit.
         PROBE.execute(&*tx, &[&version]).await?;
         let address = SERVER_ADDRESS.query_one(&*tx, &[]).await?;

@@ -516,6 +516,22 @@ pub(super) async fn step_failed(
     })
 }
 
+/// Gives the lease up now, counting nothing.
+pub(super) async fn release(client: &impl GenericClient, lease: &Lease) -> Result<bool> {
+    const RELEASE: Sql = Sql::new(
+        "UPDATE idempotency_keys SET leased_until = now()
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA],
+    );
+    let changed = RELEASE
+        .execute(
+            client,
+            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
 /// Sets the lease's operation aside for an operator: nothing resumes it.
 pub(super) async fn set_aside(
     client: &impl GenericClient,

@@ -1,23 +1,33 @@
 //! The PostgreSQL schema: migrations applied under an advisory lock, so
-//! that instances starting together migrate once.
+//! that instances starting together migrate once, and the check of the
+//! ledgers a release serves on (`schema` of the store: expand and
+//! contract).
 
 use super::classify;
-use crate::store::schema::{version_query, Migrations, APP_LEDGER, ENGINE_LEDGER};
-use crate::store::{now_ms, Result};
+use crate::store::schema::{
+    ledger_columns, version_query, Applied, Fit, Migration, Migrations, APP_LEDGER, ENGINE_LEDGER,
+};
+use crate::store::{now_ms, Result, StoreError};
 use tokio_postgres::GenericClient;
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
+/// The second adds columns only, but what rows mean changed with it (an
+/// expired key's tombstone, a dead letter), which a release built for
+/// version 1 would misread: it runs beside nothing older.
 pub(super) const MIGRATIONS: Migrations = Migrations(&[
-    (
+    Migration::contract(
         1,
+        "0001_records",
         include_str!("../../../migrations/postgres/0001_records.sql"),
     ),
-    (
+    Migration::contract(
         2,
+        "0002_lives_and_dead_letters",
         include_str!("../../../migrations/postgres/0002_lives_and_dead_letters.sql"),
     ),
-    (
+    Migration::expand(
         3,
+        "0003_operators",
         include_str!("../../../migrations/postgres/0003_operators.sql"),
     ),
 ]);
@@ -26,42 +36,236 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
 const MIGRATION_LOCK: i64 = 0x1de3_9071;
 
 /// Applies the migrations the database still needs (the application's,
-/// then the engine's), in one transaction that holds the migration lock,
-/// on a connection of its own (no bound on a statement's silence).
-pub(super) async fn migrate(client: &mut tokio_postgres::Client, app: Migrations) -> Result<()> {
-    let tx = client.transaction().await.map_err(classify)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+/// then the engine's) while holding the migration lock (a session lock:
+/// a migration that runs outside a transaction is applied under it too).
+/// Each ledger's run of migrations is one transaction; one that runs
+/// outside a transaction (`CREATE INDEX CONCURRENTLY`) is applied on its
+/// own, and recorded once it succeeded.
+///
+/// Behind a pooler (`pooled`: PgBouncer's transaction mode) a session lock
+/// would stay with whichever server connection took it, so everything is
+/// one transaction under a transaction lock, and a migration that runs
+/// outside a transaction is refused: its job needs a direct URL.
+pub(super) async fn migrate(
+    client: &mut tokio_postgres::Client,
+    app: Migrations,
+    pooled: bool,
+) -> Result<()> {
+    if pooled {
+        let tx = client.transaction().await.map_err(classify)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(classify)?;
+        for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, MIGRATIONS)] {
+            prepare_ledger(&tx, ledger).await?;
+            let current = version(&tx, ledger).await?;
+            for migration in migrations.after(current) {
+                if migration.outside_transaction {
+                    return Err(StoreError::internal(format!(
+                        "migration {} ({}) runs outside a transaction, which a pooler in \
+                         transaction mode cannot: run `migrate` with a direct URL to the primary",
+                        migration.version, migration.name
+                    )));
+                }
+                tx.batch_execute(migration.sql).await.map_err(classify)?;
+                record(&tx, ledger, migration).await?;
+                tracing::info!(ledger, version = migration.version, "migration applied");
+            }
+        }
+        return tx.commit().await.map_err(classify);
+    }
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(classify)?;
+    let mut applied = Ok(());
     for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, MIGRATIONS)] {
-        tx.batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS {ledger} (
-               version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)"
+        applied = migrate_ledger(client, ledger, migrations).await;
+        if applied.is_err() {
+            break;
+        }
+    }
+    // A connection that broke meanwhile took the lock with its session.
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    applied?;
+    unlocked.map_err(classify)?;
+    Ok(())
+}
+
+async fn migrate_ledger(
+    client: &mut tokio_postgres::Client,
+    ledger: &str,
+    migrations: Migrations,
+) -> Result<()> {
+    prepare_ledger(client, ledger).await?;
+    let current = version(client, ledger).await?;
+    let pending: Vec<&Migration> = migrations.after(current).collect();
+    for run in pending.chunk_by(|a, b| !a.outside_transaction && !b.outside_transaction) {
+        if run[0].outside_transaction {
+            let migration = run[0];
+            client
+                .batch_execute(migration.sql)
+                .await
+                .map_err(classify)?;
+            refuse_invalid_indexes(client, migration).await?;
+            record(client, ledger, migration).await?;
+            tracing::info!(ledger, version = migration.version, "migration applied");
+            continue;
+        }
+        let tx = client.transaction().await.map_err(classify)?;
+        for migration in run {
+            tx.batch_execute(migration.sql).await.map_err(classify)?;
+            record(&tx, ledger, migration).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        for migration in run {
+            tracing::info!(ledger, version = migration.version, "migration applied");
+        }
+    }
+    Ok(())
+}
+
+/// Creates the ledger, or gives an older one (version and time only) the
+/// columns it now records. Nothing is altered when they are there (an
+/// `ALTER TABLE` would lock the ledger against the health checks of the
+/// instances serving meanwhile).
+async fn prepare_ledger(client: &impl GenericClient, ledger: &str) -> Result<()> {
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {ledger} ({})",
+            ledger_columns("BIGINT")
         ))
         .await
         .map_err(classify)?;
-        let current = version(&tx, ledger).await?;
-        for (version, sql) in migrations.after(current) {
-            tx.batch_execute(sql).await.map_err(classify)?;
-            tx.execute(
-                &format!("INSERT INTO {ledger} (version, applied_at) VALUES ($1, $2)"),
-                &[&version, &now_ms()],
-            )
+    let missing = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = $1
+               AND column_name IN ('runs_beside', 'name')",
+            &[&ledger],
+        )
+        .await
+        .map_err(classify)?
+        .get::<_, i64>(0)
+        < 2;
+    if missing {
+        client
+            .batch_execute(&format!(
+                "ALTER TABLE {ledger} ADD COLUMN IF NOT EXISTS runs_beside BIGINT,
+                                      ADD COLUMN IF NOT EXISTS name TEXT"
+            ))
             .await
             .map_err(classify)?;
-            tracing::info!(ledger, version, "migration applied");
-        }
     }
-    tx.commit().await.map_err(classify)
+    Ok(())
 }
 
-/// Ok when both ledgers are at the versions this build needs; the
+/// A concurrent index build that failed leaves an invalid index behind,
+/// which `IF NOT EXISTS` would then take for done: such a migration is
+/// not recorded, and the error names the index to drop.
+async fn refuse_invalid_indexes(client: &impl GenericClient, migration: &Migration) -> Result<()> {
+    let invalid: Option<String> = client
+        .query_one(
+            "SELECT string_agg(indexrelid::regclass::text, ', ') FROM pg_index WHERE NOT indisvalid",
+            &[],
+        )
+        .await
+        .map_err(classify)?
+        .get(0);
+    match invalid {
+        None => Ok(()),
+        Some(indexes) => Err(StoreError::internal(format!(
+            "migration {} ({}) left the invalid index {indexes} (a concurrent build that \
+             failed): drop it and migrate again",
+            migration.version, migration.name
+        ))),
+    }
+}
+
+async fn record(client: &impl GenericClient, ledger: &str, migration: &Migration) -> Result<()> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {ledger} (version, applied_at, runs_beside, name)
+                 VALUES ($1, $2, $3, $4)"
+            ),
+            &[
+                &migration.version,
+                &now_ms(),
+                &migration.runs_beside,
+                &migration.name,
+            ],
+        )
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+/// Ok when this build can serve on both ledgers: at its versions, or ahead
+/// of them with later migrations that run beside it
+/// ([`Migrations::check_in`]). What it found of each ledger, and the
 /// engine's version.
-pub(super) async fn check(client: &impl GenericClient, app: Migrations) -> Result<i64> {
-    app.check_in(APP_LEDGER, version(client, APP_LEDGER).await?)?;
-    let engine = version(client, ENGINE_LEDGER).await?;
-    MIGRATIONS.check_in(ENGINE_LEDGER, engine)?;
-    Ok(engine)
+pub(super) async fn check(client: &impl GenericClient, app: Migrations) -> Result<Checked> {
+    let (app_found, later) = ledger_state(client, APP_LEDGER, app.latest()).await?;
+    let app_fit = app.check_in(APP_LEDGER, app_found, &later)?;
+    let (engine, later) = ledger_state(client, ENGINE_LEDGER, MIGRATIONS.latest()).await?;
+    let engine_fit = MIGRATIONS.check_in(ENGINE_LEDGER, engine, &later)?;
+    Ok(Checked {
+        fits: [(APP_LEDGER, app_fit), (ENGINE_LEDGER, engine_fit)],
+        engine,
+    })
+}
+
+/// What [`check`] found.
+pub(super) struct Checked {
+    /// How this build stands with each ledger.
+    pub(super) fits: [(&'static str, Fit); 2],
+    /// The version the engine's ledger records.
+    pub(super) engine: i64,
+}
+
+/// The version `ledger` records (0 when there is no such ledger), and what
+/// it records of the migrations above `above`. A ledger that predates
+/// `runs_beside` and `name` has them as `None` (read through `to_jsonb`,
+/// which has no error for a column that is not there).
+async fn ledger_state(
+    client: &impl GenericClient,
+    ledger: &str,
+    above: i64,
+) -> Result<(i64, Vec<Applied>)> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ledger])
+        .await
+        .map_err(classify)?
+        .get(0);
+    if !exists {
+        return Ok((0, Vec::new()));
+    }
+    let found = version(client, ledger).await?;
+    if found <= above {
+        return Ok((found, Vec::new()));
+    }
+    let rows = client
+        .query(
+            &format!(
+                "SELECT version, (to_jsonb(l) ->> 'runs_beside')::bigint, to_jsonb(l) ->> 'name'
+                 FROM {ledger} l WHERE version > $1 ORDER BY version"
+            ),
+            &[&above],
+        )
+        .await
+        .map_err(classify)?;
+    let later = rows
+        .iter()
+        .map(|row| Applied {
+            version: row.get(0),
+            runs_beside: row.get(1),
+            name: row.get(2),
+        })
+        .collect();
+    Ok((found, later))
 }
 
 /// The latest migration `ledger` records (0 for none).

@@ -29,11 +29,11 @@ use crate::operator::{
     Taken, Takeover,
 };
 use crate::record::{Lease, StoredResponse};
-use crate::store::schema::Migrations;
+use crate::store::schema::{Migration, Migrations};
 use crate::store::Result;
 use crate::store::{
-    millis, now_ms, stored_keys, Advanced, AfterFailure, ClaimToken, Durability, Execution, Finish,
-    Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
+    millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Durability,
+    Execution, Finish, Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -49,17 +49,23 @@ use std::time::Duration;
 use writer::{Keep, Kind, Writer};
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
+/// The second adds columns only, but what rows mean changed with it (an
+/// expired key's tombstone, a dead letter), which a release built for
+/// version 1 would misread: it runs beside nothing older.
 const MIGRATIONS: Migrations = Migrations(&[
-    (
+    Migration::contract(
         1,
+        "0001_records",
         include_str!("../../../migrations/sqlite/0001_records.sql"),
     ),
-    (
+    Migration::contract(
         2,
+        "0002_lives_and_dead_letters",
         include_str!("../../../migrations/sqlite/0002_lives_and_dead_letters.sql"),
     ),
-    (
+    Migration::expand(
         3,
+        "0003_operators",
         include_str!("../../../migrations/sqlite/0003_operators.sql"),
     ),
 ]);
@@ -86,6 +92,10 @@ pub struct SqliteOptions {
     pub tombstone_ttl: Duration,
     /// How long a sent outbox message is kept (7 days by default).
     pub outbox_retention: Duration,
+    /// Whether opening applies the migrations the file still needs (and
+    /// creates the file); `false`: the file must exist at a schema this
+    /// release can serve on ([`schema`](crate::store::schema)).
+    pub migrate: bool,
 }
 
 impl SqliteOptions {
@@ -101,6 +111,7 @@ impl SqliteOptions {
             attention_after: defaults.attention_after,
             tombstone_ttl: defaults.tombstone_ttl,
             outbox_retention: defaults.outbox_retention,
+            migrate: true,
         }
     }
 
@@ -127,16 +138,34 @@ const CLOCK_READING_EVERY_MS: i64 = 1_000;
 
 impl SqliteStore {
     /// Creates the file (and its folder) if missing, migrates it and starts
-    /// the writer thread. Fails if the database cannot be opened.
+    /// the writer thread. Fails if the database cannot be opened, or if
+    /// its schema is one this release cannot serve on (a later release's
+    /// migration that does not run beside it: the error names it). With
+    /// [`SqliteOptions::migrate`] off, the file must exist and nothing is
+    /// migrated: a file behind this release is refused.
     pub fn open(options: SqliteOptions) -> Result<Self> {
-        if let Some(dir) = options.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                StoreError::unavailable(format!("cannot create {}", dir.display())).caused_by(e)
-            })?;
-        }
-        let mut conn = Connection::open(&options.path).map_err(classify)?;
+        let mut conn = if options.migrate {
+            if let Some(dir) = options.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StoreError::unavailable(format!("cannot create {}", dir.display())).caused_by(e)
+                })?;
+            }
+            Connection::open(&options.path).map_err(classify)?
+        } else {
+            if !options.path.exists() {
+                return Err(StoreError::incompatible_schema(format!(
+                    "the database file {} does not exist, and this server does not migrate: \
+                     migrate it first",
+                    options.path.display()
+                )));
+            }
+            schema::open_existing(&options.path).map_err(classify)?
+        };
         schema::configure_writer(&conn, options.durability).map_err(classify)?;
-        schema::migrate(&mut conn, options.migrations, MIGRATIONS).map_err(classify)?;
+        if options.migrate {
+            schema::migrate(&mut conn, options.migrations, MIGRATIONS).map_err(classify)?;
+        }
+        crate::store::schema::report(&schema::check(&conn, options.migrations, MIGRATIONS)?);
         let clock = DbClock::open(&conn).map_err(classify)?;
         let generation = Arc::new(AtomicU64::new(0));
         let writer = Writer::start(
@@ -282,6 +311,14 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn release(&self, lease: &Lease) -> Result<bool> {
+        let (lease, clock) = (lease.clone(), self.clock());
+        self.write(Kind::Write, move |conn| {
+            protocol::release(conn, &lease, clock)
+        })
+        .await
+    }
+
     async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
         let (lease, clock, error) = (lease.clone(), self.clock(), error.to_owned());
         self.write(Kind::Write, move |conn| {
@@ -302,12 +339,14 @@ impl Store for SqliteStore {
         self.readers.with(protocol::needing_attention)
     }
 
-    async fn abandoned(&self, limit: u32) -> Result<Vec<(Caller, IdempotencyKey)>> {
+    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
         let now = self.clock.now();
+        let skip = serde_json::to_string(skip)
+            .map_err(|e| StoreError::internal("cannot list the points to skip").caused_by(e))?;
         let rows = self
             .readers
-            .with(|conn| protocol::abandoned(conn, now, limit))?;
-        Ok(stored_keys(rows))
+            .with(|conn| protocol::abandoned(conn, now, limit, &skip))?;
+        Ok(stored_abandoned(rows))
     }
 
     async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {

@@ -474,17 +474,39 @@ pub(super) fn sweep(conn: &Connection, clock: Clock, limit: u32) -> rusqlite::Re
     Ok(expired as u64)
 }
 
-/// Operations stopped at a recovery point whose lease ran out.
+/// Operations stopped at a recovery point whose lease ran out, but those
+/// at the points in `skip` (a JSON array of strings).
 pub(super) fn abandoned(
     conn: &Connection,
     now: i64,
     limit: u32,
-) -> rusqlite::Result<Vec<(Vec<u8>, String)>> {
+    skip: &str,
+) -> rusqlite::Result<Vec<(Vec<u8>, String, String)>> {
     conn.prepare_cached(
-        "SELECT caller, key FROM idempotency_keys
+        "SELECT caller, key, recovery_point FROM idempotency_keys
          WHERE recovery_point <> 'finished' AND leased_until <= ?1
+           AND recovery_point NOT IN (SELECT value FROM json_each(?3))
          ORDER BY leased_until LIMIT ?2",
     )?
-    .query_map(params![now, limit], |row| Ok((row.get(0)?, row.get(1)?)))?
+    .query_map(params![now, limit, skip], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    })?
     .collect()
+}
+
+/// Gives the lease up now, counting nothing.
+pub(super) fn release(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE idempotency_keys SET leased_until = ?4
+             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+               AND recovery_point <> 'finished'",
+        )?
+        .execute(params![
+            &lease.caller,
+            lease.key.as_ref(),
+            &lease.token[..],
+            clock.now,
+        ])?;
+    Ok(changed == 1)
 }

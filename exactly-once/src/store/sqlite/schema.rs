@@ -2,8 +2,8 @@
 //! which file a path names right now (a replaced file is noticed).
 
 use super::classify;
-use crate::store::migrations::migrate_in;
-use crate::store::schema::{version_query, Migrations, APP_LEDGER, ENGINE_LEDGER};
+use crate::store::migrations::{ledger_state, migrate_in};
+use crate::store::schema::{Fit, Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::Result;
 use crate::store::{now_ms, Durability, StoreError};
 use rusqlite::{Connection, OpenFlags};
@@ -65,7 +65,8 @@ pub(super) fn configure_writer(conn: &Connection, durability: Durability) -> rus
 }
 
 /// Applies the migrations the file still needs: the application's, then
-/// the engine's, each ledger in one transaction.
+/// the engine's, each ledger's run of migrations in one transaction (one
+/// that runs outside a transaction on its own).
 pub(super) fn migrate(
     conn: &mut Connection,
     app: Migrations,
@@ -79,15 +80,20 @@ pub(super) fn migrate(
     Ok(())
 }
 
-/// Ok when both ledgers are at the versions this build needs.
-pub(super) fn check(conn: &Connection, app: Migrations, engine: Migrations) -> Result<()> {
-    for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, engine)] {
-        let found = conn
-            .query_row(&version_query(ledger), [], |r| r.get(0))
-            .map_err(classify)?;
-        migrations.check_in(ledger, found)?;
+/// Ok when this build can serve on both ledgers: at its versions, or
+/// ahead of them with later migrations that run beside it
+/// ([`Migrations::check_in`]). What it found, per ledger.
+pub(super) fn check(
+    conn: &Connection,
+    app: Migrations,
+    engine: Migrations,
+) -> Result<[(&'static str, Fit); 2]> {
+    let mut fits = [(APP_LEDGER, Fit::Current), (ENGINE_LEDGER, Fit::Current)];
+    for ((ledger, fit), migrations) in fits.iter_mut().zip([app, engine]) {
+        let (found, later) = ledger_state(conn, ledger, migrations.latest()).map_err(classify)?;
+        *fit = migrations.check_in(ledger, found, &later)?;
     }
-    Ok(())
+    Ok(fits)
 }
 
 /// Which file a path names right now (device and inode).

@@ -1,0 +1,9 @@
+-- Only in a build with the `next-release` feature: the release after this
+-- one, as the rolling-deploy test (server/tests/rolling.rs) deploys it
+-- beside this release on one database. Never shipped.
+--
+-- An expand migration: a nullable column, and an index. The release
+-- before (version 3) never names `note` and writes charges as it always
+-- did, so it runs beside this one.
+ALTER TABLE charges ADD COLUMN note TEXT;
+CREATE INDEX charges_pending ON charges (created) WHERE status = 'pending';
