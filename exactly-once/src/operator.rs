@@ -428,7 +428,8 @@ impl fmt::Display for OperationRef {
 }
 
 /// Whether `caller` and `key` are the operation whose hash starts with
-/// `prefix`.
+/// `prefix` (SQLite's search; PostgreSQL's is in SQL).
+#[cfg(feature = "sqlite")]
 pub(crate) fn matches(prefix: &[u8], caller: &Caller, key: &IdempotencyKey) -> bool {
     OperationId::new(caller, key).as_bytes().starts_with(prefix)
 }

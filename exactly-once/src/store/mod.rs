@@ -254,7 +254,7 @@ impl Operation for Box<dyn Operation> {
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,
-    /// Its key (with the caller: [`OperationId`](crate::OperationId)), for
+    /// Its key (with the caller: [`crate::OperationId`]), for
     /// a row that should say which operation wrote it.
     pub key: &'a IdempotencyKey,
     /// The transaction's time on the wall clock, Unix milliseconds, for
