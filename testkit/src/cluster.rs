@@ -333,6 +333,13 @@ impl Postgres {
     /// once, as when its machine loses power; returns once none is left.
     pub fn kill_machine(&self) -> Result<()> {
         self.sigkill_postmaster()?;
+        self.kill_leftovers()
+    }
+
+    /// SIGKILL to every process still working in the cluster's folder (an
+    /// orphaned backend of a postmaster already gone); returns once none
+    /// is left.
+    pub fn kill_leftovers(&self) -> Result<()> {
         for pid in self.processes() {
             // One may exit on its own meanwhile: no error for it.
             let _ = Command::new("kill")
@@ -342,6 +349,27 @@ impl Postgres {
         }
         self.wait_until_gone(Duration::from_secs(10))?;
         Ok(())
+    }
+
+    /// The processes still working in the cluster's folder, each as
+    /// `PID NAME STATE` (from `/proc`), for a report.
+    pub fn leftovers(&self) -> Vec<String> {
+        self.processes()
+            .into_iter()
+            .map(|pid| {
+                let status =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let field = |name: &str| {
+                    status
+                        .lines()
+                        .find_map(|line| line.strip_prefix(name))
+                        .map(str::trim)
+                        .unwrap_or("?")
+                        .to_owned()
+                };
+                format!("{pid} {} {}", field("Name:"), field("State:"))
+            })
+            .collect()
     }
 
     /// Starts the postmaster on the same port and data (after a kill, with

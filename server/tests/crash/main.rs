@@ -80,8 +80,7 @@ mod tally;
 
 use fleet::{Fleet, Plan};
 use knobs::{knob, Seed};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use sender::{Kind, Mode, Operation};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -174,18 +173,17 @@ async fn run(mode: Mode, mix: Mix) {
     let fleet = Arc::new(start(mode, mix, &database, outside.as_ref()).await);
     // Through the provider a request may take a few seconds (its retries).
     let timeout = if mode == Mode::Provider { 5 } else { 2 };
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(timeout))
-        .build()
-        .unwrap();
-    let callers: Vec<Vec<testkit::Caller>> = (0..CALLERS)
-        .map(|c| {
-            let token = format!("crash-caller-{c}-{seed:016x}");
+    let callers = sender::callers(
+        "crash",
+        seed,
+        CALLERS,
+        Duration::from_secs(timeout),
+        |token, http| {
             (0..fleet.len())
-                .map(|i| fleet.caller(i, &token, &http))
+                .map(|i| fleet.caller(i, token, http))
                 .collect()
-        })
-        .collect();
+        },
+    );
     let tally = Arc::new(Tally::new(fleet.len()));
     let killing = Arc::new(AtomicBool::new(true));
     let done = Arc::new(AtomicBool::new(false));
@@ -221,20 +219,17 @@ async fn run(mode: Mode, mix: Mix) {
 
     // The senders: operations keep coming while the killer works.
     let answers: sender::Answers = Arc::default();
-    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let mut operations = Vec::new();
-    let mut tasks = Vec::new();
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    while killing.load(Ordering::Acquire) {
-        let slot = slots.clone().acquire_owned().await.unwrap();
-        let id = operations.len();
-        let provider = mode == Mode::Provider;
-        let op = Operation {
+    let provider = mode == Mode::Provider;
+    let operations = sender::while_running(
+        &killing,
+        IN_FLIGHT,
+        seed,
+        |id, rng| Operation {
             id,
             callers: callers[rng.random_range(0..CALLERS)].clone(),
             key: testkit::new_key(),
             kind: if mix == Mix::ChargesAndReservations && rng.random_bool(1.0 / 8.0) {
-                Kind::Reserve(Reserve::random(&mut rng))
+                Kind::Reserve(Reserve::random(rng))
             } else {
                 Kind::Charge {
                     amount: rng.random_range(1..100_000),
@@ -244,26 +239,17 @@ async fn run(mode: Mode, mix: Mix) {
                 }
             },
             abandoned: provider && rng.random_bool(0.05),
-        };
-        operations.push(op.clone());
-        let senders = if op.abandoned {
-            1
-        } else {
-            SENDERS_PER_OPERATION
-        };
-        tasks.push(sender::spawn_senders(
-            &op,
-            senders,
-            seed,
-            (mode, postgres),
-            &tally,
-            &answers,
-            slot,
-        ));
-    }
-    for task in tasks {
-        task.await.expect("a sender failed");
-    }
+        },
+        |op, slot| {
+            let senders = if op.abandoned {
+                1
+            } else {
+                SENDERS_PER_OPERATION
+            };
+            sender::spawn_senders(op, senders, seed, (mode, postgres), &tally, &answers, slot)
+        },
+    )
+    .await;
     drop(stop_killer); // tell the reviver to stop
     throwing.store(false, Ordering::Release);
     let kills_done = killer.await.unwrap();
@@ -377,13 +363,7 @@ async fn run(mode: Mode, mix: Mix) {
         operations.len() - never_started - reservations.len(),
         "charges that belong to no operation"
     );
-    let forbidden = tally.kinds.forbidden();
-    assert!(
-        forbidden.is_empty(),
-        "{} answers the contract rules out, first ones:\n{}",
-        forbidden.len(),
-        forbidden[..forbidden.len().min(10)].join("\n")
-    );
+    tally.assert_nothing_forbidden();
     assert!(in_flight_at_kills.len() >= kills);
     assert!(
         landed * 2 >= in_flight_at_kills.len(),

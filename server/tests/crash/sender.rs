@@ -337,3 +337,53 @@ pub(crate) fn spawn_senders(
         drop(slot);
     })
 }
+
+/// The callers of a harness: `count` bearer tokens from `prefix` and
+/// `seed`, each made a caller on every instance by `on(token, http)` (one
+/// token on all of them: a retry may reach any instance), all sharing one
+/// HTTP client whose requests give up after `timeout`.
+pub(crate) fn callers(
+    prefix: &str,
+    seed: u64,
+    count: usize,
+    timeout: Duration,
+    on: impl Fn(&str, &reqwest::Client) -> Vec<Caller>,
+) -> Vec<Vec<Caller>> {
+    let http = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .expect("an HTTP client");
+    (0..count)
+        .map(|c| on(&format!("{prefix}-caller-{c}-{seed:016x}"), &http))
+        .collect()
+}
+
+/// The load of every fault harness: while `running` holds, operation
+/// after operation, at most `in_flight` of them at once (each waits for a
+/// slot): `make(id, rng)` gives the next one (`rng` from `seed`), and
+/// `send(op, slot)` starts its senders, whose task frees the slot when
+/// they are done. Returns every operation made, once all their senders
+/// are done.
+pub(crate) async fn while_running(
+    running: &std::sync::atomic::AtomicBool,
+    in_flight: usize,
+    seed: u64,
+    mut make: impl FnMut(usize, &mut StdRng) -> Operation,
+    mut send: impl FnMut(&Operation, tokio::sync::OwnedSemaphorePermit) -> tokio::task::JoinHandle<()>,
+) -> Vec<Operation> {
+    use rand::SeedableRng;
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(in_flight));
+    let mut operations = Vec::new();
+    let mut tasks = Vec::new();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    while running.load(std::sync::atomic::Ordering::Acquire) {
+        let slot = slots.clone().acquire_owned().await.unwrap();
+        let op = make(operations.len(), &mut rng);
+        tasks.push(send(&op, slot));
+        operations.push(op);
+    }
+    for task in tasks {
+        task.await.expect("a sender failed");
+    }
+    operations
+}

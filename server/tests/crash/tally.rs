@@ -47,4 +47,16 @@ impl Tally {
     pub(crate) fn attempts(&self) -> usize {
         self.attempts.load(Ordering::Relaxed)
     }
+
+    /// Fails the test when any answer was one the contract rules out,
+    /// showing the first ten.
+    pub(crate) fn assert_nothing_forbidden(&self) {
+        let forbidden = self.kinds.forbidden();
+        assert!(
+            forbidden.is_empty(),
+            "{} answers the contract rules out, first ones:\n{}",
+            forbidden.len(),
+            forbidden[..forbidden.len().min(10)].join("\n")
+        );
+    }
 }

@@ -39,15 +39,7 @@ async fn a_hung_primary_bounds_every_wait_and_the_promoted_standby_takes_new_key
     let seed: u64 = crate::knobs::knob("FAILOVER_SEED", rand::random);
     let (primary, replica, database) = cluster().await;
     let psp = Arc::new(Psp::with_latency(Duration::from_millis(20)).unwrap());
-    let start = || {
-        Server::builder()
-            .durability_full()
-            .database(database.clone())
-            .psp(&psp)
-            .flags(["--operation-lease", "2s", "--complete-interval", "1s"])
-            .start()
-    };
-    let servers = [start().await.unwrap(), start().await.unwrap()];
+    let servers = crate::two_instances(&database, &psp).await;
     let token = format!("hang-{seed:016x}");
     let callers: Vec<testkit::Caller> = servers.iter().map(|s| s.bearer(&token)).collect();
 

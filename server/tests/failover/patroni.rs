@@ -14,7 +14,7 @@ use crate::ONE_AT_A_TIME;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testkit::{Database, Patroni, Psp, Server};
+use testkit::{Database, Patroni, Psp};
 
 /// Load before each kill; after the first 201 from the new leader.
 const BEFORE: Duration = Duration::from_secs(3);
@@ -38,15 +38,7 @@ async fn a_patroni_failover_loses_no_answered_operation_and_charges_once() {
     );
     let database = Database::postgres_url(url);
     let psp = Arc::new(Psp::with_latency(Duration::from_millis(20)).unwrap());
-    let start = || {
-        Server::builder()
-            .durability_full()
-            .database(database.clone())
-            .psp(&psp)
-            .flags(["--operation-lease", "2s", "--complete-interval", "1s"])
-            .start()
-    };
-    let servers = [start().await.unwrap(), start().await.unwrap()];
+    let servers = crate::two_instances(&database, &psp).await;
     let bound = testkit::patroni::TTL + SLACK;
     let mut again = Vec::new();
     let mut operations = 0;

@@ -10,35 +10,29 @@ use testkit::Postgres;
 /// synchronous standby; the statements they waited in (the start of each),
 /// so a run shows which phases it ended.
 pub(crate) async fn terminate_sync_waiters(primary: &Postgres) -> Vec<String> {
-    let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let rows = client
-        .query(
-            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40), \
-                    pg_terminate_backend(pid) \
-             FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
-            &[],
-        )
-        .await
-        .unwrap();
-    rows.iter().map(|row| row.get::<_, String>(0)).collect()
+    signal_sync_waiters(primary, "pg_terminate_backend").await
 }
 
 /// `pg_cancel_backend` for every session whose COMMIT waits for the
 /// synchronous standby: PostgreSQL then answers each COMMIT with success
 /// and a WARNING (committed locally only). The statements they waited in.
 pub(crate) async fn cancel_sync_waiters(primary: &Postgres) -> Vec<String> {
+    signal_sync_waiters(primary, "pg_cancel_backend").await
+}
+
+/// `function(pid)` for every session waiting for the synchronous standby;
+/// the statements they waited in.
+async fn signal_sync_waiters(primary: &Postgres, function: &str) -> Vec<String> {
     let (client, connection) = tokio_postgres::connect(&primary.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     let rows = client
         .query(
-            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40), \
-                    pg_cancel_backend(pid) \
-             FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+            &format!(
+                "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 40), {function}(pid) \
+                 FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            ),
             &[],
         )
         .await

@@ -101,6 +101,39 @@ pub(crate) struct Cuts {
     pub(crate) down_ms: Vec<u128>,
 }
 
+impl Cuts {
+    /// `rounds` power cuts, each after a pause drawn from `pause_ms` (from
+    /// `seed`): `cut()` cuts the power and brings everything back, giving
+    /// the pages and files it dropped. Then `cutting` is cleared, which
+    /// stops the senders.
+    pub(crate) fn run(
+        rounds: usize,
+        pause_ms: std::ops::Range<u64>,
+        seed: u64,
+        tally: &Tally,
+        cutting: &AtomicBool,
+        mut cut: impl FnMut() -> (u64, u64),
+    ) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut cuts = Self::default();
+        for _ in 0..rounds {
+            std::thread::sleep(Duration::from_millis(rng.random_range(pause_ms.clone())));
+            let in_flight = tally.in_flight(0);
+            let began = Instant::now();
+            let (pages, files) = cut();
+            cuts.down_ms.push(began.elapsed().as_millis());
+            cuts.each.push((in_flight, pages, files));
+        }
+        cutting.store(false, Ordering::Release);
+        cuts
+    }
+
+    /// How many cuts found a request in flight.
+    pub(crate) fn landed(&self) -> usize {
+        self.each.iter().filter(|c| c.0 > 0).count()
+    }
+}
+
 /// What lives beside the server in provider mode, on disks no cut reaches.
 struct Outside {
     psp: Psp,
@@ -141,19 +174,17 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
         ]);
     }
     let server = builder.start().await.unwrap();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(match mode {
-            Mode::Local => 2,
-            Mode::Provider => 5,
-        }))
-        .build()
-        .unwrap();
-    let callers: Vec<Vec<testkit::Caller>> = (0..CALLERS)
-        .map(|c| {
-            let token = format!("powercut-caller-{c}-{seed:016x}");
-            vec![server.bearer(&token).with_http(http.clone())]
-        })
-        .collect();
+    let timeout = match mode {
+        Mode::Local => 2,
+        Mode::Provider => 5,
+    };
+    let callers = sender::callers(
+        "powercut",
+        seed,
+        CALLERS,
+        Duration::from_secs(timeout),
+        |token, http| vec![server.bearer(token).with_http(http.clone())],
+    );
     let tally = Arc::new(Tally::new(1));
     let cutting = Arc::new(AtomicBool::new(true));
     let started = Instant::now();
@@ -161,37 +192,26 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
     let cutter = {
         let (tally, cutting) = (tally.clone(), cutting.clone());
         tokio::task::spawn_blocking(move || {
-            let mut fs = fs;
-            let mut server = server;
-            let mut rng = StdRng::seed_from_u64(seed);
-            let mut cuts = Cuts::default();
-            for _ in 0..rounds {
-                std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
-                let in_flight = tally.in_flight(0);
+            let (mut fs, mut server) = (fs, server);
+            let cuts = Cuts::run(rounds, 300..1500, seed, &tally, &cutting, || {
                 // The power goes: the disk first (nothing more becomes
                 // durable), then every process.
-                let cut = Instant::now();
-                let (pages, files) = fs.cut();
+                let dropped = fs.cut();
                 server.kill().expect("SIGKILL");
                 fs.remount().expect("remounting after the cut");
                 server.restart().expect("a restart after a power cut");
-                cuts.down_ms.push(cut.elapsed().as_millis());
-                cuts.each.push((in_flight, pages, files));
-            }
-            cutting.store(false, Ordering::Release);
+                dropped
+            });
             (fs, server, cuts)
         })
     };
 
     let answers: sender::Answers = Arc::default();
-    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let mut operations = Vec::new();
-    let mut tasks = Vec::new();
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    while cutting.load(Ordering::Acquire) {
-        let slot = slots.clone().acquire_owned().await.unwrap();
-        let id = operations.len();
-        let op = Operation {
+    let operations = sender::while_running(
+        &cutting,
+        IN_FLIGHT,
+        seed,
+        |id, rng| Operation {
             id,
             callers: callers[rng.random_range(0..CALLERS)].clone(),
             key: testkit::new_key(),
@@ -202,21 +222,21 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
                     .then(|| format!("op-{id}@shop.example")),
             },
             abandoned: false,
-        };
-        operations.push(op.clone());
-        tasks.push(sender::spawn_senders(
-            &op,
-            SENDERS_PER_OPERATION,
-            seed,
-            (mode, false),
-            &tally,
-            &answers,
-            slot,
-        ));
-    }
-    for task in tasks {
-        task.await.expect("a sender failed");
-    }
+        },
+        |op, slot| {
+            let mode = (mode, false);
+            sender::spawn_senders(
+                op,
+                SENDERS_PER_OPERATION,
+                seed,
+                mode,
+                &tally,
+                &answers,
+                slot,
+            )
+        },
+    )
+    .await;
     let (fs, server, cuts) = cutter.await.unwrap();
     let senders_done = started.elapsed();
 
@@ -248,7 +268,7 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
          ms from cut to listening again: {:?} senders done in {:.1}s\n\
          answers by status:\n{}",
         cuts.each.len(),
-        cuts.each.iter().filter(|c| c.0 > 0).count(),
+        cuts.landed(),
         operations.len(),
         tally.attempts(),
         report.answered,
@@ -263,15 +283,9 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
         senders_done.as_secs_f64(),
         tally.kinds.table()
     );
-    let forbidden = tally.kinds.forbidden();
-    assert!(
-        forbidden.is_empty(),
-        "{} answers the contract rules out, first ones:\n{}",
-        forbidden.len(),
-        forbidden[..forbidden.len().min(10)].join("\n")
-    );
+    tally.assert_nothing_forbidden();
     assert_eq!(cuts.each.len(), rounds);
-    let landed = cuts.each.iter().filter(|c| c.0 > 0).count();
+    let landed = cuts.landed();
     assert!(
         landed * 2 >= cuts.each.len(),
         "only {landed} of {} cuts found a request in flight",

@@ -10,9 +10,9 @@ use crate::knobs::knob;
 use crate::sender::{self, Kind, Mode, Operation};
 use crate::tally::Tally;
 use crate::verdict;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::Cuts;
+use rand::Rng;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, LazyFs, Postgres, Server};
@@ -36,16 +36,13 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         .start()
         .await
         .unwrap();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let callers: Vec<Vec<testkit::Caller>> = (0..CALLERS)
-        .map(|c| {
-            let token = format!("powercut-pg-caller-{c}-{seed:016x}");
-            vec![server.bearer(&token).with_http(http.clone())]
-        })
-        .collect();
+    let callers = sender::callers(
+        "powercut-pg",
+        seed,
+        CALLERS,
+        Duration::from_secs(5),
+        |token, http| vec![server.bearer(token).with_http(http.clone())],
+    );
     let tally = Arc::new(Tally::new(1));
     let cutting = Arc::new(AtomicBool::new(true));
     let started = Instant::now();
@@ -53,36 +50,26 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         let (tally, cutting) = (tally.clone(), cutting.clone());
         tokio::task::spawn_blocking(move || {
             let (mut fs, mut server) = (fs, server);
-            let mut rng = StdRng::seed_from_u64(seed);
-            let mut each = Vec::new();
-            let mut down_ms = Vec::new();
-            for _ in 0..rounds {
-                std::thread::sleep(Duration::from_millis(rng.random_range(500..2000)));
-                let in_flight = tally.in_flight(0);
-                let cut = Instant::now();
-                let (pages, files) = fs.cut();
+            let cuts = Cuts::run(rounds, 500..2000, seed, &tally, &cutting, || {
+                let dropped = fs.cut();
                 server.kill().expect("SIGKILL to the server");
                 cluster.kill_machine().expect("SIGKILL to PostgreSQL");
                 fs.remount().expect("remounting after the cut");
                 cluster.restart().expect("PostgreSQL after a power cut");
                 server.restart().expect("the server after a power cut");
-                down_ms.push(cut.elapsed().as_millis());
-                each.push((in_flight, pages, files));
-            }
-            cutting.store(false, Ordering::Release);
-            (fs, cluster, server, each, down_ms)
+                dropped
+            });
+            (fs, cluster, server, cuts)
         })
     };
 
     let answers: sender::Answers = Arc::default();
-    let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let mut operations = Vec::new();
-    let mut tasks = Vec::new();
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    while cutting.load(Ordering::Acquire) {
-        let slot = slots.clone().acquire_owned().await.unwrap();
-        let op = Operation {
-            id: operations.len(),
+    let operations = sender::while_running(
+        &cutting,
+        IN_FLIGHT,
+        seed,
+        |id, rng| Operation {
+            id,
             callers: callers[rng.random_range(0..CALLERS)].clone(),
             key: testkit::new_key(),
             kind: Kind::Charge {
@@ -91,22 +78,15 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
                 receipt_email: None,
             },
             abandoned: false,
-        };
-        operations.push(op.clone());
-        tasks.push(sender::spawn_senders(
-            &op,
-            crate::SENDERS_PER_OPERATION,
-            seed,
-            (Mode::Local, true),
-            &tally,
-            &answers,
-            slot,
-        ));
-    }
-    for task in tasks {
-        task.await.expect("a sender failed");
-    }
-    let (fs, cluster, server, each, down_ms) = cutter.await.unwrap();
+        },
+        |op, slot| {
+            let senders = crate::SENDERS_PER_OPERATION;
+            let mode = (Mode::Local, true);
+            sender::spawn_senders(op, senders, seed, mode, &tally, &answers, slot)
+        },
+    )
+    .await;
+    let (fs, cluster, server, Cuts { each, down_ms }) = cutter.await.unwrap();
     let answers = answers.lock().unwrap().clone();
     let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
     let report = verdict::judge(&operations, &answers, &observer, Mode::Local).await;
@@ -130,13 +110,7 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         started.elapsed().as_secs_f64(),
         tally.kinds.table()
     );
-    let forbidden = tally.kinds.forbidden();
-    assert!(
-        forbidden.is_empty(),
-        "{} answers the contract rules out, first ones:\n{}",
-        forbidden.len(),
-        forbidden[..forbidden.len().min(10)].join("\n")
-    );
+    tally.assert_nothing_forbidden();
     assert!(
         each.iter().all(|c| c.1 > 0),
         "a cut dropped nothing: PostgreSQL wrote nothing unsynced? {each:?}"
