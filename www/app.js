@@ -8,6 +8,7 @@
 //   js/attempts.js      the attempt log, from the client's onAttempt events
 //   js/receipts.js      where the e-mailed receipt is (MailDev, with ?inbox=)
 //   js/view.js          drawing the state; elements updated in place
+//   js/operators.js     the operator panel (chaos mode): unfinished operations
 //   js/hooks.js         the data-* attributes the end-to-end stories read
 //
 // This file starts the page: loads the client, wires the controls, and
@@ -17,6 +18,7 @@ import init, { IdempotentClient } from "./pkg/client_wasm.js";
 import * as attempts from "./js/attempts.js";
 import * as checkout from "./js/checkout.js";
 import * as hooks from "./js/hooks.js";
+import * as operators from "./js/operators.js";
 import { inboxFromQuery, watchReceipt } from "./js/receipts.js";
 import * as reservations from "./js/reservations.js";
 import { loadConfig, refreshCharges, refreshStock } from "./js/shop.js";
@@ -163,6 +165,7 @@ async function start() {
   wire();
   state.inbox = inboxFromQuery();
   await loadConfig();
+  if (state.config.chaos) operators.start();
   changed();
   await Promise.all([refreshStock(), refreshCharges()]);
 

@@ -50,3 +50,18 @@ export function reservation(li, r) {
   li.dataset.op = r.op;
   li.dataset.result = r.result;
 }
+
+/** The operator panel: how many operations it lists, and how many times it loaded. */
+export function operationsLoaded(table, count, loads) {
+  table.dataset.count = String(count);
+  table.dataset.loads = String(loads);
+}
+
+/** One row of the operator panel: its op, state, recovery point, attempts and last error. */
+export function operation(tr, op) {
+  tr.dataset.op = op.op;
+  tr.dataset.state = op.state;
+  tr.dataset.point = op.recovery_point || "";
+  tr.dataset.attempts = String(op.attempts ?? 0);
+  tr.dataset.lastError = op.last_error || "";
+}

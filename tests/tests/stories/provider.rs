@@ -12,6 +12,7 @@ use e2e::steps::{
 };
 use e2e::{Page, Receipt, Scene, Setup};
 use std::time::Duration;
+use testkit::Fault;
 
 e2e::stories![
     Setup::provider() =>
@@ -19,6 +20,7 @@ e2e::stories![
     a_server_killed_after_the_provider_charged_ends_with_one_charge_and_one_receipt,
     a_server_killed_before_it_called_the_provider_ends_with_one_charge_and_one_receipt,
     a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_operation,
+    the_operator_panel_lists_a_payment_the_provider_holds_up_until_the_completer_finishes_it,
 ];
 
 /// Where a story's receipt goes: the e-mail field's prefilled address.
@@ -205,4 +207,64 @@ async fn a_declined_card_is_shown_and_paid_again_with_another_card_as_a_new_oper
     );
     page.listed_charges().await?;
     ensure_summary(&page, "2 charges in total; 1 for this cart").await
+}
+
+/// The operator panel (chaos mode): the provider is down, so the payment
+/// stays unfinished at `charge_created`; the panel lists it, its failed
+/// attempts counted and the provider's error shown, while the completer
+/// keeps trying. Once the provider is back the completer (or the page's
+/// own retry) finishes it, the panel empties, and the page ends on the
+/// receipt, paid once at the provider with one receipt.
+async fn the_operator_panel_lists_a_payment_the_provider_holds_up_until_the_completer_finishes_it(
+    scene: &mut Scene,
+) -> Result<()> {
+    scene.psp()?.fault(Fault::Down, 100_000).await?;
+    let page = shopper_with_cart(scene).await?;
+    page.choose_card("pm_card_visa").await?;
+    page.pay().await?;
+    page.wait_for_within(
+        "the operator panel to list the payment with a failed attempt",
+        "[...document.querySelectorAll('#operations tbody tr')] \
+           .some(r => r.dataset.point === 'charge_created' && Number(r.dataset.attempts) >= 1)",
+        Duration::from_secs(30),
+    )
+    .await?;
+    let (state, last_error): (String, String) = page
+        .eval(
+            "const r = document.querySelector('#operations tbody tr'); \
+             return [r.dataset.state, r.dataset.lastError];",
+        )
+        .await?;
+    ensure!(
+        state == "running" || state == "stalled",
+        "the panel shows the payment {state:?}"
+    );
+    ensure!(
+        !last_error.is_empty(),
+        "the panel shows no error for the failed attempt"
+    );
+
+    scene.psp()?.clear_faults().await?;
+    page.wait_for_within(
+        "the operator panel to empty once the provider is back",
+        "(() => { const t = document.querySelector('#operations'); \
+           return t.dataset.count === '0' && Number(t.dataset.loads) > 1; })()",
+        Duration::from_secs(30),
+    )
+    .await?;
+    // The page either got the answer on a retry of its own, or gave up
+    // meanwhile and offers "Try again", which replays it.
+    page.wait_for_within(
+        "the page to end the payment",
+        "['paid', 'pending'].includes(document.querySelector('#cart').dataset.state)",
+        Duration::from_secs(60),
+    )
+    .await?;
+    if page.cart_state().await? == "pending" {
+        page.pay().await?;
+    }
+    let receipt = page.wait_for_receipt().await?;
+    ensure_one_key(&page.charge_attempts().await?, &receipt.key)?;
+    ensure_one_provider_charge_and_one_receipt(scene, &page, &receipt).await?;
+    ensure_charged_once(&page, &scene.server, &receipt).await
 }
