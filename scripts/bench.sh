@@ -21,6 +21,13 @@
 #       a CA and certificate made here with openssl, ssl switched on by
 #       ALTER SYSTEM for the run) against the same run with sslmode=disable,
 #       by turns (TLS_PAIRS=2 pairs), p99 beside; TLS=0 skips it
+#   BENCH_POSTGRES_URL=… BASE=0 TLS=0 PROVIDER=0 LIVE=0 RECEIPTS=0 scripts/bench.sh
+#       only the PgBouncer runs: PostgreSQL new keys direct with a plain URL,
+#       direct with pgbouncer=true (the pooler-safe session: SET LOCAL in
+#       every transaction, no startup options), and through Debian's
+#       PgBouncer in transaction mode (PGBOUNCER_POOL=16 server
+#       connections), by turns (BOUNCER_ROUNDS=2), p99 beside;
+#       BOUNCER=0 skips them
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -38,7 +45,7 @@ fresh_database() { # DIR -> a database URL
   if [ -n "${BENCH_POSTGRES_URL:-}" ]; then
     local name="bench_$(date +%s%N)"
     psql -q "$BENCH_POSTGRES_URL" -c "CREATE DATABASE $name"
-    echo "${BENCH_POSTGRES_URL%/*}/$name${DB_PARAMS:+?$DB_PARAMS}"
+    echo "${DB_BASE:-${BENCH_POSTGRES_URL%/*}}/$name${DB_PARAMS:+?$DB_PARAMS}"
   else
     echo "sqlite://$1/shop.db"
   fi
@@ -162,6 +169,28 @@ if [ "${TLS:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
   psql -q "$BENCH_POSTGRES_URL" -c "ALTER SYSTEM RESET ssl" -c "ALTER SYSTEM RESET ssl_cert_file" \
     -c "ALTER SYSTEM RESET ssl_key_file" -c "SELECT pg_reload_conf()" >/dev/null
   rm -rf "$tdir"
+fi
+
+if [ "${BOUNCER:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
+  # PostgreSQL new keys through PgBouncer (transaction mode) against the
+  # same runs direct, by turns; and direct with pgbouncer=true, which is
+  # what a plain URL would cost if it were pooler-safe by default.
+  bdir=$(mktemp -d)
+  bouncer=$(PGBOUNCER_POOL=${PGBOUNCER_POOL:-16} scripts/pgbouncer.sh start "$bdir" "$BENCH_POSTGRES_URL")
+  bouncer_base=${bouncer%/*}
+  echo "# PostgreSQL new keys direct, direct with pgbouncer=true, and through PgBouncer (transaction mode, pool ${PGBOUNCER_POOL:-16}), by turns:"
+  for _ in $(seq "${BOUNCER_ROUNDS:-2}"); do
+    run server new-key; direct_rps+=("$rps"); direct_p99+=("$p99")
+    DB_PARAMS=pgbouncer=true run server new-key; safe_rps+=("$rps"); safe_p99+=("$p99")
+    DB_BASE=$bouncer_base DB_PARAMS=pgbouncer=true run server new-key
+    pooled_rps+=("$rps"); pooled_p99+=("$p99")
+  done
+  for i in "${!pooled_rps[@]}"; do
+    echo "ratio new-key through PgBouncer / direct (round $((i + 1))): $(ratio "${pooled_rps[$i]}" "${direct_rps[$i]}") (target >= 0.8); p99 ${pooled_p99[$i]} ms against ${direct_p99[$i]} ms"
+    echo "ratio new-key direct with pgbouncer=true / plain URL (round $((i + 1))): $(ratio "${safe_rps[$i]}" "${direct_rps[$i]}"); p99 ${safe_p99[$i]} ms against ${direct_p99[$i]} ms"
+  done
+  scripts/pgbouncer.sh stop "$bdir"
+  rm -rf "$bdir"
 fi
 
 if [ "${PROVIDER:-1}" = 1 ]; then

@@ -5,6 +5,8 @@
 #                                                 # prints the URL to reach the
 #                                                 # cluster through it
 #   scripts/pgbouncer.sh stop DIR
+#   PGBOUNCER_POOL=16 scripts/pgbouncer.sh start …  # server connections per
+#                                                 # database (4 by default)
 # Every database name is passed through (`* =`), so the suites' own
 # databases (CREATE DATABASE t_…) are reached through it too. The URL it
 # prints carries `pgbouncer=true`, which tells the server to send no
@@ -41,10 +43,11 @@ auth_file = $dir/users.txt
 pool_mode = transaction
 ; small on purpose: transactions of many clients share a few server
 ; connections, so a client's consecutive transactions land on others
-default_pool_size = 4
+; (PGBOUNCER_POOL sets it: the benchmark's pool is a production one)
+default_pool_size = ${PGBOUNCER_POOL:-4}
 reserve_pool_size = 0
 max_client_conn = 2000
-max_db_connections = 8
+max_db_connections = $((2 * ${PGBOUNCER_POOL:-4}))
 ; the suites make a database per test: idle server connections of the
 ; finished ones close at once, and all of them together stay well under
 ; the cluster's max_connections (clients wait for a free one meanwhile)
