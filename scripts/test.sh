@@ -69,6 +69,8 @@ trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EX
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
   --test rolling --test outage -- --include-ignored
+# The engine behind a plain tower service (no axum), on PostgreSQL.
+TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --test tower_layer
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every
@@ -78,6 +80,7 @@ step "server: the API suite and the crash harness through PgBouncer (transaction
 bouncer="$(scripts/pgbouncer.sh start "$pgdir/bouncer" "$pgurl")"
 trap 'scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 TEST_POSTGRES_URL="$bouncer" cargo test -p server --test api --test crash -- --include-ignored
+TEST_POSTGRES_URL="$bouncer" cargo test -p exactly-once --test tower_layer
 
 # PostgreSQL on the power-cut file system, a failover to a streaming
 # standby (synchronous, then asynchronous and measured; a commit whose wait

@@ -25,6 +25,28 @@ impl Caller {
         Self(Sha256::digest(identity.as_ref()).into())
     }
 
+    /// This caller's keys in the namespace `namespace` (a route's name):
+    /// another caller, as far as keys go, so the same key in two
+    /// namespaces is two operations. The same namespace always gives the
+    /// same caller, across processes and releases.
+    ///
+    /// ```
+    /// use exactly_once::Caller;
+    ///
+    /// let alice = Caller::of(b"account:42");
+    /// assert_eq!(alice.within("refunds"), alice.within("refunds"));
+    /// assert_ne!(alice.within("refunds"), alice.within("charges"));
+    /// assert_ne!(alice.within("refunds"), alice);
+    /// ```
+    pub fn within(&self, namespace: &str) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(b"exactly-once namespace\0");
+        hash.update((namespace.len() as u64).to_be_bytes());
+        hash.update(namespace.as_bytes());
+        hash.update(self.0);
+        Self(hash.finalize().into())
+    }
+
     /// The hash as stored in the database.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0

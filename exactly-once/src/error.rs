@@ -11,7 +11,7 @@ use crate::record::StoredResponse;
 use crate::store::{StoreError, StoreErrorKind};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{header, HeaderValue, StatusCode};
+use http::{header, StatusCode};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -319,23 +319,43 @@ impl<'a> Problem<'a> {
     }
 }
 
-impl IntoResponse for Error {
-    fn into_response(self) -> Response {
+impl Error {
+    /// Whether the answer tells the client when to try again
+    /// (`Retry-After`): the refusals a retry of the same key may get past.
+    fn retry_later(&self) -> bool {
+        matches!(
+            self,
+            Error::Unavailable(_)
+                | Error::OutcomeUnknown(_)
+                | Error::Unfinished(_)
+                | Error::StepUnavailable(_)
+                | Error::IncompatibleSchema(_)
+                | Error::IdempotencyKeyInUse
+        )
+    }
+
+    /// The answer this error gives, with no HTTP types: an
+    /// `application/problem+json` document, and `Retry-After` when a retry
+    /// of the same key may get past it. What a framework outside axum and
+    /// tower sends (see [`Engine::execute`](crate::Engine::execute)).
+    pub fn answer(&self) -> StoredResponse {
         let (status, slug, title) = self.parts();
         let detail = self.to_string();
-        let mut response = Problem::new(status, slug, title, &detail).into_response();
-        let headers = response.headers_mut();
-        match self {
-            Error::Unavailable(_)
-            | Error::OutcomeUnknown(_)
-            | Error::Unfinished(_)
-            | Error::StepUnavailable(_)
-            | Error::IncompatibleSchema(_)
-            | Error::IdempotencyKeyInUse => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-            }
-            _ => {}
+        let mut stored = Problem::new(status, slug, title, &detail).stored();
+        if self.retry_later() {
+            stored.headers.push((
+                header::RETRY_AFTER.as_str().to_owned(),
+                RETRY_AFTER_SECS.to_string(),
+            ));
         }
+        stored
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = crate::flow::respond(self.answer(), false);
         if status.is_server_error() {
             response.extensions_mut().insert(Arc::new(self));
         }

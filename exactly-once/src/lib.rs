@@ -2,9 +2,10 @@
 //!
 //! # Layout
 //!
-//! * [`Engine`]: what handlers and tasks share; [`Keyed`], the extractor
-//!   of a keyed JSON request; [`Engine::run`], the flow (replay, claim,
-//!   run, record, answer).
+//! * [`Engine`]: what handlers and tasks share; [`Engine::execute`], the
+//!   flow with no HTTP types (replay, claim, run, record, answer);
+//!   [`Keyed`], a keyed JSON request, and its adapters: the axum extractor
+//!   with [`Engine::run`], and [`KeyedLayer`] for any tower service.
 //! * [`Operation`] and [`Step`]: your SQL inside the engine's transaction
 //!   and how a phase ends; [`Steps`]: your work between phases.
 //! * [`store`]: the [`Store`] protocol; [`SqliteStore`] (feature
@@ -54,7 +55,8 @@ pub use engine::{Engine, EngineBuilder, NoSteps, Shared, Steps};
 pub use error::{Error, Problem, StepUnavailable};
 pub use fingerprint::Fingerprint;
 pub use flow::keyed::{Keyed, MAX_BODY_BYTES};
-pub use flow::{respond, IDEMPOTENT_REPLAYED};
+pub use flow::layer::{KeyedLayer, KeyedService};
+pub use flow::{respond, Answer, Refused, Replay, IDEMPOTENT_REPLAYED};
 pub use hooks::{Hooks, NoHooks};
 pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;

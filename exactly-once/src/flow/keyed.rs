@@ -27,8 +27,11 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// (keys are per caller); its refusal is answered as it renders. `H` is
 /// what the request asks of the [`Hooks`] (fault injection), [`NoHooks`]
 /// unless you have some.
+///
+/// Outside axum, [`Keyed::new`] makes one from what your edge read, and
+/// [`KeyedLayer`](crate::KeyedLayer) hands one to any tower service.
 #[derive(Debug)]
-pub struct Keyed<C, H = NoHooks> {
+pub struct Keyed<C = Caller, H = NoHooks> {
     /// Caller, key and fingerprint.
     pub request: IdempotentRequest,
     /// The body, parsed as JSON (each route parses it into its own type).
@@ -67,6 +70,27 @@ where
 }
 
 impl<C, H> Keyed<C, H> {
+    /// A keyed request your own edge read: its caller, key and fingerprint
+    /// ([`Fingerprint::new`] of the method, path and JSON body), the body,
+    /// and its hooks ([`NoHooks`] unless you inject faults).
+    pub fn new(request: IdempotentRequest, body: serde_json::Value, hooks: H) -> Self {
+        Self {
+            request,
+            body,
+            hooks,
+            by: PhantomData,
+        }
+    }
+
+    /// The request with its key in the namespace `namespace` (a route's
+    /// name, say): the same key sent to two namespaces is two operations,
+    /// each with its own answer, rather than a 422 for the second.
+    /// Operators see the namespaced caller ([`Caller::within`]).
+    pub fn within(mut self, namespace: &str) -> Self {
+        self.request.caller = self.request.caller.within(namespace);
+        self
+    }
+
     async fn read<S: Send + Sync>(
         req: Request,
         state: &S,
@@ -80,28 +104,51 @@ impl<C, H> Keyed<C, H> {
         let method = req.method().clone();
         let path = req.uri().path().to_owned();
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Error::PayloadTooLarge(MAX_BODY_BYTES)
-            } else if caused_by_timeout(&rejection) {
-                Error::RequestTimeout
-            } else {
-                Error::InvalidRequest(format!("could not read the body: {rejection}"))
-            }
+            unreadable(
+                &rejection,
+                rejection.status() == StatusCode::PAYLOAD_TOO_LARGE,
+                MAX_BODY_BYTES,
+            )
         })?;
-        let body: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::InvalidRequest(format!("the body is not valid JSON: {e}")))?;
-        let fingerprint = Fingerprint::new(&method, &path, &body);
-        Ok(Self {
-            request: IdempotentRequest {
+        let (body, fingerprint) = parse_json(&method, &path, &bytes)?;
+        Ok(Self::new(
+            IdempotentRequest {
                 caller,
                 key,
                 fingerprint,
             },
             body,
             hooks,
-            by: PhantomData,
-        })
+        ))
     }
+}
+
+/// The refusal of a body that could not be read: over the `limit` (413),
+/// cut by tower-http's `RequestBodyTimeoutLayer` (408), or broken (400).
+pub(crate) fn unreadable(
+    error: &(dyn std::error::Error + 'static),
+    too_large: bool,
+    limit: usize,
+) -> Error {
+    if too_large {
+        Error::PayloadTooLarge(limit)
+    } else if caused_by_timeout(error) {
+        Error::RequestTimeout
+    } else {
+        Error::InvalidRequest(format!("could not read the body: {error}"))
+    }
+}
+
+/// The body as JSON (400 if it is not) and the request's fingerprint.
+pub(crate) fn parse_json(
+    method: &http::Method,
+    path: &str,
+    bytes: &[u8],
+) -> Result<(serde_json::Value, Fingerprint), Error> {
+    let body: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::InvalidRequest(format!("the body is not valid JSON: {e}")))?;
+    let fingerprint = Fingerprint::new(method, path, &body);
+    Ok((body, fingerprint))
 }
 
 /// Whether reading the body failed because tower-http's
@@ -117,7 +164,7 @@ fn caused_by_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn is_json(headers: &http::HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &http::HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -34,6 +34,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod keyed;
+pub(crate) mod layer;
 pub(crate) mod steps;
 
 use crate::clock::BootInstant;
@@ -41,10 +42,10 @@ use crate::error::Error;
 use crate::hooks::Hooks;
 use crate::metrics::ResumedBy;
 use crate::record::{Lease, Record, StoredResponse, Verdict};
-use crate::store::{Execution, FirstPhase, Operation};
-use crate::{Engine, Keyed, OperationId};
-use axum::body::Body;
+use crate::store::{Execution, FirstPhase, IdempotentRequest, Operation};
+use crate::{Caller, Engine, IdempotencyKey, Keyed, OperationId};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 use std::sync::Arc;
 use steps::Ended;
@@ -53,10 +54,138 @@ use tracing::Instrument;
 /// The header that marks a replayed answer.
 pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
+/// What a keyed request is answered, with no HTTP types: the operation's
+/// own answer, or the stored one again for a retry (`replayed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Status, headers and body, byte for byte as recorded.
+    pub response: StoredResponse,
+    /// A retry's answer: send `Idempotent-Replayed: true` with it.
+    pub replayed: bool,
+}
+
+impl Answer {
+    /// The answer as an HTTP response, over any body that takes [`Bytes`]
+    /// (axum's, hyper's `Full`, `String` does not).
+    pub fn into_http<B: From<Bytes>>(self) -> http::Response<B> {
+        let mut response = http::Response::new(B::from(self.response.body));
+        *response.status_mut() =
+            StatusCode::from_u16(self.response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        for (name, value) in &self.response.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(name.as_str()),
+                HeaderValue::try_from(value.as_str()),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        if self.replayed {
+            headers.insert(
+                IDEMPOTENT_REPLAYED.clone(),
+                HeaderValue::from_static("true"),
+            );
+        }
+        response
+    }
+}
+
+/// Why [`Engine::execute`] did not answer with an operation's answer.
+#[derive(Debug)]
+pub enum Refused<E> {
+    /// The engine's refusal (422, 409, 503…): answer
+    /// [`Error::answer`], or let it render itself in axum.
+    Engine(Error),
+    /// Your `parse` refused the body (after the key's record had its say):
+    /// answer it as your framework renders it.
+    Parse(E),
+}
+
+impl<E> From<Error> for Refused<E> {
+    fn from(error: Error) -> Self {
+        Self::Engine(error)
+    }
+}
+
+impl<E> From<crate::store::StoreError> for Refused<E> {
+    fn from(error: crate::store::StoreError) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+/// A retry answered from its key's record, as the replay hook sees it
+/// ([`EngineBuilder::on_replay`](crate::EngineBuilder::on_replay)): for an
+/// audit log, or a metric of your own.
+#[derive(Debug, Clone, Copy)]
+pub struct Replay<'a> {
+    /// Whose key.
+    pub caller: &'a Caller,
+    /// The key.
+    pub key: &'a IdempotencyKey,
+    /// The operation (the `op` of the logs).
+    pub operation: OperationId,
+    /// The status replayed.
+    pub status: u16,
+}
+
 impl Engine {
+    /// The engine's core, with no HTTP types: runs the operation `parse`
+    /// makes of `body` at most once for the request's key, and returns its
+    /// answer (its own, or the recorded one again for a retry), or why not.
+    /// The caller, key and fingerprint come from your edge
+    /// ([`Keyed::new`](crate::Keyed::new) makes them from an HTTP request's
+    /// parts); `hooks` is [`NoHooks`](crate::NoHooks) unless you inject
+    /// faults. [`Engine::run`] (axum) and
+    /// [`KeyedLayer`](crate::KeyedLayer) (tower) are built on it, and so
+    /// is any other framework's handler:
+    ///
+    /// ```ignore
+    /// // actix-web, say: the request's parts have been read into `request`
+    /// // (caller, key, fingerprint) and `body` (JSON).
+    /// let answer = match engine.execute(request, &body, &NoHooks, parse_charge).await {
+    ///     Ok(answer) => answer,
+    ///     Err(Refused::Engine(error)) => Answer { response: error.answer(), replayed: false },
+    ///     Err(Refused::Parse(bad)) => return Ok(HttpResponse::BadRequest().body(bad)),
+    /// };
+    /// let mut reply = HttpResponse::build(StatusCode::from_u16(answer.response.status)?);
+    /// for (name, value) in &answer.response.headers {
+    ///     reply.insert_header((name.as_str(), value.as_str()));
+    /// }
+    /// if answer.replayed {
+    ///     reply.insert_header(("idempotent-replayed", "true"));
+    /// }
+    /// Ok(reply.body(answer.response.body))
+    /// ```
+    ///
+    /// When `parse` refuses the body, the key's record is looked up first,
+    /// so a key reused with another request is a 422 even when that
+    /// request would not parse.
+    pub async fn execute<O, E>(
+        &self,
+        request: IdempotentRequest,
+        body: &serde_json::Value,
+        hooks: &dyn Hooks,
+        parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
+    ) -> Result<Answer, Refused<E>>
+    where
+        O: Operation,
+    {
+        // The operation's hash is worked out only when its logs are wanted.
+        let span = if tracing::enabled!(tracing::Level::INFO) {
+            let id = OperationId::new(&request.caller, &request.key);
+            tracing::info_span!("operation", caller = %request.caller, op = %id)
+        } else {
+            tracing::Span::none()
+        };
+        execute_in_span(self, request, body, hooks, parse)
+            .instrument(span)
+            .await
+    }
+
     /// Runs the request's operation at most once for its key and answers:
     /// the operation's own answer, the stored one again for a retry, or the
     /// engine's refusal (422, 409, 503) as `application/problem+json`.
+    /// The axum adapter of [`Engine::execute`].
     ///
     /// `parse` turns the body into the route's operation; its refusal (your
     /// error, a 400 say) is answered as it renders. When it refuses the
@@ -72,47 +201,32 @@ impl Engine {
         O: Operation,
         E: IntoResponse,
     {
-        // The operation's hash is worked out only when its logs are wanted.
-        let span = if tracing::enabled!(tracing::Level::INFO) {
-            let caller = keyed.request.caller;
-            let id = OperationId::new(&caller, &keyed.request.key);
-            tracing::info_span!("operation", %caller, op = %id)
-        } else {
-            tracing::Span::none()
-        };
-        let parse = |body: &serde_json::Value| -> Result<Arc<dyn Operation>, Box<Response>> {
-            match parse(body) {
-                Ok(operation) => Ok(Arc::new(operation)),
-                Err(refused) => Err(Box::new(refused.into_response())),
-            }
-        };
-        match run_in_span(self, keyed, parse).instrument(span).await {
-            Ok(response) => response,
-            Err(error) => error.into_response(),
+        match self
+            .execute(keyed.request, &keyed.body, &keyed.hooks, parse)
+            .await
+        {
+            Ok(answer) => answer.into_http(),
+            Err(Refused::Engine(error)) => error.into_response(),
+            Err(Refused::Parse(refused)) => refused.into_response(),
         }
     }
 }
 
-async fn run_in_span<C, H: Hooks>(
+async fn execute_in_span<O: Operation, E>(
     state: &Engine,
-    keyed: Keyed<C, H>,
-    parse: impl FnOnce(&serde_json::Value) -> Result<Arc<dyn Operation>, Box<Response>>,
-) -> Result<Response, Error> {
-    let Keyed {
-        request,
-        body,
-        hooks,
-        ..
-    } = keyed;
-    let hooks: &dyn Hooks = &hooks;
+    request: IdempotentRequest,
+    body: &serde_json::Value,
+    hooks: &dyn Hooks,
+    parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
+) -> Result<Answer, Refused<E>> {
     let (caller, key, fingerprint) = (request.caller, request.key.clone(), request.fingerprint);
     let epoch = state.store.epoch();
     if let Some(record) = state.cache.get(&caller, &key, epoch) {
-        return answer(state, record.verdict(&fingerprint));
+        return Ok(answer(state, &caller, &key, record.verdict(&fingerprint))?);
     }
 
-    let operation = match parse(&body) {
-        Ok(operation) => operation,
+    let operation: Arc<dyn Operation> = match parse(body) {
+        Ok(operation) => Arc::new(operation),
         // The record decides before the body's fields do: a key reused
         // with a body that does not even parse is a 422, not a 400.
         Err(refused) => {
@@ -122,19 +236,27 @@ async fn run_in_span<C, H: Hooks>(
                     state
                         .cache
                         .put(&caller, &key, &found.record, since, found.life, epoch);
-                    answer(state, found.record.verdict(&fingerprint))
+                    Ok(answer(
+                        state,
+                        &caller,
+                        &key,
+                        found.record.verdict(&fingerprint),
+                    )?)
                 }
                 // Unfinished, the key's operation is another request all
                 // the same: 422, as it is once finished.
                 None => match state.store.unfinished(&caller, &key).await? {
-                    Some(running) if running != fingerprint => answer(state, Verdict::Mismatch),
-                    _ => Ok(*refused),
+                    Some(running) if running != fingerprint => {
+                        Ok(answer(state, &caller, &key, Verdict::Mismatch)?)
+                    }
+                    _ => Err(Refused::Parse(refused)),
                 },
             };
         }
     };
+    let life = operation.key_ttl().unwrap_or_else(|| state.store.key_ttl());
     let since = BootInstant::now();
-    match state
+    let answered = match state
         .store
         .execute(FirstPhase {
             request,
@@ -150,7 +272,6 @@ async fn run_in_span<C, H: Hooks>(
                 fingerprint,
                 response,
             };
-            let life = state.store.key_ttl();
             state.cache.put(&caller, &key, &record, since, life, epoch);
             finished(record.response, hooks).await
         }
@@ -175,9 +296,9 @@ async fn run_in_span<C, H: Hooks>(
             state
                 .cache
                 .put(&caller, &key, &found.record, since, found.life, epoch);
-            answer(state, found.record.verdict(&fingerprint))
+            answer(state, &caller, &key, found.record.verdict(&fingerprint))
         }
-        Execution::Mismatch => answer(state, Verdict::Mismatch),
+        Execution::Mismatch => answer(state, &caller, &key, Verdict::Mismatch),
         Execution::NeedsAttention(reason) => {
             tracing::info!(%reason, "refused: the key's operation is set aside for an operator");
             Err(Error::OperationNeedsAttention)
@@ -194,7 +315,8 @@ async fn run_in_span<C, H: Hooks>(
                 "the transaction was rolled back on purpose".into(),
             ))
         }
-    }
+    };
+    Ok(answered?)
 }
 
 /// Runs a stopped operation to its end and answers; if another holder got
@@ -204,7 +326,7 @@ async fn run_in_span<C, H: Hooks>(
 /// answered as what it is: the outcome is not known yet, and the same key
 /// sent again gets it ([`Error::in_later_phase`]), never "nothing was
 /// done".
-async fn go_on(state: &Engine, lease: Lease, hooks: &dyn Hooks) -> Result<Response, Error> {
+async fn go_on(state: &Engine, lease: Lease, hooks: &dyn Hooks) -> Result<Answer, Error> {
     let (caller, key) = (lease.caller, lease.key.clone());
     let ended = steps::run_to_end(state, lease, hooks)
         .await
@@ -228,13 +350,18 @@ async fn taken_over(
     state: &Engine,
     caller: &crate::Caller,
     key: &crate::IdempotencyKey,
-) -> Result<Response, Error> {
+) -> Result<Answer, Error> {
     let deadline = tokio::time::Instant::now() + WAIT_FOR_HOLDER;
     loop {
         match state.store.lookup(caller, key).await {
             // Another holder finished it: its answer is this request's first
             // (so not marked replayed).
-            Ok(Some(found)) => return Ok(respond(found.record.response, false)),
+            Ok(Some(found)) => {
+                return Ok(Answer {
+                    response: found.record.response,
+                    replayed: false,
+                })
+            }
             Ok(None) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
@@ -249,18 +376,37 @@ async fn taken_over(
 
 /// The operation finished and its answer is committed: answer, after the
 /// hook.
-async fn finished(response: StoredResponse, hooks: &dyn Hooks) -> Result<Response, Error> {
+async fn finished(response: StoredResponse, hooks: &dyn Hooks) -> Result<Answer, Error> {
     hooks.after_commit().await?;
-    Ok(respond(response, false))
+    Ok(Answer {
+        response,
+        replayed: false,
+    })
 }
 
 /// The answer to a request that found a finished record of its key.
-fn answer(state: &Engine, verdict: Verdict) -> Result<Response, Error> {
+fn answer(
+    state: &Engine,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    verdict: Verdict,
+) -> Result<Answer, Error> {
     match verdict {
         Verdict::Replay(response) => {
             state.metrics.replayed();
             tracing::info!(status = response.status, "replayed");
-            Ok(respond(response, true))
+            if let Some(on_replay) = &state.on_replay {
+                on_replay(&Replay {
+                    caller,
+                    key,
+                    operation: OperationId::new(caller, key),
+                    status: response.status,
+                });
+            }
+            Ok(Answer {
+                response,
+                replayed: true,
+            })
         }
         Verdict::Mismatch => {
             state.metrics.mismatched();
@@ -270,25 +416,11 @@ fn answer(state: &Engine, verdict: Verdict) -> Result<Response, Error> {
     }
 }
 
-/// Builds the HTTP answer from a stored response.
+/// Builds the HTTP answer from a stored response (axum's body).
 pub fn respond(stored: StoredResponse, replayed: bool) -> Response {
-    let mut response = Response::new(Body::from(stored.body));
-    *response.status_mut() =
-        StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = response.headers_mut();
-    for (name, value) in &stored.headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::try_from(name.as_str()),
-            HeaderValue::try_from(value.as_str()),
-        ) {
-            headers.append(name, value);
-        }
+    Answer {
+        response: stored,
+        replayed,
     }
-    if replayed {
-        headers.insert(
-            IDEMPOTENT_REPLAYED.clone(),
-            HeaderValue::from_static("true"),
-        );
-    }
-    response
+    .into_http()
 }

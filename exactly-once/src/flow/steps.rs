@@ -129,16 +129,28 @@ enum Stepped {
 /// Runs the step while renewing the lease every third of it. A renewal
 /// that fails for the database's sake is tried again at the next turn (the
 /// step goes on: its phase checks the lease anyway); one that finds the
-/// lease taken drops the step.
+/// lease taken drops the step. A recovery point with a lease of its own
+/// ([`Steps::lease`](crate::Steps::lease)) has it from the start.
 async fn step_under_lease(state: &Engine, lease: &Lease) -> Stepped {
-    let every = (state.store.lease() / 3).max(Duration::from_millis(10));
+    let length = state
+        .steps
+        .lease(&lease.point)
+        .unwrap_or_else(|| state.store.lease());
+    if length != state.store.lease() {
+        match state.store.renew(lease, length).await {
+            Ok(true) => {}
+            Ok(false) => return Stepped::LeaseLost,
+            Err(e) => tracing::warn!(error = %e, "could not set the point's lease; trying again"),
+        }
+    }
+    let every = (length / 3).max(Duration::from_millis(10));
     let step = state.steps.step(lease);
     tokio::pin!(step);
     let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
             done = &mut step => return Stepped::Done(done),
-            _ = renewals.tick() => match state.store.renew(lease).await {
+            _ = renewals.tick() => match state.store.renew(lease, length).await {
                 Ok(true) => tracing::debug!("lease renewed while the step runs"),
                 Ok(false) => return Stepped::LeaseLost,
                 Err(e) => tracing::warn!(error = %e, "could not renew the lease; trying again"),

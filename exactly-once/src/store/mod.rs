@@ -219,6 +219,15 @@ pub trait Operation: fmt::Debug + Send + Sync + 'static {
     fn one_statement(&self) -> Option<postgres::OneStatement> {
         None
     }
+
+    /// How long this operation's key is remembered once it finished, when
+    /// it is not the store's `key_ttl`: a payment's key for a week, a
+    /// cart's for an hour. `None` (the default): the store's. Read when
+    /// the record is written: the phase that finishes the operation
+    /// decides.
+    fn key_ttl(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A route that runs one of several operations (in one phase or in two,
@@ -246,6 +255,10 @@ impl Operation for Box<dyn Operation> {
     #[cfg(feature = "postgres")]
     fn one_statement(&self) -> Option<postgres::OneStatement> {
         (**self).one_statement()
+    }
+
+    fn key_ttl(&self) -> Option<Duration> {
+        (**self).key_ttl()
     }
 }
 
@@ -558,10 +571,9 @@ pub trait Store: Send + Sync + 'static {
     /// own, if the lease is still its holder's, and records how it ended.
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced>;
 
-    /// Extends the lease by its whole length from now, while its holder's
-    /// step runs; false (and nothing written) when it is no longer the
-    /// holder's.
-    async fn renew(&self, lease: &Lease) -> Result<bool>;
+    /// Extends the lease to `length` from now, while its holder's step
+    /// runs; false (and nothing written) when it is no longer the holder's.
+    async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool>;
 
     /// Gives the lease up at once and counts nothing: its holder will not
     /// run the step (a recovery point its release does not know), and a

@@ -241,6 +241,16 @@ impl PostgresStore {
     }
 
     /// This call's times: every expiry and lease is the database's `now()`.
+    /// The clock of a phase of `operation`: its records live for its own
+    /// TTL when it has one.
+    fn clock_for(&self, operation: &dyn Operation) -> Clock {
+        let mut clock = self.clock();
+        if let Some(ttl) = operation.key_ttl() {
+            clock.ttl_secs = ttl.as_secs_f64();
+        }
+        clock
+    }
+
     fn clock(&self) -> Clock {
         Clock::new(now_ms(), &self.lifetimes, self.session)
     }
@@ -315,8 +325,9 @@ impl Store for PostgresStore {
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
-        let clock = self.clock();
-        if phase.finish == Finish::Commit {
+        let clock = self.clock_for(phase.operation.as_ref());
+        // A batch records every key in it for the store's TTL.
+        if phase.finish == Finish::Commit && phase.operation.key_ttl().is_none() {
             if let Some(one) = phase.operation.one_statement() {
                 return self.batches.execute(phase.request, one, clock).await;
             }
@@ -326,15 +337,15 @@ impl Store for PostgresStore {
     }
 
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
-        let clock = self.clock();
+        let clock = self.clock_for(phase.as_ref());
         let mut client = self.client().await?;
         let tx = protocol::begin(&mut client, clock).await?;
         protocol::advance(tx, lease, phase.as_ref(), clock).await
     }
 
-    async fn renew(&self, lease: &Lease) -> Result<bool> {
+    async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool> {
         let client = self.client().await?;
-        protocol::renew(&**client, lease, self.clock().lease_secs).await
+        protocol::renew(&**client, lease, length.as_secs_f64()).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool> {
@@ -480,7 +491,8 @@ impl Store for PostgresStore {
         settlement: &Settlement,
     ) -> Result<Option<StoredResponse>> {
         let mut client = self.client().await?;
-        operator::settle(&mut client, lease, phase.as_ref(), settlement, self.clock()).await
+        let clock = self.clock_for(phase.as_ref());
+        operator::settle(&mut client, lease, phase.as_ref(), settlement, clock).await
     }
 
     async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>> {

@@ -204,6 +204,16 @@ impl SqliteStore {
         }
     }
 
+    /// The clock of a phase of `operation`: its records live for its own
+    /// TTL when it has one.
+    fn clock_for(&self, operation: &dyn Operation) -> Clock {
+        let mut clock = self.clock();
+        if let Some(ttl) = operation.key_ttl() {
+            clock.ttl = millis(ttl);
+        }
+        clock
+    }
+
     /// Whether this write should store the clock's reading too (once a
     /// second at most, so that a reboot goes on from close to where this
     /// one stopped).
@@ -271,7 +281,7 @@ impl Store for SqliteStore {
     }
 
     async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
-        let clock = self.clock();
+        let clock = self.clock_for(phase.operation.as_ref());
         let db_clock = self.clock_reading_due().then_some(self.clock);
         self.writer
             .submit(Kind::Write, move |batch| {
@@ -296,15 +306,16 @@ impl Store for SqliteStore {
     }
 
     async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
-        let (lease, clock) = (lease.clone(), self.clock());
+        let (lease, clock) = (lease.clone(), self.clock_for(phase.as_ref()));
         self.write(Kind::Write, move |conn| {
             protocol::advance(conn, &lease, phase.as_ref(), clock)
         })
         .await
     }
 
-    async fn renew(&self, lease: &Lease) -> Result<bool> {
-        let (lease, clock) = (lease.clone(), self.clock());
+    async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool> {
+        let (lease, mut clock) = (lease.clone(), self.clock());
+        clock.lease = millis(length);
         self.write(Kind::Write, move |conn| {
             protocol::renew(conn, &lease, clock)
         })
@@ -474,7 +485,8 @@ impl Store for SqliteStore {
         phase: Arc<dyn Operation>,
         settlement: &Settlement,
     ) -> Result<Option<StoredResponse>> {
-        let (lease, clock, settlement) = (lease.clone(), self.clock(), settlement.clone());
+        let (lease, settlement) = (lease.clone(), settlement.clone());
+        let clock = self.clock_for(phase.as_ref());
         self.write(Kind::Other, move |conn| {
             operator::settle(conn, &lease, phase.as_ref(), &settlement, clock)
         })
