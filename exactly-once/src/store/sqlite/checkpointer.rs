@@ -8,14 +8,19 @@
 //! Here a thread of its own does it on its own connection while the writer
 //! goes on committing: a `PASSIVE` checkpoint never blocks a write.
 //!
-//! The writer still checkpoints by itself when the WAL grows past
+//! The writer still checkpoints by itself once the WAL has grown past
 //! [`Thresholds::writer_at`]: SQLite only restarts a WAL from its
 //! beginning once every frame is in the database file, which a checkpoint
-//! running beside a busy writer never quite catches up with. By then this
-//! thread has copied all but the frames since its last pass (at most
-//! [`Thresholds::every`]), so the writer's own pass is the shorter one; it
-//! waits for this thread's pass to end first. docs/BENCHMARKS.md has what
-//! this measured.
+//! running beside a busy writer never quite catches up with. Every batch
+//! it answers in between is held up by that pass, so the writer makes it
+//! short: past `writer_at` it asks this thread for passes back to back
+//! and keeps committing until one has left at most
+//! [`Thresholds::writer_copies`] frames behind, then copies those itself
+//! (if no pass of this thread is running: it never waits for one). Only a
+//! WAL twice `writer_at` long makes it copy whatever is left, waiting.
+//! docs/BENCHMARKS.md has what this measured: a writer that copied up to
+//! `every` frames held every connection's answer for 60-90 ms, about one
+//! request in a thousand.
 
 use super::schema;
 use rusqlite::wal::CheckpointMode;
@@ -31,9 +36,13 @@ pub(super) struct Thresholds {
     /// New frames after which the writer asks this thread for a checkpoint.
     pub(super) every: i32,
     /// Frames after which the writer checkpoints by itself, between
-    /// batches, so that the WAL restarts from its beginning. It bounds the
-    /// WAL file: about this many frames, plus one batch's.
+    /// batches, so that the WAL restarts from its beginning, once this
+    /// thread has left at most `writer_copies` frames to copy. It bounds
+    /// the WAL file: twice this many frames at most, plus one batch's.
     pub(super) writer_at: i32,
+    /// The most frames the writer copies itself while the WAL is under
+    /// twice `writer_at`.
+    pub(super) writer_copies: i32,
 }
 
 impl Default for Thresholds {
@@ -45,6 +54,7 @@ impl Default for Thresholds {
         Self {
             every: 10_000,
             writer_at: 40_000,
+            writer_copies: 1_000,
         }
     }
 }
@@ -57,6 +67,9 @@ pub(super) struct Checkpointer {
     frames: Arc<AtomicI32>,
     /// Frames in the WAL when a checkpoint was last asked for.
     requested_at: i32,
+    /// Frames of the WAL in the database file after this thread's last
+    /// pass (0 once the WAL restarted).
+    copied: Arc<AtomicI32>,
     requests: SyncSender<u64>,
     /// Held while either thread checkpoints. SQLite answers a checkpoint
     /// that finds another one running with `SQLITE_BUSY` at once; the
@@ -72,14 +85,16 @@ impl Checkpointer {
         // committed before it starts.
         let (requests, queue) = sync_channel(1);
         let running = Arc::new(Mutex::new(()));
-        let held = running.clone();
+        let copied = Arc::new(AtomicI32::new(0));
+        let (held, reported) = (running.clone(), copied.clone());
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || run(&path, queue, &held))?;
+            .spawn(move || run(&path, queue, &held, &reported))?;
         Ok(Self {
             thresholds,
             frames: Arc::new(AtomicI32::new(0)),
             requested_at: 0,
+            copied,
             requests,
             running,
         })
@@ -96,19 +111,40 @@ impl Checkpointer {
     }
 
     /// After each batch: asks the thread to copy the WAL every
-    /// [`Thresholds::every`] new frames, and checkpoints on the writer's
-    /// `conn` (of `generation`) past [`Thresholds::writer_at`] so the WAL
-    /// restarts. A checkpoint that fails is tried again after the next
-    /// batch; the WAL keeps every commit meanwhile.
+    /// [`Thresholds::every`] new frames, and past
+    /// [`Thresholds::writer_at`] checkpoints on the writer's `conn` (of
+    /// `generation`) so the WAL restarts, once little is left to copy. A
+    /// checkpoint that fails is tried again after the next batch; the WAL
+    /// keeps every commit meanwhile.
     pub(super) fn after_batch(&mut self, conn: &Connection, generation: u64) {
         let frames = self.frames.load(Ordering::Relaxed);
         if frames < self.requested_at {
             // The WAL restarted from its beginning.
             self.requested_at = 0;
+            self.copied.store(0, Ordering::Relaxed);
         }
         if frames >= self.thresholds.writer_at {
-            match self.checkpoint_now(conn) {
-                Ok(()) => self.frames.store(0, Ordering::Relaxed),
+            let copied = self.copied.load(Ordering::Relaxed).min(frames);
+            let must = frames >= 2 * self.thresholds.writer_at;
+            let running = if must {
+                Some(self.running.lock().unwrap_or_else(|e| e.into_inner()))
+            } else if frames - copied <= self.thresholds.writer_copies {
+                // Never waits for a pass of the thread's.
+                self.running.try_lock().ok()
+            } else {
+                None
+            };
+            let Some(_running) = running else {
+                // Little by little: the thread's next pass copies what
+                // came since its last, while the writer goes on.
+                self.request(generation);
+                return;
+            };
+            match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+                Ok(_) => {
+                    self.frames.store(0, Ordering::Relaxed);
+                    self.copied.store(0, Ordering::Relaxed);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "checkpoint failed; retried after the next batch")
                 }
@@ -117,16 +153,6 @@ impl Checkpointer {
             self.requested_at = frames;
             self.request(generation);
         }
-    }
-
-    /// The writer's own checkpoint, between batches: waits for this
-    /// thread's pass to end, then copies what is left. With no write
-    /// running, that is every frame unless a reader still reads an older
-    /// snapshot, and the next commit restarts the WAL.
-    fn checkpoint_now(&self, conn: &Connection) -> rusqlite::Result<()> {
-        let _running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE)
-            .map(drop)
     }
 
     /// Holds off the checkpoint thread while the writer checkpoints on its
@@ -150,7 +176,7 @@ impl Checkpointer {
 /// Serves requests until the writer drops its handle. The connection is
 /// opened again when the writer has reopened the file (a replaced file is
 /// never created here: a missing one is the writer's to report).
-fn run(path: &Path, queue: Receiver<u64>, running: &Mutex<()>) {
+fn run(path: &Path, queue: Receiver<u64>, running: &Mutex<()>, copied: &AtomicI32) {
     let mut conn: Option<(u64, Connection)> = None;
     while let Ok(generation) = queue.recv() {
         if conn.as_ref().is_some_and(|(g, _)| *g != generation) {
@@ -167,9 +193,12 @@ fn run(path: &Path, queue: Receiver<u64>, running: &Mutex<()>) {
         }
         let (_, c) = conn.as_ref().expect("opened above");
         let _running = running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = c.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
-            tracing::warn!(error = %e, "checkpoint failed; the next request tries again");
-            conn = None;
+        match c.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+            Ok((_, in_file)) => copied.store(in_file, Ordering::Relaxed),
+            Err(e) => {
+                tracing::warn!(error = %e, "checkpoint failed; the next request tries again");
+                conn = None;
+            }
         }
     }
     tracing::debug!("checkpoint thread stopped: the writer is gone");
@@ -207,6 +236,7 @@ mod tests {
         let thresholds = Thresholds {
             every: 8,
             writer_at: 32,
+            writer_copies: 4,
         };
         let generation = Arc::new(AtomicU64::new(0));
         let writer = Arc::new(
@@ -248,15 +278,15 @@ mod tests {
             .query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
             .unwrap();
         assert_eq!(rows, 32 * 40);
-        // A frame is a 4 KiB page and its 24-byte header. Past `writer_at`
-        // the WAL grows only by the batch that crossed it: 32 rows, about
-        // 20 frames.
+        // A frame is a 4 KiB page and its 24-byte header. Past twice
+        // `writer_at` the WAL grows only by the batch that crossed it: 32
+        // rows, about 20 frames.
         let frames = std::fs::metadata(path.with_extension("db-wal"))
             .unwrap()
             .len()
             / (4096 + 24);
         assert!(
-            frames <= 64,
+            frames <= 2 * 32 + 32,
             "the WAL holds {frames} frames; it never restarted"
         );
     }
