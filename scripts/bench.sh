@@ -5,7 +5,10 @@
 # database, and the ratio between them. New keys are also measured against
 # the minimal idempotent floor (`floor --keyed`: the key in a UNIQUE
 # (caller, key) column of the charge row, one insert per request), req/s and
-# p99 both. Release builds, driven by loadgen.
+# p99 both, and CPU per request (the server process's user and system time
+# from /proc over the run, divided by the requests answered; the load
+# generator's own is printed beside it). Release builds, driven by loadgen
+# and, for new keys, by wrk as a second generator.
 #   scripts/bench.sh                 all cases, 10 s each, SQLite
 #   PROVIDER=0 LIVE=0 SWEEP=0 scripts/bench.sh
 #       without the provider, the file of 2 M live records, the sweeper
@@ -28,6 +31,10 @@
 #       PgBouncer in transaction mode (PGBOUNCER_POOL=16 server
 #       connections), by turns (BOUNCER_ROUNDS=2), p99 beside;
 #       BOUNCER=0 skips them
+#   WRK=0 scripts/bench.sh
+#       without the second load generator: new keys driven by Debian's wrk
+#       (bench/wrk/new-key.lua, a UUID v4 key per request) on the server and
+#       on the minimal idempotent floor, by turns (WRK_ROUNDS=2)
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -68,24 +75,94 @@ start() {
   addr=$(sed -n 's#^listening on http://##p' "$dir/$out")
 }
 
+# cpu_ticks PID: the process's user and system time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+TICKS=$(getconf CLK_TCK)
+
+# cpu_per_request TICKS REQUESTS: microseconds of CPU per request.
+cpu_per_request() { awk -v t="$1" -v n="$2" -v hz="$TICKS" 'BEGIN { printf "%.0f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
+
+# generator COMMAND...: runs a load generator, prints its line, and keeps
+# the server's CPU per request in $cpu and the generator's in $gen_cpu
+# (bash's `times`: the CPU this shell's children used, read around it).
+generator() {
+  local before after line gen_before gen_after
+  before=$(cpu_ticks "$pid"); children_seconds; gen_before=$children
+  line=$("$@")
+  after=$(cpu_ticks "$pid"); children_seconds; gen_after=$children
+  local requests; requests=$(requests_of "$line")
+  cpu=$(cpu_per_request "$((after - before))" "$requests")
+  gen_cpu=$(awk -v a="$gen_after" -v b="$gen_before" -v n="$requests" 'BEGIN { printf "%.0f", (n > 0 ? (a - b) * 1e6 / n : 0) }')
+  echo "$line server_cpu_us_per_request=$cpu gen_cpu_us_per_request=$gen_cpu"
+}
+
+# children_seconds: sets $children to the user and system seconds of this
+# shell's finished children so far (`times` in this shell: in a pipeline
+# or a $(…) it would read a subshell's).
+TIMES_FILE=$(mktemp)
+children_seconds() {
+  local user system
+  times >"$TIMES_FILE"
+  read -r user system < <(tail -1 "$TIMES_FILE")
+  children=$(awk -v u="$user" -v s="$system" 'function secs(t, m) { split(t, m, "m"); sub("s", "", m[2]); return m[1] * 60 + m[2] } BEGIN { printf "%.3f", secs(u) + secs(s) }')
+}
+
+# server_tail: the server's own view of its POST /charges answers (its
+# http_request_duration_seconds histogram, from request to response head):
+# the bucket its p99 falls in and the share slower than 10 and 50 ms. A
+# third measure beside the generators', which it does not depend on.
+server_tail() {
+  curl -s "http://$addr/metrics" | awk '
+    /^http_request_duration_seconds_bucket/ && /route="\/charges"/ && /method="POST"/ {
+      match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] += $NF
+    }
+    END {
+      total = n["+Inf"]; if (total == 0) exit
+      split("0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1.0 2.5 10.0", les, " ")
+      for (i = 1; i <= 13; i++) if (n[les[i]] >= 0.99 * total) { p99 = les[i] * 1000; break }
+      printf "server_histogram: requests=%d p99_ms<=%s over_10ms=%.2f%% over_50ms=%.2f%%\n", total, p99, 100 * (total - n["0.01"]) / total, 100 * (total - n["0.05"]) / total
+    }'
+}
+
 # run PROGRAM SCENARIO [flags...]: prints loadgen's line, keeps its rps in
-# $rps and its p99 in $p99. PROGRAM is server, floor or floor-keyed (the
-# minimal idempotent floor).
+# $rps, its p99 in $p99 and the server's CPU per request in $cpu. PROGRAM
+# is server, floor or floor-keyed (the minimal idempotent floor).
 run() {
   local program=$1 scenario=$2; shift 2
   local dir; dir=$(mktemp -d)
   start "$program" "$(fresh_database "$dir")" "$dir" out "$@"
   local line
-  line=$("$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
+  line=$(generator "$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
     --duration "$DURATION" ${REQUESTS:+--requests "$REQUESTS"})
   echo "$program $line"
-  rps=$(rps_of "$line"); p99=$(p99_of "$line")
+  if [ "$program" = server ] && [ "$scenario" = new-key ]; then echo "  $(server_tail)"; fi
+  rps=$(rps_of "$line"); p99=$(p99_of "$line"); cpu=$(cpu_of "$line")
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
 }
 
+# run_wrk PROGRAM: new keys from wrk (two threads, $CONNECTIONS
+# connections); the same variables as `run`.
+run_wrk() {
+  local program=$1
+  local dir; dir=$(mktemp -d)
+  start "$program" "$(fresh_database "$dir")" "$dir" out
+  local line
+  line=$(generator wrk_new_keys)
+  echo "$program $line"
+  if [ "$program" = server ]; then echo "  $(server_tail)"; fi
+  rps=$(rps_of "$line"); p99=$(p99_of "$line"); cpu=$(cpu_of "$line")
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$dir"
+}
+wrk_new_keys() {
+  wrk -t2 -c"$CONNECTIONS" -d"$DURATION" -s bench/wrk/new-key.lua "http://$addr" | grep '^wrk '
+}
+
 rps_of() { sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$1"; }
 p99_of() { sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' <<<"$1"; }
+requests_of() { sed -n 's/.* requests=\([0-9]*\).*/\1/p' <<<"$1"; }
+cpu_of() { sed -n 's/.* server_cpu_us_per_request=\([0-9]*\).*/\1/p' <<<"$1"; }
 
 # filled_server FILL N [server flags...]: a server on a fresh SQLite file
 # that a first server run migrated and `loadgen --scenario FILL` then gave
@@ -119,6 +196,9 @@ filled_floor() {
   addr=$(sed -n 's#^listening on http://##p' "$dir/out2")
 }
 
+# sudo_apt PACKAGE: installs a Debian package (as root here).
+sudo_apt() { DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >&2; }
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo "# ${BENCH_POSTGRES_URL:+postgres }durability=$DURABILITY connections=$CONNECTIONS duration=$DURATION $(nproc) cores"
@@ -126,16 +206,31 @@ if [ "${BASE:-1}" = 1 ]; then
 run floor read;       read_floor=$rps
 run server read;      read_server=$rps
 run floor new-key;    insert_floor=$rps; insert_floor_p99=$p99
-run floor-keyed new-key; keyed_floor=$rps; keyed_floor_p99=$p99
-run server new-key;   new_key=$rps; new_key_p99=$p99
+run floor-keyed new-key; keyed_floor=$rps; keyed_floor_p99=$p99; keyed_floor_cpu=$cpu
+run server new-key;   new_key=$rps; new_key_p99=$p99; new_key_cpu=$cpu
 run server replay;    replay=$rps
 run server storm
 echo "ratio new-key / insert floor: $(ratio "$new_key" "$insert_floor")"
 echo "ratio new-key / minimal idempotent floor: $(ratio "$new_key" "$keyed_floor")"
 echo "ratio new-key p99 / insert floor p99: $(ratio "$new_key_p99" "$insert_floor_p99")"
 echo "ratio new-key p99 / minimal idempotent floor p99: $(ratio "$new_key_p99" "$keyed_floor_p99")"
+echo "ratio new-key CPU per request / minimal idempotent floor's: $(ratio "$new_key_cpu" "$keyed_floor_cpu") ($new_key_cpu us against $keyed_floor_cpu us)"
 echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
 echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
+fi
+
+if [ "${WRK:-1}" = 1 ]; then
+  # The second load generator: wrk's event loop keeps every connection
+  # busy, where loadgen runs one request at a time per connection on tokio.
+  command -v wrk >/dev/null || sudo_apt wrk
+  echo "# new keys driven by wrk (2 threads, $CONNECTIONS connections), server and minimal idempotent floor by turns:"
+  for _ in $(seq "${WRK_ROUNDS:-2}"); do
+    run_wrk server; wrk_rps+=("$rps"); wrk_p99+=("$p99"); wrk_cpu+=("$cpu")
+    run_wrk floor-keyed; wrk_floor_rps+=("$rps"); wrk_floor_p99+=("$p99"); wrk_floor_cpu+=("$cpu")
+  done
+  for i in "${!wrk_rps[@]}"; do
+    echo "ratio wrk new-key / minimal idempotent floor (round $((i + 1))): $(ratio "${wrk_rps[$i]}" "${wrk_floor_rps[$i]}"); p99 $(ratio "${wrk_p99[$i]}" "${wrk_floor_p99[$i]}")x (${wrk_p99[$i]} ms against ${wrk_floor_p99[$i]} ms); CPU per request $(ratio "${wrk_cpu[$i]}" "${wrk_floor_cpu[$i]}")x"
+  done
 fi
 
 if [ "${TLS:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
