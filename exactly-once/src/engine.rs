@@ -1,13 +1,13 @@
 //! [`Engine`]: what your handlers and background tasks share: the store,
 //! the replay cache, the metrics and your [`Steps`].
 
+use crate::cache::ReplayCache;
 use crate::error::Error;
-use crate::flow::cache::ReplayCache;
-use crate::flow::Replay;
 use crate::metrics::Metrics;
-use crate::operator::{Refusal, Settlement};
 use crate::record::Lease;
+use crate::store::operations::{Refusal, Settlement};
 use crate::store::{Operation, Store};
+use crate::{Caller, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -102,6 +102,21 @@ impl Steps for NoSteps {
     fn knows(&self, _point: &str) -> bool {
         false
     }
+}
+
+/// A retry answered from its key's record, as the replay hook sees it
+/// ([`EngineBuilder::on_replay`](crate::EngineBuilder::on_replay)): for an
+/// audit log, or a metric of your own.
+#[derive(Debug, Clone, Copy)]
+pub struct Replay<'a> {
+    /// Whose key.
+    pub caller: &'a Caller,
+    /// The key.
+    pub key: &'a IdempotencyKey,
+    /// The operation (the `op` of the logs).
+    pub operation: OperationId,
+    /// The status replayed.
+    pub status: u16,
 }
 
 /// The engine: cheap to clone (one reference count), shared by every

@@ -355,7 +355,11 @@ impl Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
-        let mut response = crate::flow::respond(self.answer(), false);
+        let mut response = crate::record::Answer {
+            response: self.answer(),
+            replayed: false,
+        }
+        .into_http::<axum::body::Body>();
         if status.is_server_error() {
             response.extensions_mut().insert(Arc::new(self));
         }

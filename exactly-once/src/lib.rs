@@ -30,6 +30,7 @@
 #[macro_use]
 mod macros;
 
+mod cache;
 mod caller;
 pub mod clock;
 mod completer;
@@ -51,17 +52,17 @@ mod sweeper;
 pub mod tls;
 
 pub use caller::Caller;
-pub use engine::{Engine, EngineBuilder, NoSteps, Shared, Steps};
+pub use engine::{Engine, EngineBuilder, NoSteps, Replay, Shared, Steps};
 pub use error::{Error, Problem, StepUnavailable};
 pub use fingerprint::Fingerprint;
 pub use flow::keyed::{Keyed, MAX_BODY_BYTES};
 pub use flow::layer::{KeyedLayer, KeyedService};
-pub use flow::{respond, Answer, Refused, Replay, IDEMPOTENT_REPLAYED};
+pub use flow::{respond, Refused};
 pub use hooks::{Hooks, NoHooks};
 pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
-pub use record::{Lease, Record, Step, StoredResponse};
+pub use record::{Answer, Lease, Record, Step, StoredResponse, IDEMPOTENT_REPLAYED};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{PostgresOptions, PostgresStore};
 pub use store::schema::Migration;

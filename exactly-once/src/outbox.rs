@@ -27,6 +27,7 @@
 //! the same [`Message::id`], for the receiver to deduplicate.
 
 use crate::clock::BootInstant;
+pub use crate::store::Message;
 use crate::store::{OutboxItem, Store};
 use crate::Engine;
 use async_trait::async_trait;
@@ -36,21 +37,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio::task::JoinSet;
-
-/// A message to send, as the outbox keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    /// Stable and unique: the outbox keeps one message per id (writing it
-    /// again is a no-op), and every copy sent carries it (an e-mail's
-    /// `Message-ID`, a webhook's event id).
-    pub id: String,
-    /// Where it goes: an address, a URL, a topic.
-    pub to: String,
-    /// What it is about: a subject, an event type.
-    pub subject: String,
-    /// Its content.
-    pub body: String,
-}
 
 /// What sends the outbox's messages: SMTP, HTTP, a queue. One
 /// [`Connection`](Transport::Connection) sends one message at a time; the

@@ -6,7 +6,7 @@
 
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use bytes::Bytes;
-use http::StatusCode;
+use http::{HeaderName, HeaderValue, StatusCode};
 
 /// A response as recorded with its key and replayed byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,5 +236,44 @@ mod tests {
             record.verdict(&Fingerprint::from_bytes([2; 32])),
             Verdict::Mismatch
         );
+    }
+}
+
+/// The header that marks a replayed answer.
+pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// What a keyed request is answered, with no HTTP types: the operation's
+/// own answer, or the stored one again for a retry (`replayed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Status, headers and body, byte for byte as recorded.
+    pub response: StoredResponse,
+    /// A retry's answer: send `Idempotent-Replayed: true` with it.
+    pub replayed: bool,
+}
+
+impl Answer {
+    /// The answer as an HTTP response, over any body that takes [`Bytes`]
+    /// (axum's, hyper's `Full`, `String` does not).
+    pub fn into_http<B: From<Bytes>>(self) -> http::Response<B> {
+        let mut response = http::Response::new(B::from(self.response.body));
+        *response.status_mut() =
+            StatusCode::from_u16(self.response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        for (name, value) in &self.response.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(name.as_str()),
+                HeaderValue::try_from(value.as_str()),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        if self.replayed {
+            headers.insert(
+                IDEMPOTENT_REPLAYED.clone(),
+                HeaderValue::from_static("true"),
+            );
+        }
+        response
     }
 }

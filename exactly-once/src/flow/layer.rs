@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Problem};
 use crate::flow::keyed::{is_json, parse_json, unreadable, MAX_BODY_BYTES};
-use crate::flow::Answer;
+use crate::record::Answer;
 use crate::store::IdempotentRequest;
 use crate::{Caller, IdempotencyKey, Keyed};
 use bytes::Bytes;

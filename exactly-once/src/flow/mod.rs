@@ -32,63 +32,22 @@
 //! caller and key, never the token); the lines of a later phase carry the
 //! recovery point it started from (`phase{point=…}`).
 
-pub(crate) mod cache;
 pub(crate) mod keyed;
 pub(crate) mod layer;
 pub(crate) mod steps;
 
 use crate::clock::BootInstant;
+use crate::engine::Replay;
 use crate::error::Error;
 use crate::hooks::Hooks;
 use crate::metrics::ResumedBy;
-use crate::record::{Lease, Record, StoredResponse, Verdict};
+use crate::record::{Answer, Lease, Record, StoredResponse, Verdict};
 use crate::store::{Execution, FirstPhase, IdempotentRequest, Operation};
 use crate::{Caller, Engine, IdempotencyKey, Keyed, OperationId};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, StatusCode};
 use std::sync::Arc;
 use steps::Ended;
 use tracing::Instrument;
-
-/// The header that marks a replayed answer.
-pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
-
-/// What a keyed request is answered, with no HTTP types: the operation's
-/// own answer, or the stored one again for a retry (`replayed`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// Status, headers and body, byte for byte as recorded.
-    pub response: StoredResponse,
-    /// A retry's answer: send `Idempotent-Replayed: true` with it.
-    pub replayed: bool,
-}
-
-impl Answer {
-    /// The answer as an HTTP response, over any body that takes [`Bytes`]
-    /// (axum's, hyper's `Full`, `String` does not).
-    pub fn into_http<B: From<Bytes>>(self) -> http::Response<B> {
-        let mut response = http::Response::new(B::from(self.response.body));
-        *response.status_mut() =
-            StatusCode::from_u16(self.response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let headers = response.headers_mut();
-        for (name, value) in &self.response.headers {
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::try_from(name.as_str()),
-                HeaderValue::try_from(value.as_str()),
-            ) {
-                headers.append(name, value);
-            }
-        }
-        if self.replayed {
-            headers.insert(
-                IDEMPOTENT_REPLAYED.clone(),
-                HeaderValue::from_static("true"),
-            );
-        }
-        response
-    }
-}
 
 /// Why [`Engine::execute`] did not answer with an operation's answer.
 #[derive(Debug)]
@@ -111,21 +70,6 @@ impl<E> From<crate::store::StoreError> for Refused<E> {
     fn from(error: crate::store::StoreError) -> Self {
         Self::Engine(error.into())
     }
-}
-
-/// A retry answered from its key's record, as the replay hook sees it
-/// ([`EngineBuilder::on_replay`](crate::EngineBuilder::on_replay)): for an
-/// audit log, or a metric of your own.
-#[derive(Debug, Clone, Copy)]
-pub struct Replay<'a> {
-    /// Whose key.
-    pub caller: &'a Caller,
-    /// The key.
-    pub key: &'a IdempotencyKey,
-    /// The operation (the `op` of the logs).
-    pub operation: OperationId,
-    /// The status replayed.
-    pub status: u16,
 }
 
 impl Engine {

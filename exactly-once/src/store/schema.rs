@@ -37,8 +37,7 @@
 //!
 //! [`StoreErrorKind::IncompatibleSchema`]: super::StoreErrorKind::IncompatibleSchema
 
-use super::StoreError;
-use crate::store::Result;
+use super::error::{Result, StoreError};
 
 /// Where the engine records its own migrations.
 pub const ENGINE_LEDGER: &str = "exactly_once_migrations";

@@ -8,7 +8,7 @@ use crate::charge_columns;
 use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation};
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
-use exactly_once::store::postgres::{enqueue, OneStatement, Shape, Sql, Transaction};
+use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
 use exactly_once::store::Result;
 use exactly_once::{RunContext, Step};
 use tokio_postgres::types::Type;
@@ -31,40 +31,54 @@ pub(crate) fn charge(row: &tokio_postgres::Row) -> Charge {
 }
 
 /// A charge's row with its key's claim, and its receipt in the outbox when
-/// it has one (`c9` to `c12`, NULL without).
-static CHARGE: Shape = Shape::new(
-    &[
-        "text", "bigint", "text", "text", "text", "text", "text", "bigint", "text", "text", "text",
-        "text",
-    ],
-    &[
-        "charge AS (INSERT INTO charges (caller, id, amount, currency, description, status,
-                                        payment_method, receipt_email, created)
-             SELECT caller, c1, c2, c3, c4, c5, c6, c7, c8 FROM claimed)",
-        "receipt AS (INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
-             SELECT c9, c10, c11, c12, now() FROM claimed WHERE c9 IS NOT NULL
-             ON CONFLICT (message_id) DO NOTHING)",
-    ],
-);
+/// it has one.
+static CHARGE: Shape = Shape::inserts(&[
+    Insert::into(
+        "charges",
+        &[
+            ("id", "text"),
+            ("amount", "bigint"),
+            ("currency", "text"),
+            ("description", "text"),
+            ("status", "text"),
+            ("payment_method", "text"),
+            ("receipt_email", "text"),
+            ("created", "bigint"),
+        ],
+    )
+    .caller("caller"),
+    Insert::into(
+        "outbox",
+        &[
+            ("message_id", "text"),
+            ("recipient", "text"),
+            ("subject", "text"),
+            ("body", "text"),
+        ],
+    )
+    .now(&["next_attempt_at"])
+    .only_with("message_id")
+    .ignoring_conflicts_on("message_id"),
+]);
 
 pub(crate) fn record_charge_one_statement(this: &RecordCharge) -> Option<OneStatement> {
     let charge = &this.charge;
-    let receipt = this.receipt.as_ref();
-    let params = vec![
-        Some(charge.id.to_string()),
-        Some(charge.amount.get().to_string()),
-        Some(charge.currency.to_string()),
-        charge.description.as_ref().map(ToString::to_string),
-        Some(charge.status.as_str().to_owned()),
-        Some(charge.payment_method.to_string()),
-        charge.receipt_email.as_ref().map(ToString::to_string),
-        Some(charge.created.to_string()),
-        receipt.map(|r| r.message_id.clone()),
-        receipt.map(|r| r.recipient.clone()),
-        receipt.map(|r| r.subject.clone()),
-        receipt.map(|r| r.body.clone()),
-    ];
-    Some(CHARGE.with(params, this.response.clone()))
+    let mut row = CHARGE.row();
+    row.set("id", &charge.id)
+        .set("amount", charge.amount.get())
+        .set("currency", &charge.currency)
+        .set_optional("description", charge.description.as_ref())
+        .set("status", charge.status.as_str())
+        .set("payment_method", &charge.payment_method)
+        .set_optional("receipt_email", charge.receipt_email.as_ref())
+        .set("created", charge.created);
+    if let Some(receipt) = &this.receipt {
+        row.set("message_id", &receipt.message_id)
+            .set("recipient", &receipt.recipient)
+            .set("subject", &receipt.subject)
+            .set("body", &receipt.body);
+    }
+    Some(row.answer(this.response.clone()))
 }
 
 pub(crate) async fn record_charge(

@@ -45,16 +45,16 @@ mod sql;
 mod wire;
 
 pub use deadpool_postgres::Transaction;
-pub use one_statement::{OneStatement, Shape};
+pub use one_statement::{Insert, OneStatement, Shape, Values};
 pub use outbox::enqueue;
 pub use session::Session;
 pub use sql::Sql;
 
-use crate::operator::{
+use crate::record::{Lease, StoredResponse};
+use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use crate::record::{Lease, StoredResponse};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
@@ -146,6 +146,15 @@ impl PostgresOptions {
     }
 }
 
+/// Checks that this release serves on the database's schema, and says so
+/// in the log. In a transaction: behind a pooler, the only place a
+/// statement's parse and its execution reach the same server connection.
+async fn check_schema(client: &mut tokio_postgres::Client, app: Migrations) -> Result<()> {
+    let tx = client.transaction().await.map_err(classify)?;
+    crate::store::schema::report(&schema::check(&tx, app).await?.fits);
+    tx.commit().await.map_err(classify)
+}
+
 /// The PostgreSQL store: a connection pool.
 pub struct PostgresStore {
     pool: Pool,
@@ -193,9 +202,7 @@ impl PostgresStore {
         }
         // In a transaction: behind a pooler, the only place a statement's
         // parse and its execution reach the same server connection.
-        let tx = first.transaction().await.map_err(classify)?;
-        crate::store::schema::report(&schema::check(&tx, options.migrations).await?.fits);
-        tx.commit().await.map_err(classify)?;
+        check_schema(&mut first, options.migrations).await?;
         drop(first);
         let manager = Manager::from_connect(
             config,
@@ -223,7 +230,53 @@ impl PostgresStore {
             .create_timeout(create)
             .build()
             .map_err(|e| StoreError::internal("cannot build the pool").caused_by(e))?;
-        let store = Self {
+        Ok(Self::over(pool, &options, session, host))
+    }
+
+    /// A store on your application's own deadpool `pool` (the one your
+    /// handlers already read with), rather than a pool of its own: the
+    /// engine's transactions and yours share its connections. The pool's
+    /// configuration decides where and how to connect (TLS included), so
+    /// `options.url` and `options.application_name` are not read. Its
+    /// connections carry none of the engine's settings, so every
+    /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
+    /// [`Session`]); migrations run as `open` runs them behind a pooler (one
+    /// transaction, under a transaction lock). What the store's own pool
+    /// adds and yours may not: a bound on a silent server (a hung primary,
+    /// `response_timeout`) and the server it writes to in `database_host_info`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use exactly_once::{PostgresOptions, PostgresStore};
+    ///
+    /// let config: tokio_postgres::Config = "postgres://app@db/app".parse()?;
+    /// let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+    /// let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build()?;
+    /// let store = PostgresStore::with_pool(pool.clone(), PostgresOptions::new("")).await?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    pub async fn with_pool(pool: Pool, options: PostgresOptions) -> Result<Self> {
+        let session = Session::new(true, options.durability);
+        let mut first = pool
+            .get()
+            .await
+            .map_err(|e| StoreError::unavailable("cannot connect to PostgreSQL").caused_by(e))?;
+        let client: &mut tokio_postgres::Client = &mut first;
+        if options.migrate {
+            schema::migrate(client, options.migrations, true).await?;
+        }
+        check_schema(client, options.migrations).await?;
+        drop(first);
+        Ok(Self::over(pool, &options, session, Arc::default()))
+    }
+
+    fn over(
+        pool: Pool,
+        options: &PostgresOptions,
+        session: Session,
+        host: Arc<ServerSeen>,
+    ) -> Self {
+        Self {
             batches: batch::Batches::start(pool.clone()),
             pool,
             lifetimes: Lifetimes {
@@ -236,11 +289,9 @@ impl PostgresStore {
             app: options.migrations,
             host,
             session,
-        };
-        Ok(store)
+        }
     }
 
-    /// This call's times: every expiry and lease is the database's `now()`.
     /// The clock of a phase of `operation`: its records live for its own
     /// TTL when it has one.
     fn clock_for(&self, operation: &dyn Operation) -> Clock {
@@ -251,6 +302,7 @@ impl PostgresStore {
         clock
     }
 
+    /// This call's times: every expiry and lease is the database's `now()`.
     fn clock(&self) -> Clock {
         Clock::new(now_ms(), &self.lifetimes, self.session)
     }

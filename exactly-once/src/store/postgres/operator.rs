@@ -7,11 +7,11 @@
 
 use super::protocol::{self, begin, Clock};
 use super::sql::Sql;
-use crate::operator::{
+use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
+use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Settlement, StoredRecord, Taken, Takeover,
 };
-use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::{stored_keys, Advanced, Operation, Result, StoreError};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! failed.
 
 use super::sql::Sql;
-use crate::outbox::Message;
+use crate::store::Message;
 use crate::store::{ClaimToken, OutboxItem, Result};
 use deadpool_postgres::Transaction;
 use std::time::Duration;

@@ -24,11 +24,11 @@ mod writer;
 pub use outbox::enqueue;
 
 use crate::clock::BootInstant;
-use crate::operator::{
+use crate::record::{Lease, StoredResponse};
+use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use crate::record::{Lease, StoredResponse};
 use crate::store::schema::{Migration, Migrations};
 use crate::store::Result;
 use crate::store::{

@@ -4,11 +4,11 @@
 //! its audit row.
 
 use super::protocol::{self, Clock};
-use crate::operator::{
+use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
+use crate::store::operations::{
     self, ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState,
     OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
-use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::{now_ms, Advanced, Operation};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -108,7 +108,7 @@ pub(super) fn find(
             found.extend(
                 stored
                     .into_iter()
-                    .filter(|(caller, key)| operator::matches(prefix, caller, key)),
+                    .filter(|(caller, key)| operations::matches(prefix, caller, key)),
             );
         }
         if !found.is_empty() {

@@ -1,7 +1,7 @@
 //! The outbox in SQL: a message written with an operation's phase, claimed
 //! by the relay for a while, then marked sent or failed.
 
-use crate::outbox::Message;
+use crate::store::Message;
 use crate::store::RunContext;
 use rusqlite::{params, Connection};
 
