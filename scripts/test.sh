@@ -69,8 +69,9 @@ trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EX
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
   --test rolling --test outage -- --include-ignored
-# The engine behind a plain tower service (no axum), on PostgreSQL.
-TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --test tower_layer
+# The engine behind a plain tower service (no axum), and on the
+# application's own pool, on PostgreSQL.
+TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --test tower_layer --test own_pool -- --include-ignored
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every
