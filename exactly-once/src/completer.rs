@@ -11,6 +11,7 @@
 //! counts a failure, and lists past it (the points it skips are left out
 //! of the listing, so any number of them never hides the others).
 
+use crate::backend::Backend;
 use crate::flow::steps::{self, Ended};
 use crate::hooks::NoHooks;
 use crate::metrics::ResumedBy;
@@ -22,7 +23,7 @@ use tracing::Instrument;
 /// Operations looked at per round.
 const BATCH: u32 = 100;
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// The completer: every `interval` (and once at start), resumes
     /// abandoned operations, until the future is dropped. Spawn it.
     pub fn completer(&self, interval: Duration) -> impl Future<Output = ()> + Send + 'static {
@@ -30,7 +31,7 @@ impl Engine {
     }
 }
 
-async fn run(state: Engine, interval: Duration) {
+async fn run<B: Backend>(state: Engine<B>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Recovery points seen that this release does not know: never listed
@@ -58,7 +59,7 @@ enum Round {
 
 /// Resumes the abandoned operations of one listing, skipping (and
 /// remembering in `unknown`) the points this release does not know.
-async fn round(state: &Engine, unknown: &mut Vec<String>) -> Round {
+async fn round<B: Backend>(state: &Engine<B>, unknown: &mut Vec<String>) -> Round {
     let abandoned = match state.store.abandoned(BATCH, unknown).await {
         Ok(abandoned) => abandoned,
         Err(e) => {
@@ -94,7 +95,7 @@ async fn round(state: &Engine, unknown: &mut Vec<String>) -> Round {
     }
 }
 
-async fn resume(state: &Engine, caller: &Caller, key: &IdempotencyKey) {
+async fn resume<B: Backend>(state: &Engine<B>, caller: &Caller, key: &IdempotencyKey) {
     let lease = match state.store.take_over(caller, key).await {
         Ok(Some(lease)) => lease,
         // Taken by a retry, or finished, meanwhile.

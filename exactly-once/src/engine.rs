@@ -1,12 +1,13 @@
 //! [`Engine`]: what your handlers and background tasks share: the store,
 //! the replay cache, the metrics and your [`Steps`].
 
+use crate::backend::{Backend, Operation};
 use crate::cache::ReplayCache;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::record::Lease;
 use crate::store::operations::{Refusal, Settlement};
-use crate::store::{Operation, Store};
+use crate::store::Store;
 use crate::{Caller, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::ops::Deref;
@@ -23,13 +24,13 @@ use std::sync::Arc;
 /// more than once: make its effect idempotent with
 /// [`Lease::downstream_key`], the same for every attempt of one run.
 #[async_trait]
-pub trait Steps: Send + Sync + 'static {
+pub trait Steps<B: Backend>: Send + Sync + 'static {
     /// Does the work `lease.point` calls for and returns the phase that
     /// records its result. An error leaves the operation at its recovery
     /// point (the lease is given up); return
     /// [`Error::StepUnavailable`] when the outside service gave no final
     /// answer.
-    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error>;
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation<B>>, Error>;
 
     /// The phase that records an operator's `settlement` of the lease's
     /// operation, set aside at `lease.point`: it must finish the operation
@@ -43,7 +44,7 @@ pub trait Steps: Send + Sync + 'static {
         &self,
         lease: &Lease,
         settlement: &Settlement,
-    ) -> Result<Arc<dyn Operation>, Refusal> {
+    ) -> Result<Arc<dyn Operation<B>>, Refusal> {
         let _ = settlement;
         Err(Refusal(format!(
             "this application does not settle operations stopped at {:?}",
@@ -90,8 +91,8 @@ pub trait Steps: Send + Sync + 'static {
 pub struct NoSteps;
 
 #[async_trait]
-impl Steps for NoSteps {
-    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+impl<B: Backend> Steps<B> for NoSteps {
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation<B>>, Error> {
         Err(Error::internal(format!(
             "an operation stopped at {:?} and this application has no steps",
             lease.point
@@ -119,9 +120,11 @@ pub struct Replay<'a> {
     pub status: u16,
 }
 
-/// The engine: cheap to clone (one reference count), shared by every
-/// handler and task. Put it in your state and give axum a
-/// [`FromRef`](axum::extract::FromRef) to it.
+/// The engine on the backend `B` ([`Sqlite`](crate::Sqlite),
+/// [`Postgres`](crate::Postgres), [`Any`](crate::Any)): cheap to clone (one
+/// reference count), shared by every handler and task. Put it in your
+/// state and give axum a [`FromRef`](axum::extract::FromRef) to it. It runs
+/// the operations that implement [`Operation<B>`](crate::Operation).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), exactly_once::StoreError> {
@@ -132,41 +135,46 @@ pub struct Replay<'a> {
 /// tokio::spawn(engine.sweeper(std::time::Duration::from_secs(60)));
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct Engine(Arc<Shared>);
+pub struct Engine<B: Backend>(Arc<Shared<B>>);
+
+impl<B: Backend> Clone for Engine<B> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
 
 /// What an [`Engine`] points to.
-pub struct Shared {
+pub struct Shared<B: Backend> {
     /// The database.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn Store<B>>,
     /// Counters and histograms for `/metrics`.
     pub metrics: Arc<Metrics>,
     pub(crate) cache: ReplayCache,
-    pub(crate) steps: Arc<dyn Steps>,
+    pub(crate) steps: Arc<dyn Steps<B>>,
     pub(crate) on_replay: Option<OnReplay>,
 }
 
 /// The hook called on each replay.
 pub(crate) type OnReplay = Box<dyn Fn(&Replay<'_>) + Send + Sync>;
 
-impl Deref for Engine {
-    type Target = Shared;
+impl<B: Backend> Deref for Engine<B> {
+    type Target = Shared<B>;
 
-    fn deref(&self) -> &Shared {
+    fn deref(&self) -> &Shared<B> {
         &self.0
     }
 }
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// An engine over `store`, with fresh metrics and no steps.
-    pub fn new(store: impl Store) -> Self {
+    pub fn new(store: impl Store<B>) -> Self {
         Self::builder(Arc::new(store)).build()
     }
 
     /// An engine to configure, over a store you keep a handle to (for your
     /// own reads: [`SqliteStore::read`](crate::SqliteStore::read),
     /// [`PostgresStore::pool`](crate::PostgresStore::pool)).
-    pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {
+    pub fn builder(store: Arc<impl Store<B>>) -> EngineBuilder<B> {
         EngineBuilder {
             store,
             metrics: None,
@@ -177,16 +185,16 @@ impl Engine {
 }
 
 /// Configures an [`Engine`].
-pub struct EngineBuilder {
-    store: Arc<dyn Store>,
+pub struct EngineBuilder<B: Backend> {
+    store: Arc<dyn Store<B>>,
     metrics: Option<Arc<Metrics>>,
-    steps: Arc<dyn Steps>,
+    steps: Arc<dyn Steps<B>>,
     on_replay: Option<OnReplay>,
 }
 
-impl EngineBuilder {
+impl<B: Backend> EngineBuilder<B> {
     /// The steps of your operations in phases.
-    pub fn steps(mut self, steps: impl Steps) -> Self {
+    pub fn steps(mut self, steps: impl Steps<B>) -> Self {
         self.steps = Arc::new(steps);
         self
     }
@@ -214,7 +222,7 @@ impl EngineBuilder {
     }
 
     /// The engine.
-    pub fn build(self) -> Engine {
+    pub fn build(self) -> Engine<B> {
         Engine(Arc::new(Shared {
             store: self.store,
             metrics: self.metrics.unwrap_or_default(),

@@ -6,10 +6,14 @@
 //!   flow with no HTTP types (replay, claim, run, record, answer);
 //!   [`Keyed`], a keyed JSON request, and its adapters: the axum extractor
 //!   with [`Engine::run`], and [`KeyedLayer`] for any tower service.
-//! * [`Operation`] and [`Step`]: your SQL inside the engine's transaction
-//!   and how a phase ends; [`Steps`]: your work between phases.
-//! * [`store`]: the [`Store`] protocol; [`SqliteStore`] (feature
-//!   `sqlite`), [`PostgresStore`] (feature `postgres`); both by default.
+//! * [`Backend`]: the database an engine runs on, as a type: [`Sqlite`]
+//!   (feature `sqlite`), [`Postgres`] (feature `postgres`), and [`Any`]
+//!   (both: whichever the URL names at start-up).
+//! * [`Operation<B>`](Operation) and [`Step`]: your SQL inside the
+//!   engine's transaction on backend `B`, and how a phase ends; [`Steps`]:
+//!   your work between phases.
+//! * [`store`]: the [`Store`] protocol; [`SqliteStore`], [`PostgresStore`]
+//!   and [`AnyStore`].
 //! * [`outbox`]: messages written with your transaction and relayed by a
 //!   [`Transport`](outbox::Transport) of yours.
 //! * [`Engine::completer`], [`Engine::sweeper`], [`Engine::relay`]: the
@@ -30,6 +34,7 @@
 #[macro_use]
 mod macros;
 
+pub mod backend;
 mod cache;
 mod caller;
 pub mod clock;
@@ -51,6 +56,7 @@ mod sweeper;
 #[cfg(feature = "tls")]
 pub mod tls;
 
+pub use backend::{Backend, Operation, RunContext};
 pub use caller::Caller;
 pub use engine::{Engine, EngineBuilder, NoSteps, Replay, Shared, Steps};
 pub use error::{Error, Problem, StepUnavailable};
@@ -63,9 +69,11 @@ pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
 pub use record::{Answer, Lease, Record, Step, StoredResponse, IDEMPOTENT_REPLAYED};
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub use store::any::{Any, AnyStore};
 #[cfg(feature = "postgres")]
-pub use store::postgres::{PostgresOptions, PostgresStore};
+pub use store::postgres::{Postgres, PostgresOptions, PostgresStore};
 pub use store::schema::Migration;
 #[cfg(feature = "sqlite")]
-pub use store::sqlite::{SqliteOptions, SqliteStore};
-pub use store::{Durability, Lifetimes, Operation, RunContext, Store, StoreError};
+pub use store::sqlite::{Sqlite, SqliteOptions, SqliteStore};
+pub use store::{Durability, Lifetimes, Store, StoreError};

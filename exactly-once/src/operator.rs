@@ -12,7 +12,7 @@
 //! any other, and writes the audit row in the same transaction.
 //!
 //! ```no_run
-//! # async fn demo(engine: exactly_once::Engine) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(engine: exactly_once::Engine<exactly_once::Sqlite>) -> Result<(), Box<dyn std::error::Error>> {
 //! use exactly_once::operator::{Intervention, ListFilter, OperationRef};
 //!
 //! for op in engine.list_operations(&ListFilter::default()).await? {
@@ -26,6 +26,7 @@
 //! [`Steps::settle`]: crate::Steps::settle
 //! [`Steps::reconcile`]: crate::Steps::reconcile
 
+use crate::backend::Backend;
 use crate::error::{Chain, Error};
 use crate::flow::steps::{self, Ended};
 use crate::hooks::NoHooks;
@@ -132,7 +133,7 @@ pub enum Retried {
     Failed(Error),
 }
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// Unfinished operations, oldest first, as `filter` says.
     pub async fn list_operations(
         &self,

@@ -26,6 +26,7 @@
 //! message after the relay gave up waiting for its answer; that copy has
 //! the same [`Message::id`], for the receiver to deduplicate.
 
+use crate::backend::Backend;
 use crate::clock::BootInstant;
 pub use crate::store::Message;
 use crate::store::{OutboxItem, Store};
@@ -131,7 +132,7 @@ struct Claimed {
     window: Window,
 }
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// The relay: sends the outbox's messages through `transport` until
     /// the future is dropped (which stops its connections too). Spawn it.
     pub fn relay<T: Transport>(
@@ -143,7 +144,11 @@ impl Engine {
     }
 }
 
-async fn run<T: Transport>(engine: Engine, transport: Arc<T>, settings: RelaySettings) {
+async fn run<B: Backend, T: Transport>(
+    engine: Engine<B>,
+    transport: Arc<T>,
+    settings: RelaySettings,
+) {
     let RelaySettings {
         claim,
         connections: lines,
@@ -199,8 +204,8 @@ async fn run<T: Transport>(engine: Engine, transport: Arc<T>, settings: RelaySet
 
 /// One connection: sends the claimed messages it takes, one after the
 /// other, while their claim leaves time for it.
-async fn connection<T: Transport>(
-    engine: Engine,
+async fn connection<B: Backend, T: Transport>(
+    engine: Engine<B>,
     transport: Arc<T>,
     claimed: Arc<Mutex<mpsc::UnboundedReceiver<Claimed>>>,
     room: Arc<Semaphore>,
@@ -267,8 +272,8 @@ enum Sent {
 }
 
 /// Sends one message within `limit` and marks it.
-async fn send<T: Transport>(
-    store: &dyn Store,
+async fn send<B: Backend, T: Transport>(
+    store: &dyn Store<B>,
     transport: &T,
     line: &T::Connection,
     item: OutboxItem,

@@ -9,6 +9,7 @@
 //! steady pace instead of in one burst: the benchmark in
 //! `docs/BENCHMARKS.md` measures request p99 while a million records go.
 
+use crate::backend::Backend;
 use crate::store::StoreError;
 use crate::Engine;
 use std::future::Future;
@@ -19,7 +20,7 @@ pub(crate) const BATCH: u32 = 100;
 /// Rest after a batch, as a multiple of the time the batch took.
 const REST_FACTOR: u32 = 4;
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// The sweeper: every `interval`, deletes expired records until none
     /// are left, until the future is dropped. Spawn it.
     pub fn sweeper(&self, interval: Duration) -> impl Future<Output = ()> + Send + 'static {
@@ -27,7 +28,7 @@ impl Engine {
     }
 }
 
-async fn run(engine: Engine, interval: Duration) {
+async fn run<B: Backend>(engine: Engine<B>, interval: Duration) {
     // Each batch borrows them; `run` holds them as long as it runs.
     let (store, metrics) = (&*engine.store, &*engine.metrics);
     crate::sweep::every(interval, BATCH, REST_FACTOR, move |limit| async move {

@@ -8,11 +8,12 @@
 //! and the engine's settings never stay on a connection their handlers
 //! get back from the pool.
 
+use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::store::IdempotentRequest;
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoHooks, Operation, PostgresOptions,
-    PostgresStore, RunContext, Step, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoHooks, Operation, Postgres,
+    PostgresOptions, PostgresStore, RunContext, Step, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -28,27 +29,28 @@ const MIGRATIONS: &[Migration] = &[Migration::contract(
 #[derive(Debug)]
 struct AddNote(String);
 
-#[async_trait::async_trait]
-impl Operation for AddNote {
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        _at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        let row = tx
-            .query_one(
-                "INSERT INTO notes (text) VALUES ($1) RETURNING id",
-                &[&self.0],
-            )
-            .await
-            .map_err(exactly_once::store::postgres::classify)?;
-        let id: i64 = row.get(0);
-        let body = serde_json::json!({ "note": id, "text": self.0 });
-        Ok(Step::Finished(StoredResponse::new(
-            StatusCode::CREATED,
-            "application/json",
-            body.to_string(),
-        )))
+impl Operation<Postgres> for AddNote {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        _at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(async move {
+            let row = tx
+                .query_one(
+                    "INSERT INTO notes (text) VALUES ($1) RETURNING id",
+                    &[&self.0],
+                )
+                .await
+                .map_err(exactly_once::store::postgres::classify)?;
+            let id: i64 = row.get(0);
+            let body = serde_json::json!({ "note": id, "text": self.0 });
+            Ok(Step::Finished(StoredResponse::new(
+                StatusCode::CREATED,
+                "application/json",
+                body.to_string(),
+            )))
+        })
     }
 }
 
@@ -61,7 +63,7 @@ fn request(key: &str, text: &str) -> IdempotentRequest {
     }
 }
 
-async fn add(engine: &Engine, key: &str, text: &str) -> exactly_once::Answer {
+async fn add(engine: &Engine<Postgres>, key: &str, text: &str) -> exactly_once::Answer {
     let body = serde_json::json!({ "text": text });
     let parse =
         |body: &serde_json::Value| Ok::<_, ()>(AddNote(body["text"].as_str().unwrap().to_owned()));

@@ -177,7 +177,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
 /// release serves on the result and that a write commits, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
     let db = open_database(config, true).await?;
-    db.store().health().await
+    exactly_once::Store::health(&*db.store()).await
 }
 
 /// The shop's state over its database: the engine (its store, metrics and

@@ -3,7 +3,7 @@
 use crate::db::Db;
 use crate::metrics::ShopMetrics;
 use crate::provider::Provider;
-use exactly_once::{Engine, Metrics};
+use exactly_once::{Any, Engine, Metrics};
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ pub struct AppState(Arc<Shared>);
 /// What [`AppState`] points to.
 pub struct Shared {
     /// The idempotency engine: the store, the replay cache, the metrics.
-    pub engine: Engine,
+    pub engine: Engine<Any>,
     /// The database, for the shop's own reads.
     pub db: Db,
     /// The shop's own metrics (provider calls, receipts).

@@ -11,7 +11,7 @@ use crate::operation::charge::{FinishCharge, PendingCharge, ProviderVerdict, CHA
 use crate::provider::{Provider, Reply};
 use async_trait::async_trait;
 use exactly_once::operator::{Refusal, Settlement};
-use exactly_once::{Error, Lease, Operation, StepUnavailable, Steps};
+use exactly_once::{Any, Error, Lease, Operation, StepUnavailable, Steps};
 use std::sync::Arc;
 
 /// The payment provider gave no final answer: the operation waits at its
@@ -46,8 +46,8 @@ pub const CHARGED: &str = "charged";
 pub const NOT_CHARGED: &str = "not-charged";
 
 #[async_trait]
-impl Steps for ShopSteps {
-    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+impl Steps<Any> for ShopSteps {
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation<Any>>, Error> {
         match lease.point.as_str() {
             CHARGE_CREATED => self.charge_at_provider(lease).await,
             other => Err(Error::internal(format!(
@@ -60,7 +60,7 @@ impl Steps for ShopSteps {
         &self,
         lease: &Lease,
         settlement: &Settlement,
-    ) -> Result<Arc<dyn Operation>, Refusal> {
+    ) -> Result<Arc<dyn Operation<Any>>, Refusal> {
         match lease.point.as_str() {
             CHARGE_CREATED => self.settle_charge(lease, settlement).await,
             other => Err(Refusal(format!(
@@ -122,7 +122,7 @@ impl ShopSteps {
         &self,
         lease: &Lease,
         settlement: &Settlement,
-    ) -> Result<Arc<dyn Operation>, Refusal> {
+    ) -> Result<Arc<dyn Operation<Any>>, Refusal> {
         let (pending, charge) = stopped_charge(lease)?;
         let key = pending.downstream_key(lease);
         let ledger = match settlement.unverified {
@@ -198,7 +198,7 @@ impl ShopSteps {
 
     /// At `charge_created`: asks the provider to charge (same downstream key
     /// every time), and returns the phase that records its verdict.
-    async fn charge_at_provider(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+    async fn charge_at_provider(&self, lease: &Lease) -> Result<Arc<dyn Operation<Any>>, Error> {
         // A state no retry can read, or a provider that refuses the request
         // for good, will be so at every attempt: the operation is set aside
         // for an operator (StepFailedForGood), not retried forever.

@@ -27,12 +27,14 @@ use tower_service::Service;
 /// refused here stores nothing and never reaches your service.
 ///
 /// ```
-/// use exactly_once::{Caller, Engine, Keyed, KeyedLayer, NoHooks, Refused};
+/// use exactly_once::{Caller, Engine, Keyed, KeyedLayer, NoHooks, Refused, RunContext, Sqlite, Step};
 /// use tower::ServiceBuilder;
 ///
 /// # #[derive(Debug)] struct AddNote;
-/// # impl exactly_once::Operation for AddNote {}
-/// # fn demo(engine: Engine) {
+/// # impl exactly_once::Operation<Sqlite> for AddNote {
+/// #     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<Step> { unimplemented!() }
+/// # }
+/// # fn demo(engine: Engine<Sqlite>) {
 /// let service = ServiceBuilder::new()
 ///     .layer(KeyedLayer::new(|parts: &http::request::Parts| {
 ///         let token = parts.headers.get("authorization")?;

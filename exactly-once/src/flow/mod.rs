@@ -36,13 +36,15 @@ pub(crate) mod keyed;
 pub(crate) mod layer;
 pub(crate) mod steps;
 
+use crate::backend::Backend;
+use crate::backend::Operation;
 use crate::clock::BootInstant;
 use crate::engine::Replay;
 use crate::error::Error;
 use crate::hooks::Hooks;
 use crate::metrics::ResumedBy;
 use crate::record::{Answer, Lease, Record, StoredResponse, Verdict};
-use crate::store::{Execution, FirstPhase, IdempotentRequest, Operation};
+use crate::store::{Execution, FirstPhase, IdempotentRequest};
 use crate::{Caller, Engine, IdempotencyKey, Keyed, OperationId};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -72,7 +74,7 @@ impl<E> From<crate::store::StoreError> for Refused<E> {
     }
 }
 
-impl Engine {
+impl<B: Backend> Engine<B> {
     /// The engine's core, with no HTTP types: runs the operation `parse`
     /// makes of `body` at most once for the request's key, and returns its
     /// answer (its own, or the recorded one again for a retry), or why not.
@@ -112,7 +114,7 @@ impl Engine {
         parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
     ) -> Result<Answer, Refused<E>>
     where
-        O: Operation,
+        O: Operation<B>,
     {
         // The operation's hash is worked out only when its logs are wanted.
         let span = if tracing::enabled!(tracing::Level::INFO) {
@@ -142,7 +144,7 @@ impl Engine {
     ) -> Response
     where
         H: Hooks,
-        O: Operation,
+        O: Operation<B>,
         E: IntoResponse,
     {
         match self
@@ -156,8 +158,8 @@ impl Engine {
     }
 }
 
-async fn execute_in_span<O: Operation, E>(
-    state: &Engine,
+async fn execute_in_span<B: Backend, O: Operation<B>, E>(
+    state: &Engine<B>,
     request: IdempotentRequest,
     body: &serde_json::Value,
     hooks: &dyn Hooks,
@@ -169,7 +171,7 @@ async fn execute_in_span<O: Operation, E>(
         return Ok(answer(state, &caller, &key, record.verdict(&fingerprint))?);
     }
 
-    let operation: Arc<dyn Operation> = match parse(body) {
+    let operation: Arc<dyn Operation<B>> = match parse(body) {
         Ok(operation) => Arc::new(operation),
         // The record decides before the body's fields do: a key reused
         // with a body that does not even parse is a 422, not a 400.
@@ -270,7 +272,11 @@ async fn execute_in_span<O: Operation, E>(
 /// answered as what it is: the outcome is not known yet, and the same key
 /// sent again gets it ([`Error::in_later_phase`]), never "nothing was
 /// done".
-async fn go_on(state: &Engine, lease: Lease, hooks: &dyn Hooks) -> Result<Answer, Error> {
+async fn go_on<B: Backend>(
+    state: &Engine<B>,
+    lease: Lease,
+    hooks: &dyn Hooks,
+) -> Result<Answer, Error> {
     let (caller, key) = (lease.caller, lease.key.clone());
     let ended = steps::run_to_end(state, lease, hooks)
         .await
@@ -290,8 +296,8 @@ const WAIT_FOR_HOLDER: std::time::Duration = std::time::Duration::from_secs(5);
 /// lease could not be renewed in time): that holder's answer, once it has
 /// recorded one, so the request that started the step gets its outcome
 /// rather than a 409; 409 if it takes longer than [`WAIT_FOR_HOLDER`].
-async fn taken_over(
-    state: &Engine,
+async fn taken_over<B: Backend>(
+    state: &Engine<B>,
     caller: &crate::Caller,
     key: &crate::IdempotencyKey,
 ) -> Result<Answer, Error> {
@@ -329,8 +335,8 @@ async fn finished(response: StoredResponse, hooks: &dyn Hooks) -> Result<Answer,
 }
 
 /// The answer to a request that found a finished record of its key.
-fn answer(
-    state: &Engine,
+fn answer<B: Backend>(
+    state: &Engine<B>,
     caller: &Caller,
     key: &IdempotencyKey,
     verdict: Verdict,

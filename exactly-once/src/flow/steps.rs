@@ -21,10 +21,12 @@
 //! a step slower than the lease (a provider that takes 40 s against a 30 s
 //! lease) is not taken over halfway by a retry or the completer.
 
+use crate::backend::Backend;
+use crate::backend::Operation;
 use crate::error::{Chain, Error};
 use crate::hooks::Hooks;
 use crate::record::{Lease, StoredResponse};
-use crate::store::{Advanced, AfterFailure, Operation};
+use crate::store::{Advanced, AfterFailure};
 use crate::Engine;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +46,8 @@ pub(crate) enum Ended {
 }
 
 /// Runs the operation from the lease's recovery point to its end.
-pub(crate) async fn run_to_end(
-    state: &Engine,
+pub(crate) async fn run_to_end<B: Backend>(
+    state: &Engine<B>,
     mut lease: Lease,
     hooks: &dyn Hooks,
 ) -> Result<Ended, Error> {
@@ -66,7 +68,7 @@ pub(crate) async fn run_to_end(
 /// An operation at a recovery point this release does not know is left to
 /// a release that does: its lease is given up at once, and nothing is run
 /// or counted (neither a failure nor a step towards a dead letter).
-pub(crate) async fn leave_to_another_release(state: &Engine, lease: &Lease) {
+pub(crate) async fn leave_to_another_release<B: Backend>(state: &Engine<B>, lease: &Lease) {
     tracing::info!(
         point = lease.point.as_str(),
         "the operation waits at a recovery point this release does not know; left to a release \
@@ -91,7 +93,11 @@ pub(crate) fn not_known(point: &str) -> Error {
 }
 
 /// The step the lease's recovery point calls for, then its phase.
-async fn next_phase(state: &Engine, lease: &Lease, hooks: &dyn Hooks) -> Result<Advanced, Error> {
+async fn next_phase<B: Backend>(
+    state: &Engine<B>,
+    lease: &Lease,
+    hooks: &dyn Hooks,
+) -> Result<Advanced, Error> {
     hooks.before_step();
     let phase = match step_under_lease(state, lease).await {
         Stepped::Done(Ok(phase)) => phase,
@@ -119,9 +125,9 @@ async fn next_phase(state: &Engine, lease: &Lease, hooks: &dyn Hooks) -> Result<
 }
 
 /// How a step run under a renewed lease ended.
-enum Stepped {
+enum Stepped<B: Backend> {
     /// The step's own result.
-    Done(Result<Arc<dyn Operation>, Error>),
+    Done(Result<Arc<dyn Operation<B>>, Error>),
     /// Another holder has the operation now: the step was dropped.
     LeaseLost,
 }
@@ -131,7 +137,7 @@ enum Stepped {
 /// step goes on: its phase checks the lease anyway); one that finds the
 /// lease taken drops the step. A recovery point with a lease of its own
 /// ([`Steps::lease`](crate::Steps::lease)) has it from the start.
-async fn step_under_lease(state: &Engine, lease: &Lease) -> Stepped {
+async fn step_under_lease<B: Backend>(state: &Engine<B>, lease: &Lease) -> Stepped<B> {
     let length = state
         .steps
         .lease(&lease.point)
@@ -162,7 +168,7 @@ async fn step_under_lease(state: &Engine, lease: &Lease) -> Stepped {
 /// A step or its phase failed with `error`: the failure is recorded and
 /// the lease given up, or the operation set aside for an operator. What
 /// the request answers.
-async fn failed(state: &Engine, lease: &Lease, error: Error) -> Error {
+async fn failed<B: Backend>(state: &Engine<B>, lease: &Lease, error: Error) -> Error {
     let reason = Chain(&error).to_string();
     let after = match &error {
         Error::StepFailedForGood(why) => {

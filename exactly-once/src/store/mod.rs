@@ -18,7 +18,10 @@
 //! ([`Record::verdict`](crate::Record::verdict)), the stored response's
 //! encoding and the schema rules ([`schema`]) are decided once, here and
 //! in [`crate::record`]. Each operation is the application's own type that
-//! implements [`Operation`]: its SQL, on each backend it supports.
+//! implements [`Operation`] for the backend it runs on: its SQL there.
+//!
+//! This module names no backend: each backend's module implements
+//! [`Store`] for its backend type ([`crate::backend`]).
 
 /// The setters both stores' options share: migrations, durability, TTL,
 /// lease (fields of those names on the options type).
@@ -93,6 +96,8 @@ macro_rules! store_option_setters {
     };
 }
 
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub mod any;
 mod error;
 #[cfg(feature = "sqlite")]
 pub mod migrations;
@@ -103,8 +108,7 @@ pub mod schema;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-use crate::record::Step;
+use crate::backend::{Backend, Operation};
 use crate::record::{Lease, Record, StoredResponse};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
@@ -113,7 +117,6 @@ use crate::store::operations::{
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 pub use error::{Result, StoreError, StoreErrorKind};
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,127 +174,6 @@ pub struct IdempotentRequest {
     pub key: IdempotencyKey,
     /// What the request was.
     pub fingerprint: Fingerprint,
-}
-
-/// An operation (or one phase of one) an idempotency key protects: your
-/// own type, whose SQL runs inside the transaction that records its key,
-/// ending in a [`Step`]. Implement the method of each backend your
-/// application runs on; the other answers a 500 ("nothing was done").
-///
-/// On SQLite the connection is the writer's, inside a savepoint of its
-/// own: the engine commits many requests together (group commit), and an
-/// error rolls back this operation's savepoint alone. On PostgreSQL the
-/// transaction is the request's own.
-#[async_trait]
-pub trait Operation: fmt::Debug + Send + Sync + 'static {
-    /// Runs the change on SQLite and says how the phase ended. Keep it
-    /// short: it holds the writer.
-    #[cfg(feature = "sqlite")]
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
-        let _ = (conn, at);
-        Err(rusqlite::Error::ToSqlConversionFailure(
-            format!("{} does not run on SQLite", std::any::type_name::<Self>()).into(),
-        ))
-    }
-
-    /// Runs the change on PostgreSQL and says how the phase ended.
-    #[cfg(feature = "postgres")]
-    async fn run_postgres(
-        &self,
-        tx: &postgres::Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step> {
-        let _ = (tx, at);
-        Err(StoreError::internal(format!(
-            "{} does not run on PostgreSQL",
-            std::any::type_name::<Self>()
-        )))
-    }
-
-    /// On PostgreSQL, the first phase as part of its key's claim, in one
-    /// statement, when the operation's answer is known before the database
-    /// is touched ([`postgres::OneStatement`]); many such requests share one
-    /// statement. `None`: it runs in a transaction
-    /// ([`run_postgres`](Operation::run_postgres)).
-    #[cfg(feature = "postgres")]
-    fn one_statement(&self) -> Option<postgres::OneStatement> {
-        None
-    }
-
-    /// How long this operation's key is remembered once it finished, when
-    /// it is not the store's `key_ttl`: a payment's key for a week, a
-    /// cart's for an hour. `None` (the default): the store's. Read when
-    /// the record is written: the phase that finishes the operation
-    /// decides.
-    fn key_ttl(&self) -> Option<Duration> {
-        None
-    }
-}
-
-/// A route that runs one of several operations (in one phase or in two,
-/// by configuration, say) returns it boxed.
-#[async_trait]
-impl Operation for Box<dyn Operation> {
-    #[cfg(feature = "sqlite")]
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
-        (**self).run_sqlite(conn, at)
-    }
-
-    #[cfg(feature = "postgres")]
-    async fn run_postgres(
-        &self,
-        tx: &postgres::Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> Result<Step> {
-        (**self).run_postgres(tx, at).await
-    }
-
-    #[cfg(feature = "postgres")]
-    fn one_statement(&self) -> Option<postgres::OneStatement> {
-        (**self).one_statement()
-    }
-
-    fn key_ttl(&self) -> Option<Duration> {
-        (**self).key_ttl()
-    }
-}
-
-/// What an operation sees of the request running it.
-#[derive(Debug, Clone, Copy)]
-pub struct RunContext<'a> {
-    /// Whose operation.
-    pub caller: &'a Caller,
-    /// Its key (with the caller: [`crate::OperationId`]), for
-    /// a row that should say which operation wrote it.
-    pub key: &'a IdempotencyKey,
-    /// The transaction's time on the wall clock, Unix milliseconds, for
-    /// what people read (a row's creation time).
-    pub now_ms: i64,
-    /// The transaction's time on the store's own clock, milliseconds, for
-    /// what is scheduled (a message due now); on PostgreSQL the SQL uses
-    /// `now()` and this is the wall clock.
-    pub store_ms: i64,
-    /// The request that started the operation.
-    pub fingerprint: &'a Fingerprint,
-    /// Which life of the key this is (see [`Lease::generation`]).
-    pub generation: u64,
-}
-
-impl RunContext<'_> {
-    /// The operation's downstream key ([`Lease::downstream_key`]), for a
-    /// first phase that records it or names a row after it.
-    pub fn downstream_key(&self) -> String {
-        crate::OperationId::new(self.caller, self.key)
-            .downstream_key_for(self.fingerprint, self.generation)
-    }
 }
 
 /// A finished record that is live, and for how long the database keeps it
@@ -387,11 +269,11 @@ pub enum Finish {
 /// What [`Store::execute`] runs: a keyed request's operation (or its first
 /// phase) in the transaction that claims the key.
 #[derive(Debug)]
-pub struct FirstPhase {
+pub struct FirstPhase<B: Backend> {
     /// The keyed request.
     pub request: IdempotentRequest,
     /// What it runs.
-    pub operation: Arc<dyn Operation>,
+    pub operation: Arc<dyn Operation<B>>,
     /// Whether the transaction commits.
     pub finish: Finish,
 }
@@ -411,9 +293,13 @@ pub struct Message {
     pub body: String,
 }
 
-/// A database holding idempotency records beside the business tables.
+/// A database holding idempotency records beside the business tables, on
+/// the backend `B`: [`SqliteStore`](crate::SqliteStore) is a
+/// `Store<Sqlite>`, [`PostgresStore`](crate::PostgresStore) a
+/// `Store<Postgres>`. Applications use a store through their
+/// [`Engine`](crate::Engine); they do not implement one.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store<B: Backend>: Send + Sync + 'static {
     /// A finished, unexpired record of `key` for `caller`, read without
     /// waiting for writers.
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>>;
@@ -446,11 +332,11 @@ pub trait Store: Send + Sync + 'static {
     /// ended in one transaction; answers once the transaction is durable.
     /// A key whose operation stopped and was abandoned is taken over
     /// instead ([`Execution::Resumed`]).
-    async fn execute(&self, phase: FirstPhase) -> Result<Execution>;
+    async fn execute(&self, phase: FirstPhase<B>) -> Result<Execution>;
 
     /// Runs the next phase of the lease's operation in a transaction of its
     /// own, if the lease is still its holder's, and records how it ended.
-    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced>;
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation<B>>) -> Result<Advanced>;
 
     /// Extends the lease to `length` from now, while its holder's step
     /// runs; false (and nothing written) when it is no longer the holder's.
@@ -566,7 +452,7 @@ pub trait Store: Send + Sync + 'static {
     async fn settle(
         &self,
         lease: &Lease,
-        phase: Arc<dyn Operation>,
+        phase: Arc<dyn Operation<B>>,
         settlement: &Settlement,
     ) -> Result<Option<StoredResponse>>;
 

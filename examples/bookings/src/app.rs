@@ -7,7 +7,7 @@ use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::routes::{self, AppState};
 use crate::steps::PartnerSteps;
 use exactly_once::{
-    Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
+    Any, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,7 +60,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
 /// `bookings migrate`: applies the migrations the database still needs,
 /// checks that this release serves on the result, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
-    open_database(config, true).await?.store().health().await
+    exactly_once::Store::health(&*open_database(config, true).await?.store()).await
 }
 
 /// A bound, ready service.
@@ -87,7 +87,7 @@ impl App {
 
 /// Opens (and migrates) the database, and the engine with the partner
 /// step over it: what the service and `bookings operations` run on.
-pub async fn open(config: &Config, migrate: bool) -> Result<(Engine, Db), StoreError> {
+pub async fn open(config: &Config, migrate: bool) -> Result<(Engine<Any>, Db), StoreError> {
     let db = open_database(config, migrate).await?;
     let engine = Engine::builder(db.store())
         .steps(PartnerSteps::new(

@@ -3,7 +3,7 @@
 
 use exactly_once::store::postgres::Sql;
 use exactly_once::store::schema::Migration;
-use exactly_once::{Caller, PostgresStore, SqliteStore, Store, StoreError};
+use exactly_once::{AnyStore, Caller, PostgresStore, SqliteStore, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
 use tokio_postgres::types::Type;
@@ -77,11 +77,11 @@ const LIST_POSTGRES: Sql = Sql::new(
 
 impl Db {
     /// The engine's store.
-    pub fn store(&self) -> Arc<dyn Store> {
-        match self {
-            Self::Sqlite(store) => store.clone(),
-            Self::Postgres(store) => store.clone(),
-        }
+    pub fn store(&self) -> Arc<AnyStore> {
+        Arc::new(match self {
+            Self::Sqlite(store) => AnyStore::from(Arc::clone(store)),
+            Self::Postgres(store) => AnyStore::from(Arc::clone(store)),
+        })
     }
 
     /// `caller`'s bookings, oldest first; only the one with `id`, if given.

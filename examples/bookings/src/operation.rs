@@ -2,9 +2,10 @@
 //! each backend, run by the engine inside the transaction that records
 //! the key (phase 1) or advances it under the lease (phase 2).
 
-use async_trait::async_trait;
+use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::{Sql, Transaction};
 use exactly_once::{Error, Operation, Problem, RunContext, Step, StoredResponse};
+use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Type;
@@ -126,13 +127,8 @@ const HOLD_POSTGRES: Sql = Sql::new(
     &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::TEXT, Type::INT8],
 );
 
-#[async_trait]
-impl Operation for HoldSeat {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Sqlite> for HoldSeat {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         let id = booking_id(at);
         let inserted = conn
             .prepare_cached(HOLD_SQLITE)?
@@ -146,20 +142,24 @@ impl Operation for HoldSeat {
             ])?;
         Ok(self.ended(id, inserted == 1))
     }
+}
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        let id = booking_id(at);
-        let inserted = HOLD_POSTGRES
-            .execute(
-                &**tx,
-                &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
-            )
-            .await?;
-        Ok(self.ended(id, inserted == 1))
+impl Operation<Postgres> for HoldSeat {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(async move {
+            let id = booking_id(at);
+            let inserted = HOLD_POSTGRES
+                .execute(
+                    &**tx,
+                    &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
+                )
+                .await?;
+            Ok(self.ended(id, inserted == 1))
+        })
     }
 }
 
@@ -197,13 +197,8 @@ const CONFIRM_POSTGRES: Sql = Sql::new(
     &[Type::TEXT, Type::TEXT],
 );
 
-#[async_trait]
-impl Operation for ConfirmSeat {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        _: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Sqlite> for ConfirmSeat {
+    fn run(&self, conn: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<Step> {
         // No row: the booking is not held (never under a live lease); the
         // phase fails and the operation stays at its recovery point.
         let seat = conn
@@ -213,19 +208,23 @@ impl Operation for ConfirmSeat {
             })?;
         Ok(self.answer(seat))
     }
+}
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        _: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        let row = CONFIRM_POSTGRES
-            .query_opt(&**tx, &[&self.id, &self.confirmation])
-            .await?
-            .ok_or_else(|| {
-                exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
-            })?;
-        Ok(self.answer(row.get(0)))
+impl Operation<Postgres> for ConfirmSeat {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        _: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(async move {
+            let row = CONFIRM_POSTGRES
+                .query_opt(&**tx, &[&self.id, &self.confirmation])
+                .await?
+                .ok_or_else(|| {
+                    exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
+                })?;
+            Ok(self.answer(row.get(0)))
+        })
     }
 }
 

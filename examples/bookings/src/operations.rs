@@ -8,7 +8,7 @@
 
 use clap::Subcommand;
 use exactly_once::operator::{Intervention, ListFilter, OperationRecord, OperationRef, Retried};
-use exactly_once::Engine;
+use exactly_once::{Any, Engine};
 
 /// `bookings operations …`
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
@@ -32,7 +32,7 @@ pub enum Operations {
 
 /// Runs `command` on `engine`; what it prints is its answer, `Err` why it
 /// could not.
-pub async fn run(engine: &Engine, command: &Operations) -> Result<(), String> {
+pub async fn run(engine: &Engine<Any>, command: &Operations) -> Result<(), String> {
     let error = |e: &(dyn std::error::Error + 'static)| exactly_once::error::Chain(e).to_string();
     match command {
         Operations::List => {

@@ -7,7 +7,7 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use exactly_once::{Caller, Engine, Error, Problem};
+use exactly_once::{Any, Caller, Engine, Error, Problem};
 use http::request::Parts;
 use http::{header, StatusCode};
 use serde::Serialize;
@@ -16,7 +16,7 @@ use serde::Serialize;
 #[derive(Clone)]
 pub struct AppState {
     /// The engine (store, replay cache, metrics, steps).
-    pub engine: Engine,
+    pub engine: Engine<Any>,
     /// The same database, for this service's own reads.
     pub db: Db,
 }

@@ -5,7 +5,7 @@
 
 use crate::operation::{ConfirmSeat, Held, SEAT_HELD};
 use async_trait::async_trait;
-use exactly_once::{Error, Lease, Operation, StepUnavailable, Steps};
+use exactly_once::{Any, Error, Lease, Operation, StepUnavailable, Steps};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,8 +85,8 @@ fn unavailable(reason: String) -> Error {
 }
 
 #[async_trait]
-impl Steps for PartnerSteps {
-    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation>, Error> {
+impl Steps<Any> for PartnerSteps {
+    async fn step(&self, lease: &Lease) -> Result<Arc<dyn Operation<Any>>, Error> {
         match lease.point.as_str() {
             SEAT_HELD => {
                 let held: Held = serde_json::from_str(&lease.state).map_err(|e| {

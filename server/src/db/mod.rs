@@ -10,7 +10,7 @@ mod sqlite_reads;
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
 use exactly_once::store::schema::{Migration, Migrations};
 use exactly_once::store::Result;
-use exactly_once::{PostgresStore, SqliteStore, Store};
+use exactly_once::{AnyStore, PostgresStore, SqliteStore};
 use std::sync::Arc;
 
 /// The shop's schema on SQLite: its history, which created the engine's
@@ -127,11 +127,11 @@ impl ChargeQuery<'_> {
 
 impl Db {
     /// The engine's view of it.
-    pub fn store(&self) -> Arc<dyn Store> {
-        match self {
-            Self::Sqlite(store) => store.clone(),
-            Self::Postgres(store) => store.clone(),
-        }
+    pub fn store(&self) -> Arc<AnyStore> {
+        Arc::new(match self {
+            Self::Sqlite(store) => AnyStore::from(Arc::clone(store)),
+            Self::Postgres(store) => AnyStore::from(Arc::clone(store)),
+        })
     }
 
     /// A page of a caller's charges, newest first.

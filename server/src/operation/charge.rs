@@ -15,9 +15,10 @@ use crate::domain::{
     ProviderChargeId,
 };
 use crate::error::Problem;
-use async_trait::async_trait;
+use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::{OneStatement, Transaction};
 use exactly_once::{Lease, Operation, RunContext, Step, StoredResponse};
+use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
@@ -229,22 +230,19 @@ impl PendingCharge {
     }
 }
 
-#[async_trait]
-impl Operation for RecordCharge {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Sqlite> for RecordCharge {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         sqlite::record_charge(self, conn, at)
     }
+}
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        postgres::record_charge(self, tx, at).await
+impl Operation<Postgres> for RecordCharge {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(postgres::record_charge(self, tx, at))
     }
 
     fn one_statement(&self) -> Option<OneStatement> {
@@ -252,41 +250,35 @@ impl Operation for RecordCharge {
     }
 }
 
-#[async_trait]
-impl Operation for StartCharge {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Sqlite> for StartCharge {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         sqlite::start_charge(self, conn, at)
-    }
-
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        postgres::start_charge(self, tx, at).await
     }
 }
 
-#[async_trait]
-impl Operation for FinishCharge {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Postgres> for StartCharge {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(postgres::start_charge(self, tx, at))
+    }
+}
+
+impl Operation<Sqlite> for FinishCharge {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         sqlite::finish_charge(self, conn, at)
     }
+}
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        postgres::finish_charge(self, tx, at).await
+impl Operation<Postgres> for FinishCharge {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(postgres::finish_charge(self, tx, at))
     }
 }
 

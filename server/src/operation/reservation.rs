@@ -3,27 +3,25 @@
 use crate::db::{postgres, sqlite};
 use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
-use async_trait::async_trait;
+use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::{Operation, RunContext, Step, StoredResponse};
+use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 
-#[async_trait]
-impl Operation for NewReservation {
-    fn run_sqlite(
-        &self,
-        conn: &rusqlite::Connection,
-        at: &RunContext<'_>,
-    ) -> rusqlite::Result<Step> {
+impl Operation<Sqlite> for NewReservation {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
         sqlite::new_reservation(self, conn, at)
     }
+}
 
-    async fn run_postgres(
-        &self,
-        tx: &Transaction<'_>,
-        at: &RunContext<'_>,
-    ) -> exactly_once::store::Result<Step> {
-        postgres::new_reservation(self, tx, at).await
+impl Operation<Postgres> for NewReservation {
+    fn run<'a>(
+        &'a self,
+        tx: &'a Transaction<'a>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+        Box::pin(postgres::new_reservation(self, tx, at))
     }
 }
 

@@ -30,7 +30,7 @@ use clap::{Args, Parser, Subcommand};
 use exactly_once::operator::{
     Intervention, ListFilter, OperationRef, OperationState, OperatorError, Retried, Settlement,
 };
-use exactly_once::{Engine, IdempotencyKey};
+use exactly_once::{Any, Engine, IdempotencyKey};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -365,7 +365,7 @@ fn print_json(value: &Value) {
 
 /// `GET /operations` (only with `--chaos`, for the demo page's operator
 /// panel): the unfinished operations as `list --json` shows them.
-pub async fn unfinished_json(engine: &Engine, ttl: Duration) -> Result<Value, String> {
+pub async fn unfinished_json(engine: &Engine<Any>, ttl: Duration) -> Result<Value, String> {
     let records = engine
         .list_operations(&ListFilter {
             limit: 50,

@@ -10,7 +10,7 @@ use crate::state::AppState;
 use axum::extract::{rejection::QueryRejection, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use exactly_once::Operation;
+use exactly_once::{Any, Operation};
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -25,7 +25,7 @@ keyed_post! {
             let request =
                 NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
             Ok::<_, ApiError>(if phased {
-                Box::new(StartCharge { request }) as Box<dyn Operation>
+                Box::new(StartCharge { request }) as Box<dyn Operation<Any>>
             } else {
                 Box::new(RecordCharge::new(request, receipts, now_secs()))
             })

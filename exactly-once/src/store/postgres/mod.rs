@@ -50,7 +50,24 @@ pub use outbox::enqueue;
 pub use session::Session;
 pub use sql::Sql;
 
-use crate::record::{Lease, StoredResponse};
+/// The backend of many instances: PostgreSQL, through tokio-postgres and a
+/// deadpool pool (the store's, or your own: [`PostgresStore::with_pool`]).
+/// An [`Operation<Postgres>`](crate::Operation) writes with the request's
+/// own transaction, and returns a future.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Postgres;
+
+impl crate::backend::sealed::Sealed for Postgres {}
+
+impl Backend for Postgres {
+    type Transaction<'t> = &'t Transaction<'t>;
+    type Ran<'t> = BoxFuture<'t, Result<Step>>;
+    type OneStatement = OneStatement;
+    const NAME: &'static str = "postgres";
+}
+
+use crate::backend::{Backend, BoxFuture, Operation};
+use crate::record::{Lease, Step, StoredResponse};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
@@ -59,7 +76,7 @@ use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
     now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, Durability, Execution, Finish,
-    Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
+    Finished, FirstPhase, Lifetimes, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -294,7 +311,7 @@ impl PostgresStore {
 
     /// The clock of a phase of `operation`: its records live for its own
     /// TTL when it has one.
-    fn clock_for(&self, operation: &dyn Operation) -> Clock {
+    fn clock_for(&self, operation: &dyn Operation<Postgres>) -> Clock {
         let mut clock = self.clock();
         if let Some(ttl) = operation.key_ttl() {
             clock.ttl_secs = ttl.as_secs_f64();
@@ -322,7 +339,7 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl Store<Postgres> for PostgresStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         const LIVE: Sql = Sql::new(
             "SELECT fingerprint, status, headers, body,
@@ -376,7 +393,7 @@ impl Store for PostgresStore {
         self.lifetimes.lease
     }
 
-    async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
+    async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
         let clock = self.clock_for(phase.operation.as_ref());
         // A batch records every key in it for the store's TTL.
         if phase.finish == Finish::Commit && phase.operation.key_ttl().is_none() {
@@ -388,7 +405,11 @@ impl Store for PostgresStore {
         protocol::execute(&mut client, &phase, clock).await
     }
 
-    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
+    async fn advance(
+        &self,
+        lease: &Lease,
+        phase: Arc<dyn Operation<Postgres>>,
+    ) -> Result<Advanced> {
         let clock = self.clock_for(phase.as_ref());
         let mut client = self.client().await?;
         let tx = protocol::begin(&mut client, clock).await?;
@@ -539,7 +560,7 @@ impl Store for PostgresStore {
     async fn settle(
         &self,
         lease: &Lease,
-        phase: Arc<dyn Operation>,
+        phase: Arc<dyn Operation<Postgres>>,
         settlement: &Settlement,
     ) -> Result<Option<StoredResponse>> {
         let mut client = self.client().await?;

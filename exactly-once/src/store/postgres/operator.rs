@@ -7,12 +7,14 @@
 
 use super::protocol::{self, begin, Clock};
 use super::sql::Sql;
+use super::Postgres;
+use crate::backend::Operation;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Settlement, StoredRecord, Taken, Takeover,
 };
-use crate::store::{stored_keys, Advanced, Operation, Result, StoreError};
+use crate::store::{stored_keys, Advanced, Result, StoreError};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
 use tokio_postgres::types::Type;
@@ -363,7 +365,7 @@ async fn audit(
 pub(super) async fn settle(
     client: &mut deadpool_postgres::Object,
     lease: &Lease,
-    phase: &dyn Operation,
+    phase: &dyn Operation<Postgres>,
     settlement: &Settlement,
     clock: Clock,
 ) -> Result<Option<StoredResponse>> {

@@ -5,12 +5,14 @@
 
 use super::session::Session;
 use super::sql::Sql;
+use super::Postgres;
 use super::{classify, LOCK_TIMEOUT};
+use crate::backend::{Operation, RunContext};
 use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
     Advanced, AfterFailure, Execution, Finish, Finished, FirstPhase, IdempotentRequest, Lifetimes,
-    Operation, RunContext, StoreError,
+    StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::Transaction;
@@ -88,7 +90,7 @@ const CLAIM: Sql = Sql::new(
 /// operation's first phase, or finds the key's record and decides.
 pub(super) async fn execute(
     client: &mut deadpool_postgres::Object,
-    phase: &FirstPhase,
+    phase: &FirstPhase<Postgres>,
     clock: Clock,
 ) -> Result<Execution> {
     let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
@@ -129,7 +131,7 @@ pub(super) async fn execute(
         fingerprint: &request.fingerprint,
         generation,
     };
-    let step = operation.run_postgres(&tx, &context).await?;
+    let step = operation.run(&tx, &context).await?;
     let execution = match step {
         Step::Finished(response) => {
             record_response(&tx, &request.caller, &request.key, &response, ttl_secs).await?;
@@ -348,7 +350,7 @@ const STOP_LATER: Sql = Sql::new(
 pub(super) async fn advance(
     tx: Transaction<'_>,
     lease: &Lease,
-    phase: &dyn Operation,
+    phase: &dyn Operation<Postgres>,
     clock: Clock,
 ) -> Result<Advanced> {
     let advanced = advance_in(&tx, lease, phase, clock).await?;
@@ -362,7 +364,7 @@ pub(super) async fn advance(
 pub(super) async fn advance_in(
     tx: &Transaction<'_>,
     lease: &Lease,
-    phase: &dyn Operation,
+    phase: &dyn Operation<Postgres>,
     clock: Clock,
 ) -> Result<Advanced> {
     let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
@@ -384,7 +386,7 @@ pub(super) async fn advance_in(
         fingerprint: &lease.fingerprint,
         generation: lease.generation,
     };
-    let advanced = match phase.run_postgres(tx, &context).await? {
+    let advanced = match phase.run(tx, &context).await? {
         Step::Finished(response) => {
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)

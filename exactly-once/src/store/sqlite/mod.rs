@@ -23,6 +23,7 @@ mod writer;
 
 pub use outbox::enqueue;
 
+use crate::backend::{Backend, Operation};
 use crate::clock::BootInstant;
 use crate::record::{Lease, StoredResponse};
 use crate::store::operations::{
@@ -33,7 +34,7 @@ use crate::store::schema::{Migration, Migrations};
 use crate::store::Result;
 use crate::store::{
     millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Durability,
-    Execution, Finish, Finished, FirstPhase, Lifetimes, Operation, OutboxItem, Store, StoreError,
+    Execution, Finish, Finished, FirstPhase, Lifetimes, OutboxItem, Store, StoreError,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -47,6 +48,23 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use writer::{Keep, Kind, Writer};
+
+/// The embedded backend: one SQLite file, one writer thread that commits
+/// many requests together (group commit), readers beside it. An
+/// [`Operation<Sqlite>`](crate::Operation) writes with the writer's
+/// connection inside a savepoint of its own, and returns at once (it holds
+/// the writer: keep it short).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sqlite;
+
+impl crate::backend::sealed::Sealed for Sqlite {}
+
+impl Backend for Sqlite {
+    type Transaction<'t> = &'t Connection;
+    type Ran<'t> = rusqlite::Result<crate::Step>;
+    type OneStatement = std::convert::Infallible;
+    const NAME: &'static str = "sqlite";
+}
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
 /// The second adds columns only, but what rows mean changed with it (an
@@ -206,7 +224,7 @@ impl SqliteStore {
 
     /// The clock of a phase of `operation`: its records live for its own
     /// TTL when it has one.
-    fn clock_for(&self, operation: &dyn Operation) -> Clock {
+    fn clock_for(&self, operation: &dyn Operation<Sqlite>) -> Clock {
         let mut clock = self.clock();
         if let Some(ttl) = operation.key_ttl() {
             clock.ttl = millis(ttl);
@@ -253,7 +271,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Store<Sqlite> for SqliteStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
         self.readers
             .with(|conn| queries::live_record(conn, caller, key, self.clock.now()))
@@ -280,7 +298,7 @@ impl Store for SqliteStore {
         self.lifetimes.lease
     }
 
-    async fn execute(&self, phase: FirstPhase) -> Result<Execution> {
+    async fn execute(&self, phase: FirstPhase<Sqlite>) -> Result<Execution> {
         let clock = self.clock_for(phase.operation.as_ref());
         let db_clock = self.clock_reading_due().then_some(self.clock);
         self.writer
@@ -305,7 +323,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation>) -> Result<Advanced> {
+    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation<Sqlite>>) -> Result<Advanced> {
         let (lease, clock) = (lease.clone(), self.clock_for(phase.as_ref()));
         self.write(Kind::Write, move |conn| {
             protocol::advance(conn, &lease, phase.as_ref(), clock)
@@ -482,7 +500,7 @@ impl Store for SqliteStore {
     async fn settle(
         &self,
         lease: &Lease,
-        phase: Arc<dyn Operation>,
+        phase: Arc<dyn Operation<Sqlite>>,
         settlement: &Settlement,
     ) -> Result<Option<StoredResponse>> {
         let (lease, settlement) = (lease.clone(), settlement.clone());

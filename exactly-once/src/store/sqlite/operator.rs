@@ -4,12 +4,14 @@
 //! its audit row.
 
 use super::protocol::{self, Clock};
+use super::Sqlite;
+use crate::backend::Operation;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::operations::{
     self, ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState,
     OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
-use crate::store::{now_ms, Advanced, Operation};
+use crate::store::{now_ms, Advanced};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::time::Duration;
@@ -300,7 +302,7 @@ fn audit(
 pub(super) fn settle(
     conn: &Connection,
     lease: &Lease,
-    phase: &dyn Operation,
+    phase: &dyn Operation<Sqlite>,
     settlement: &Settlement,
     clock: Clock,
 ) -> rusqlite::Result<Option<StoredResponse>> {

@@ -1,8 +1,8 @@
 //! The outbox in SQL: a message written with an operation's phase, claimed
 //! by the relay for a while, then marked sent or failed.
 
+use crate::backend::RunContext;
 use crate::store::Message;
-use crate::store::RunContext;
 use rusqlite::{params, Connection};
 
 /// Writes `message` to the outbox from inside an operation's phase, due at

@@ -3,10 +3,10 @@
 //! run the operation's first phase and record how it ended; later phases
 //! under a lease; the completer's and the sweeper's queries.
 
+use super::Sqlite;
+use crate::backend::{Operation, RunContext};
 use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
-use crate::store::{
-    Advanced, AfterFailure, Execution, Finished, IdempotentRequest, Operation, RunContext,
-};
+use crate::store::{Advanced, AfterFailure, Execution, Finished, IdempotentRequest};
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
@@ -48,7 +48,7 @@ struct Existing {
 pub(super) fn execute(
     conn: &Connection,
     request: &IdempotentRequest,
-    operation: &dyn Operation,
+    operation: &dyn Operation<Sqlite>,
     clock: Clock,
 ) -> rusqlite::Result<Execution> {
     let key = request.key.as_ref();
@@ -74,7 +74,7 @@ pub(super) fn execute(
         fingerprint: &request.fingerprint,
         generation,
     };
-    let step = operation.run_sqlite(conn, &context)?;
+    let step = operation.run(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
         Step::Finished(response) => (FINISHED, None, None, None, Some(response)),
         Step::Stopped(point, state) => (
@@ -221,7 +221,7 @@ fn take_lease(
 pub(super) fn advance(
     conn: &Connection,
     lease: &Lease,
-    phase: &dyn Operation,
+    phase: &dyn Operation<Sqlite>,
     clock: Clock,
 ) -> rusqlite::Result<Advanced> {
     if !holds(conn, lease)? {
@@ -235,7 +235,7 @@ pub(super) fn advance(
         fingerprint: &lease.fingerprint,
         generation: lease.generation,
     };
-    match phase.run_sqlite(conn, &context)? {
+    match phase.run(conn, &context)? {
         Step::Finished(response) => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys

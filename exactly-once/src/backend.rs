@@ -1,0 +1,182 @@
+//! The database an engine runs on, as a type: [`Backend`], and what your
+//! operations write on it, [`Operation`].
+//!
+//! An [`Engine<B>`](crate::Engine) runs operations that implement
+//! [`Operation<B>`]: an operation that does not say how it runs on the
+//! engine's database is a compile error, not a 500 at run time. Each
+//! backend is a type of its own module, with its store:
+//!
+//! | backend | your operation receives | its run returns | store |
+//! |---|---|---|---|
+//! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<Step>` | [`SqliteStore`](crate::SqliteStore) |
+//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`] of `store::Result<Step>` | [`PostgresStore`](crate::PostgresStore) |
+//! | [`Any`](crate::Any) | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
+//!
+//! [`Any`](crate::Any) is for an application that picks its database at
+//! run time (the demo shop: SQLite by default, PostgreSQL by URL): its
+//! operations implement both `Operation<Sqlite>` and `Operation<Postgres>`,
+//! and get `Operation<Any>` from them.
+//!
+//! The backends are sealed: the engine's protocol on each (how it claims
+//! a key, records a phase, holds a lease) lives inside its store, and the
+//! [`Store`](crate::Store) trait only names it.
+
+use crate::{Caller, Fingerprint, IdempotencyKey};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A future that may move between threads, borrowing for `'a`: what an
+/// operation's run returns on an asynchronous backend.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A database the engine runs on (see the [module](self)). Sealed: the
+/// backends are this crate's.
+pub trait Backend: sealed::Sealed + Send + Sync + Sized + 'static {
+    /// What an operation writes with: the backend's own transaction (or,
+    /// on SQLite, the writer's connection inside the operation's
+    /// savepoint).
+    type Transaction<'t>;
+
+    /// What an operation's run returns: the phase's end at once on SQLite
+    /// (its writer thread runs it), a future of it on PostgreSQL.
+    type Ran<'t>;
+
+    /// An operation's first phase said as one statement, which the backend
+    /// may batch with other requests' ([`Operation::one_statement`]); on a
+    /// backend that has no such form, a type with no values.
+    type OneStatement: Send;
+
+    /// The backend's name, for messages: `"sqlite"`, `"postgres"`.
+    const NAME: &'static str;
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's backends are backends.
+    pub trait Sealed {}
+}
+
+/// An operation (or one phase of one) an idempotency key protects, on the
+/// backend `B`: your own type, whose SQL runs inside the transaction that
+/// records its key, ending in a [`Step`](crate::Step).
+///
+/// On SQLite the connection is the writer's, inside a savepoint of its
+/// own: the engine commits many requests together (group commit), and an
+/// error rolls back this operation's savepoint alone. Keep it short: it
+/// holds the writer.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")] mod demo {
+/// use exactly_once::{Operation, RunContext, Sqlite, Step, StoredResponse};
+///
+/// #[derive(Debug)]
+/// struct AddNote { text: String }
+///
+/// impl Operation<Sqlite> for AddNote {
+///     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+///         conn.execute("INSERT INTO notes (text, at) VALUES (?1, ?2)", (&self.text, at.now_ms))?;
+///         Ok(Step::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+///     }
+/// }
+/// # }
+/// ```
+///
+/// On PostgreSQL the transaction is the request's own, and the run is a
+/// future:
+///
+/// ```
+/// # #[cfg(feature = "postgres")] mod demo {
+/// use exactly_once::backend::BoxFuture;
+/// use exactly_once::store::postgres::Transaction;
+/// use exactly_once::{store, Operation, Postgres, RunContext, Step, StoredResponse};
+///
+/// #[derive(Debug)]
+/// struct AddNote { text: String }
+///
+/// impl Operation<Postgres> for AddNote {
+///     fn run<'a>(
+///         &'a self,
+///         tx: &'a Transaction<'a>,
+///         at: &'a RunContext<'a>,
+///     ) -> BoxFuture<'a, store::Result<Step>> {
+///         Box::pin(async move {
+///             tx.execute("INSERT INTO notes (text, at) VALUES ($1, $2)", &[&self.text, &at.now_ms])
+///                 .await
+///                 .map_err(exactly_once::store::postgres::classify)?;
+///             Ok(Step::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+///         })
+///     }
+/// }
+/// # }
+/// ```
+pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
+    /// Runs the change in `tx` and says how the phase ended.
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a>;
+
+    /// The first phase as part of its key's claim, in one statement, when
+    /// the operation's answer is known before the database is touched;
+    /// many such requests share one statement (PostgreSQL:
+    /// [`OneStatement`](crate::store::postgres::OneStatement)). `None` (the
+    /// default): it runs in a transaction ([`run`](Operation::run)).
+    fn one_statement(&self) -> Option<B::OneStatement> {
+        None
+    }
+
+    /// How long this operation's key is remembered once it finished, when
+    /// it is not the store's `key_ttl`: a payment's key for a week, a
+    /// cart's for an hour. `None` (the default): the store's. Read when
+    /// the record is written: the phase that finishes the operation
+    /// decides.
+    fn key_ttl(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A route that runs one of several operations (in one phase or in two,
+/// by configuration, say) returns it boxed.
+impl<B: Backend> Operation<B> for Box<dyn Operation<B>> {
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a> {
+        (**self).run(tx, at)
+    }
+
+    fn one_statement(&self) -> Option<B::OneStatement> {
+        (**self).one_statement()
+    }
+
+    fn key_ttl(&self) -> Option<Duration> {
+        (**self).key_ttl()
+    }
+}
+
+/// What an operation sees of the request running it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunContext<'a> {
+    /// Whose operation.
+    pub caller: &'a Caller,
+    /// Its key (with the caller: [`crate::OperationId`]), for
+    /// a row that should say which operation wrote it.
+    pub key: &'a IdempotencyKey,
+    /// The transaction's time on the wall clock, Unix milliseconds, for
+    /// what people read (a row's creation time).
+    pub now_ms: i64,
+    /// The transaction's time on the store's own clock, milliseconds, for
+    /// what is scheduled (a message due now); on PostgreSQL the SQL uses
+    /// `now()` and this is the wall clock.
+    pub store_ms: i64,
+    /// The request that started the operation.
+    pub fingerprint: &'a Fingerprint,
+    /// Which life of the key this is (see
+    /// [`Lease::generation`](crate::Lease::generation)).
+    pub generation: u64,
+}
+
+impl RunContext<'_> {
+    /// The operation's downstream key
+    /// ([`Lease::downstream_key`](crate::Lease::downstream_key)), for a
+    /// first phase that records it or names a row after it.
+    pub fn downstream_key(&self) -> String {
+        crate::OperationId::new(self.caller, self.key)
+            .downstream_key_for(self.fingerprint, self.generation)
+    }
+}
