@@ -8,14 +8,71 @@
 //!
 //! | backend | your operation receives | its run returns | store |
 //! |---|---|---|---|
-//! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<Step>` | [`SqliteStore`](crate::SqliteStore) |
-//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`] of `store::Result<Step>` | [`PostgresStore`](crate::PostgresStore) |
+//! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
+//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`] of `store::Result<PhaseEnd>` | [`PostgresStore`](crate::PostgresStore) |
 //! | [`Any`](crate::Any) | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
 //!
 //! [`Any`](crate::Any) is for an application that picks its database at
 //! run time (the demo shop: SQLite by default, PostgreSQL by URL): its
 //! operations implement both `Operation<Sqlite>` and `Operation<Postgres>`,
 //! and get `Operation<Any>` from them.
+//!
+//! An operation that forgot a backend does not compile where an engine
+//! over that backend runs it. This one says how it runs on SQLite alone,
+//! and an `Engine<Any>` (which may be on PostgreSQL) refuses it:
+//!
+//! ```compile_fail
+//! use exactly_once::store::IdempotentRequest;
+//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
+//!
+//! #[derive(Debug)]
+//! struct SqliteOnly;
+//!
+//! impl Operation<Sqlite> for SqliteOnly {
+//!     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
+//!         Ok(PhaseEnd::stop("never", &()))
+//!     }
+//! }
+//!
+//! async fn handle(engine: Engine<Any>, request: IdempotentRequest) {
+//!     let body = serde_json::Value::Null;
+//!     let _ = engine.execute(request, &body, &NoFaults, |_| Ok::<_, ()>(SqliteOnly)).await;
+//! }
+//! ```
+//!
+//! With its PostgreSQL half it does (the same code, one impl more):
+//!
+//! ```
+//! # #[cfg(all(feature = "sqlite", feature = "postgres"))] mod demo {
+//! use exactly_once::backend::BoxFuture;
+//! use exactly_once::store::{self, postgres::Transaction, IdempotentRequest};
+//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, Postgres, RunContext, Sqlite};
+//!
+//! #[derive(Debug)]
+//! struct Both;
+//!
+//! impl Operation<Sqlite> for Both {
+//!     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
+//!         Ok(PhaseEnd::stop("never", &()))
+//!     }
+//! }
+//!
+//! impl Operation<Postgres> for Both {
+//!     fn run<'a>(
+//!         &'a self,
+//!         _: &'a Transaction<'a>,
+//!         _: &'a RunContext<'a>,
+//!     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+//!         Box::pin(async { Ok(PhaseEnd::stop("never", &())) })
+//!     }
+//! }
+//!
+//! async fn handle(engine: Engine<Any>, request: IdempotentRequest) {
+//!     let body = serde_json::Value::Null;
+//!     let _ = engine.execute(request, &body, &NoFaults, |_| Ok::<_, ()>(Both)).await;
+//! }
+//! # }
+//! ```
 //!
 //! The backends are sealed: the engine's protocol on each (how it claims
 //! a key, records a phase, holds a lease) lives inside its store, and the
@@ -59,7 +116,7 @@ pub(crate) mod sealed {
 
 /// An operation (or one phase of one) an idempotency key protects, on the
 /// backend `B`: your own type, whose SQL runs inside the transaction that
-/// records its key, ending in a [`Step`](crate::Step).
+/// records its key, ending in a [`PhaseEnd`](crate::PhaseEnd).
 ///
 /// On SQLite the connection is the writer's, inside a savepoint of its
 /// own: the engine commits many requests together (group commit), and an
@@ -68,15 +125,15 @@ pub(crate) mod sealed {
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] mod demo {
-/// use exactly_once::{Operation, RunContext, Sqlite, Step, StoredResponse};
+/// use exactly_once::{Operation, RunContext, Sqlite, PhaseEnd, StoredResponse};
 ///
 /// #[derive(Debug)]
 /// struct AddNote { text: String }
 ///
 /// impl Operation<Sqlite> for AddNote {
-///     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+///     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
 ///         conn.execute("INSERT INTO notes (text, at) VALUES (?1, ?2)", (&self.text, at.now_ms))?;
-///         Ok(Step::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+///         Ok(PhaseEnd::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
 ///     }
 /// }
 /// # }
@@ -89,7 +146,7 @@ pub(crate) mod sealed {
 /// # #[cfg(feature = "postgres")] mod demo {
 /// use exactly_once::backend::BoxFuture;
 /// use exactly_once::store::postgres::Transaction;
-/// use exactly_once::{store, Operation, Postgres, RunContext, Step, StoredResponse};
+/// use exactly_once::{store, Operation, Postgres, RunContext, PhaseEnd, StoredResponse};
 ///
 /// #[derive(Debug)]
 /// struct AddNote { text: String }
@@ -99,12 +156,12 @@ pub(crate) mod sealed {
 ///         &'a self,
 ///         tx: &'a Transaction<'a>,
 ///         at: &'a RunContext<'a>,
-///     ) -> BoxFuture<'a, store::Result<Step>> {
+///     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
 ///         Box::pin(async move {
 ///             tx.execute("INSERT INTO notes (text, at) VALUES ($1, $2)", &[&self.text, &at.now_ms])
 ///                 .await
 ///                 .map_err(exactly_once::store::postgres::classify)?;
-///             Ok(Step::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+///             Ok(PhaseEnd::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
 ///         })
 ///     }
 /// }

@@ -1,4 +1,4 @@
-//! Finished records in memory, so that a retry is answered without asking
+//! LiveRecord records in memory, so that a retry is answered without asking
 //! the database. A finished record never changes until it expires, so a
 //! copy is exact for as long as it lives; the only question is *how long*,
 //! and the database's clock decides that, not this process's (instances on
@@ -52,7 +52,7 @@ struct Shard {
     order: VecDeque<CacheKey>,
 }
 
-/// Finished records of this process's recent requests.
+/// LiveRecord records of this process's recent requests.
 pub(crate) struct ReplayCache {
     shards: Vec<Mutex<Shard>>,
     /// Picks a copy's shard.

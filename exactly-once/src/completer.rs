@@ -12,8 +12,8 @@
 //! of the listing, so any number of them never hides the others).
 
 use crate::backend::Backend;
+use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
-use crate::hooks::NoHooks;
 use crate::metrics::ResumedBy;
 use crate::{Caller, Engine, IdempotencyKey, OperationId};
 use std::future::Future;
@@ -115,7 +115,7 @@ async fn resume<B: Backend>(state: &Engine<B>, caller: &Caller, key: &Idempotenc
         point = lease.point.as_str(),
         "the completer resumes an abandoned operation"
     );
-    match steps::run_to_end(state, lease, &NoHooks).await {
+    match steps::run_to_end(state, lease, &NoFaults).await {
         Ok(Ended::Finished(response)) => {
             tracing::info!(
                 status = response.status,

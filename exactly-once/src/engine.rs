@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// The work outside the database that an operation in phases does between
 /// its phases (DBOS calls them steps): a call to a partner's API, a
 /// message to another system. An operation's phase that ends with
-/// [`Step::Stopped`](crate::Step::Stopped) names a recovery point and
+/// [`PhaseEnd::Stopped`](crate::PhaseEnd::Stopped) names a recovery point and
 /// records the state to go on from; the engine then calls [`Steps::step`]
 /// with the lease, outside any transaction, and runs the phase it returns
 /// in a transaction of its own. A crash anywhere resumes from the last
@@ -34,7 +34,7 @@ pub trait Steps<B: Backend>: Send + Sync + 'static {
 
     /// The phase that records an operator's `settlement` of the lease's
     /// operation, set aside at `lease.point`: it must finish the operation
-    /// ([`Step::Finished`](crate::Step::Finished)) with the answer its key
+    /// ([`PhaseEnd::Finished`](crate::PhaseEnd::Finished)) with the answer its key
     /// replays from then on. Check what the service outside holds first
     /// (unless [`Settlement::unverified`]), and refuse an outcome it
     /// contradicts, saying why ([`Refusal`]). The engine writes

@@ -9,7 +9,7 @@
 //! * [`Backend`]: the database an engine runs on, as a type: [`Sqlite`]
 //!   (feature `sqlite`), [`Postgres`] (feature `postgres`), and [`Any`]
 //!   (both: whichever the URL names at start-up).
-//! * [`Operation<B>`](Operation) and [`Step`]: your SQL inside the
+//! * [`Operation<B>`](Operation) and [`PhaseEnd`]: your SQL inside the
 //!   engine's transaction on backend `B`, and how a phase ends; [`Steps`]:
 //!   your work between phases.
 //! * [`store`]: the [`Store`] protocol; [`SqliteStore`], [`PostgresStore`]
@@ -21,7 +21,7 @@
 //! * [`operator`]: what an operator does: list unfinished operations, show,
 //!   retry and settle one ([`Engine::list_operations`] and the rest).
 //! * [`Error`] and [`Problem`]: `application/problem+json` answers.
-//! * [`Metrics`]: Prometheus metrics; [`Hooks`]: fault injection.
+//! * [`Metrics`]: Prometheus metrics; [`Faults`]: fault injection.
 //! * [`Caller`], [`IdempotencyKey`], [`Fingerprint`], [`OperationId`]:
 //!   what identifies an operation; [`clock`]: the boot clock.
 //! * `tls` (feature `tls`, with `postgres`): rustls clients that trust
@@ -41,9 +41,9 @@ pub mod clock;
 mod completer;
 mod engine;
 pub mod error;
+pub mod faults;
 mod fingerprint;
 mod flow;
-pub mod hooks;
 pub mod key;
 pub mod metrics;
 mod operation_id;
@@ -60,15 +60,15 @@ pub use backend::{Backend, Operation, RunContext};
 pub use caller::Caller;
 pub use engine::{Engine, EngineBuilder, NoSteps, Replay, Shared, Steps};
 pub use error::{Error, Problem, StepUnavailable};
+pub use faults::{Faults, NoFaults};
 pub use fingerprint::Fingerprint;
 pub use flow::keyed::{Keyed, MAX_BODY_BYTES};
 pub use flow::layer::{KeyedLayer, KeyedService};
 pub use flow::{respond, Refused};
-pub use hooks::{Hooks, NoHooks};
 pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
-pub use record::{Answer, Lease, Record, Step, StoredResponse, IDEMPOTENT_REPLAYED};
+pub use record::{Answer, Lease, PhaseEnd, Record, StoredResponse, IDEMPOTENT_REPLAYED};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use store::any::{Any, AnyStore};
 #[cfg(feature = "postgres")]

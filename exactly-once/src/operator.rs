@@ -28,8 +28,8 @@
 
 use crate::backend::Backend;
 use crate::error::{Chain, Error};
+use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
-use crate::hooks::NoHooks;
 use crate::record::StoredResponse;
 pub use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
@@ -214,7 +214,7 @@ impl<B: Backend> Engine<B> {
             }
         };
         tracing::info!(%op, point = lease.point.as_str(), operator = by.operator.as_str(), "an operator resumes the operation");
-        match steps::run_to_end(self, lease, &NoHooks).await {
+        match steps::run_to_end(self, lease, &NoFaults).await {
             Ok(Ended::Finished(response)) => Ok(Retried::Finished(response)),
             Ok(Ended::LeaseLost) => Err(OperatorError::LeaseLost(op)),
             Ok(Ended::NotKnown(point)) => Err(OperatorError::UnknownPoint { op, point }),

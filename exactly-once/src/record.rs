@@ -112,7 +112,7 @@ pub const EXPIRED: &str = "expired";
 /// How a phase ends: the operation is finished (its answer is recorded) or
 /// stopped at a recovery point with what resuming needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum PhaseEnd {
     /// The answer, recorded with the key.
     Finished(StoredResponse),
     /// Not finished: where it stopped (a name of the application's, which
@@ -122,14 +122,14 @@ pub enum Step {
     Stopped(String, String),
 }
 
-impl Step {
+impl PhaseEnd {
     /// Stops at the recovery point `point` with `state` as JSON.
     ///
     /// ```
-    /// use exactly_once::Step;
+    /// use exactly_once::PhaseEnd;
     ///
-    /// let step = Step::stop("seat_held", &serde_json::json!({ "seat": "12A" }));
-    /// assert_eq!(step, Step::Stopped("seat_held".into(), r#"{"seat":"12A"}"#.into()));
+    /// let step = PhaseEnd::stop("seat_held", &serde_json::json!({ "seat": "12A" }));
+    /// assert_eq!(step, PhaseEnd::Stopped("seat_held".into(), r#"{"seat":"12A"}"#.into()));
     /// ```
     pub fn stop(point: &str, state: &impl serde::Serialize) -> Self {
         debug_assert!(

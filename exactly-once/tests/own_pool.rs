@@ -12,8 +12,8 @@ use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::store::IdempotentRequest;
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoHooks, Operation, Postgres,
-    PostgresOptions, PostgresStore, RunContext, Step, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation, PhaseEnd,
+    Postgres, PostgresOptions, PostgresStore, RunContext, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ impl Operation<Postgres> for AddNote {
         &'a self,
         tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(async move {
             let row = tx
                 .query_one(
@@ -45,7 +45,7 @@ impl Operation<Postgres> for AddNote {
                 .map_err(exactly_once::store::postgres::classify)?;
             let id: i64 = row.get(0);
             let body = serde_json::json!({ "note": id, "text": self.0 });
-            Ok(Step::Finished(StoredResponse::new(
+            Ok(PhaseEnd::Finished(StoredResponse::new(
                 StatusCode::CREATED,
                 "application/json",
                 body.to_string(),
@@ -68,7 +68,7 @@ async fn add(engine: &Engine<Postgres>, key: &str, text: &str) -> exactly_once::
     let parse =
         |body: &serde_json::Value| Ok::<_, ()>(AddNote(body["text"].as_str().unwrap().to_owned()));
     match engine
-        .execute(request(key, text), &body, &NoHooks, parse)
+        .execute(request(key, text), &body, &NoFaults, parse)
         .await
     {
         Ok(answer) => answer,

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::{
-    Answer, Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoHooks, Operation, Postgres,
-    Refused, RunContext, Sqlite, Step, Store, StoredResponse,
+    Answer, Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd,
+    Postgres, Refused, RunContext, Sqlite, Store, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -31,10 +31,10 @@ struct AddNote {
 }
 
 impl AddNote {
-    fn answer(&self) -> Step {
+    fn answer(&self) -> PhaseEnd {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
         let body = serde_json::json!({ "note": self.text, "run": run });
-        Step::Finished(StoredResponse::new(
+        PhaseEnd::Finished(StoredResponse::new(
             StatusCode::CREATED,
             "application/json",
             serde_json::to_vec(&body).unwrap(),
@@ -45,7 +45,11 @@ impl AddNote {
 // The test runs on either database, as `TEST_POSTGRES_URL` says: the
 // operation says how it runs on each, and gets `Operation<Any>` from both.
 impl Operation<Sqlite> for AddNote {
-    fn run(&self, _conn: &rusqlite::Connection, _at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(
+        &self,
+        _conn: &rusqlite::Connection,
+        _at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
         Ok(self.answer())
     }
 
@@ -59,7 +63,7 @@ impl Operation<Postgres> for AddNote {
         &'a self,
         _tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(async move { Ok(self.answer()) })
     }
 
@@ -118,8 +122,12 @@ async fn store(lease: Duration) -> (Database, Arc<AnyStore>) {
 struct StartCall;
 
 impl Operation<Sqlite> for StartCall {
-    fn run(&self, _conn: &rusqlite::Connection, _at: &RunContext<'_>) -> rusqlite::Result<Step> {
-        Ok(Step::stop("quick", &serde_json::json!({})))
+    fn run(
+        &self,
+        _conn: &rusqlite::Connection,
+        _at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
+        Ok(PhaseEnd::stop("quick", &serde_json::json!({})))
     }
 }
 
@@ -128,8 +136,8 @@ impl Operation<Postgres> for StartCall {
         &'a self,
         _tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
-        Box::pin(async { Ok(Step::stop("quick", &serde_json::json!({}))) })
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+        Box::pin(async { Ok(PhaseEnd::stop("quick", &serde_json::json!({}))) })
     }
 }
 
@@ -200,7 +208,7 @@ fn service(app: &App) -> impl Notes {
                     None => Err("a note needs a \"note\""),
                 };
                 let answer = match engine
-                    .execute(keyed.request, &keyed.body, &NoHooks, parse)
+                    .execute(keyed.request, &keyed.body, &NoFaults, parse)
                     .await
                 {
                     Ok(answer) => answer.into_http(),
@@ -413,7 +421,7 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
         let engine = engine.clone();
         async move {
             let _ = engine
-                .execute(request, &serde_json::json!({}), &NoHooks, |_| {
+                .execute(request, &serde_json::json!({}), &NoFaults, |_| {
                     Ok::<_, ()>(StartCall)
                 })
                 .await;

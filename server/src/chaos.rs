@@ -1,15 +1,15 @@
 //! Chaos mode (`--chaos`): the `X-Chaos` header makes a request fail at a
 //! chosen point, so the demo and the tests can show what the client and
 //! the server do about it. The engine sees one value, [`Chaos`], as the
-//! request's [`Hooks`], and calls it at the points where a fault can
+//! request's [`Faults`], and calls it at the points where a fault can
 //! strike; without `--chaos` (or without the header) every call is a no-op.
 
 use crate::error::ApiError;
 use crate::state::AppState;
 use async_trait::async_trait;
 use axum::extract::FromRequestParts;
-use exactly_once::store::Finish;
-use exactly_once::{Error, Hooks};
+use exactly_once::store::TransactionEnd;
+use exactly_once::{Error, Faults};
 use http::request::Parts;
 use serve::ConnectionControl;
 use std::time::Duration;
@@ -131,12 +131,12 @@ impl FromRequestParts<AppState> for Chaos {
 }
 
 #[async_trait]
-impl Hooks for Chaos {
+impl Faults for Chaos {
     /// How the run's transaction ends: rolled back for `crash-before-commit`.
-    fn finish(&self) -> Finish {
+    fn first_phase_end(&self) -> TransactionEnd {
         match self.fault {
-            Some(Fault::CrashBeforeCommit) => Finish::RollBack,
-            _ => Finish::Commit,
+            Some(Fault::CrashBeforeCommit) => TransactionEnd::RollBack,
+            _ => TransactionEnd::Commit,
         }
     }
 

@@ -32,7 +32,7 @@
 //! * [`error`]: `ApiError`, the shop's errors beside the engine's, rendered
 //!   as `application/problem+json`.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests (the
-//!   engine's `Hooks`).
+//!   engine's `Faults`).
 //! * [`operations`]: `server operations list|show|retry|settle`, the
 //!   operator's commands (the engine's [`exactly_once::operator`]), and
 //!   the demo's `GET /operations` (with `--chaos`).

@@ -1,12 +1,12 @@
 //! The edge: a keyed JSON request becomes the engine's types, in this
-//! order: caller (your extractor's refusal, a 401 say), key (400), hooks
+//! order: caller (your extractor's refusal, a 401 say), key (400), faults
 //! (your extractor's refusal), content type (415), body size (413) and
 //! time (408), JSON (400). A request refused here stores nothing, so the
 //! same key may be sent again with a corrected request. The body's fields
 //! are parsed later, after the replay lookup.
 
 use crate::error::Error;
-use crate::hooks::{Hooks, NoHooks};
+use crate::faults::{Faults, NoFaults};
 use crate::store::IdempotentRequest;
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use axum::body::Bytes;
@@ -24,30 +24,30 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// handler, handed to [`Engine::run`](crate::Engine::run).
 ///
 /// `C` is your authentication: any extractor that yields a [`Caller`]
-/// (keys are per caller); its refusal is answered as it renders. `H` is
-/// what the request asks of the [`Hooks`] (fault injection), [`NoHooks`]
+/// (keys are per caller); its refusal is answered as it renders. `F` is
+/// what the request asks of the [`Faults`] (fault injection), [`NoFaults`]
 /// unless you have some.
 ///
 /// Outside axum, [`Keyed::new`] makes one from what your edge read, and
 /// [`KeyedLayer`](crate::KeyedLayer) hands one to any tower service.
 #[derive(Debug)]
-pub struct Keyed<C = Caller, H = NoHooks> {
+pub struct Keyed<C = Caller, F = NoFaults> {
     /// Caller, key and fingerprint.
     pub request: IdempotentRequest,
     /// The body, parsed as JSON (each route parses it into its own type).
     pub body: serde_json::Value,
-    /// The request's hooks.
-    pub hooks: H,
+    /// The request's faults.
+    pub faults: F,
     by: PhantomData<fn() -> C>,
 }
 
-impl<S, C, H> FromRequest<S> for Keyed<C, H>
+impl<S, C, F> FromRequest<S> for Keyed<C, F>
 where
     S: Send + Sync,
     C: FromRequestParts<S> + Into<Caller>,
     C::Rejection: IntoResponse,
-    H: Hooks + FromRequestParts<S>,
-    H::Rejection: IntoResponse,
+    F: Faults + FromRequestParts<S>,
+    F::Rejection: IntoResponse,
 {
     type Rejection = Response;
 
@@ -59,25 +59,25 @@ where
             .into();
         let key = IdempotencyKey::from_headers(&parts.headers)
             .map_err(|e| Error::from(e).into_response())?;
-        let hooks = H::from_request_parts(&mut parts, state)
+        let faults = F::from_request_parts(&mut parts, state)
             .await
             .map_err(IntoResponse::into_response)?;
         let req = Request::from_parts(parts, body);
-        Self::read(req, state, caller, key, hooks)
+        Self::read(req, state, caller, key, faults)
             .await
             .map_err(IntoResponse::into_response)
     }
 }
 
-impl<C, H> Keyed<C, H> {
+impl<C, F> Keyed<C, F> {
     /// A keyed request your own edge read: its caller, key and fingerprint
     /// ([`Fingerprint::new`] of the method, path and JSON body), the body,
-    /// and its hooks ([`NoHooks`] unless you inject faults).
-    pub fn new(request: IdempotentRequest, body: serde_json::Value, hooks: H) -> Self {
+    /// and its faults ([`NoFaults`] unless you inject faults).
+    pub fn new(request: IdempotentRequest, body: serde_json::Value, faults: F) -> Self {
         Self {
             request,
             body,
-            hooks,
+            faults,
             by: PhantomData,
         }
     }
@@ -96,7 +96,7 @@ impl<C, H> Keyed<C, H> {
         state: &S,
         caller: Caller,
         key: IdempotencyKey,
-        hooks: H,
+        faults: F,
     ) -> Result<Self, Error> {
         if !is_json(req.headers()) {
             return Err(Error::UnsupportedMediaType);
@@ -118,7 +118,7 @@ impl<C, H> Keyed<C, H> {
                 fingerprint,
             },
             body,
-            hooks,
+            faults,
         ))
     }
 }

@@ -27,12 +27,12 @@ use tower_service::Service;
 /// refused here stores nothing and never reaches your service.
 ///
 /// ```
-/// use exactly_once::{Caller, Engine, Keyed, KeyedLayer, NoHooks, Refused, RunContext, Sqlite, Step};
+/// use exactly_once::{Caller, Engine, Keyed, KeyedLayer, NoFaults, Refused, RunContext, Sqlite, PhaseEnd};
 /// use tower::ServiceBuilder;
 ///
 /// # #[derive(Debug)] struct AddNote;
 /// # impl exactly_once::Operation<Sqlite> for AddNote {
-/// #     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<Step> { unimplemented!() }
+/// #     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> { unimplemented!() }
 /// # }
 /// # fn demo(engine: Engine<Sqlite>) {
 /// let service = ServiceBuilder::new()
@@ -45,7 +45,7 @@ use tower_service::Service;
 ///         async move {
 ///             let keyed = request.into_body().within("notes");
 ///             let answer = match engine
-///                 .execute(keyed.request, &keyed.body, &NoHooks, |body| {
+///                 .execute(keyed.request, &keyed.body, &NoFaults, |body| {
 ///                     match body.get("text") {
 ///                         Some(_) => Ok(AddNote),
 ///                         None => Err("a note needs a text"),
@@ -211,7 +211,7 @@ where
         key,
         fingerprint,
     };
-    Ok(Keyed::new(request, body, crate::NoHooks))
+    Ok(Keyed::new(request, body, crate::NoFaults))
 }
 
 fn refusal<R: From<Bytes>>(response: crate::StoredResponse) -> http::Response<R> {

@@ -1,6 +1,6 @@
 //! The idempotency flow, top to bottom.
 //!
-//! 1. **At the edge** ([`Keyed`]): caller, key, fingerprint and hooks are
+//! 1. **At the edge** ([`Keyed`]): caller, key, fingerprint and faults are
 //!    parsed; a request refused there stores nothing.
 //! 2. **Replay from memory**: a finished record this process has seen
 //!    lately ([`cache`]) answers at once. Same fingerprint: the stored
@@ -18,7 +18,7 @@
 //! 4. **Phases**: an operation that calls something outside the database
 //!    stops at a recovery point instead of finishing; the request then runs
 //!    it to its end ([`steps`]), each later phase under a lease.
-//! 5. **Answer**, after the hook ([`Hooks::after_commit`]).
+//! 5. **Answer**, after the hook ([`Faults::after_commit`]).
 //!
 //! One atomic phase is enough while everything the operation changes lives
 //! in the same database as its key: the transaction makes "the work
@@ -41,7 +41,7 @@ use crate::backend::Operation;
 use crate::clock::BootInstant;
 use crate::engine::Replay;
 use crate::error::Error;
-use crate::hooks::Hooks;
+use crate::faults::Faults;
 use crate::metrics::ResumedBy;
 use crate::record::{Answer, Lease, Record, StoredResponse, Verdict};
 use crate::store::{Execution, FirstPhase, IdempotentRequest};
@@ -80,7 +80,7 @@ impl<B: Backend> Engine<B> {
     /// answer (its own, or the recorded one again for a retry), or why not.
     /// The caller, key and fingerprint come from your edge
     /// ([`Keyed::new`](crate::Keyed::new) makes them from an HTTP request's
-    /// parts); `hooks` is [`NoHooks`](crate::NoHooks) unless you inject
+    /// parts); `faults` is [`NoFaults`](crate::NoFaults) unless you inject
     /// faults. [`Engine::run`] (axum) and
     /// [`KeyedLayer`](crate::KeyedLayer) (tower) are built on it, and so
     /// is any other framework's handler:
@@ -88,7 +88,7 @@ impl<B: Backend> Engine<B> {
     /// ```ignore
     /// // actix-web, say: the request's parts have been read into `request`
     /// // (caller, key, fingerprint) and `body` (JSON).
-    /// let answer = match engine.execute(request, &body, &NoHooks, parse_charge).await {
+    /// let answer = match engine.execute(request, &body, &NoFaults, parse_charge).await {
     ///     Ok(answer) => answer,
     ///     Err(Refused::Engine(error)) => Answer { response: error.answer(), replayed: false },
     ///     Err(Refused::Parse(bad)) => return Ok(HttpResponse::BadRequest().body(bad)),
@@ -110,7 +110,7 @@ impl<B: Backend> Engine<B> {
         &self,
         request: IdempotentRequest,
         body: &serde_json::Value,
-        hooks: &dyn Hooks,
+        faults: &dyn Faults,
         parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
     ) -> Result<Answer, Refused<E>>
     where
@@ -123,7 +123,7 @@ impl<B: Backend> Engine<B> {
         } else {
             tracing::Span::none()
         };
-        execute_in_span(self, request, body, hooks, parse)
+        execute_in_span(self, request, body, faults, parse)
             .instrument(span)
             .await
     }
@@ -137,18 +137,18 @@ impl<B: Backend> Engine<B> {
     /// error, a 400 say) is answered as it renders. When it refuses the
     /// body, the key's record is looked up first, so a key reused with
     /// another request is a 422 even when that request would not parse.
-    pub async fn run<C, H, O, E>(
+    pub async fn run<C, F, O, E>(
         &self,
-        keyed: Keyed<C, H>,
+        keyed: Keyed<C, F>,
         parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
     ) -> Response
     where
-        H: Hooks,
+        F: Faults,
         O: Operation<B>,
         E: IntoResponse,
     {
         match self
-            .execute(keyed.request, &keyed.body, &keyed.hooks, parse)
+            .execute(keyed.request, &keyed.body, &keyed.faults, parse)
             .await
         {
             Ok(answer) => answer.into_http(),
@@ -162,7 +162,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
     state: &Engine<B>,
     request: IdempotentRequest,
     body: &serde_json::Value,
-    hooks: &dyn Hooks,
+    faults: &dyn Faults,
     parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
 ) -> Result<Answer, Refused<E>> {
     let (caller, key, fingerprint) = (request.caller, request.key.clone(), request.fingerprint);
@@ -207,7 +207,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
         .execute(FirstPhase {
             request,
             operation,
-            finish: hooks.finish(),
+            end: faults.first_phase_end(),
         })
         .await?
     {
@@ -219,12 +219,12 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
                 response,
             };
             state.cache.put(&caller, &key, &record, since, life, epoch);
-            finished(record.response, hooks).await
+            finished(record.response, faults).await
         }
         Execution::Stopped(lease) => {
             state.metrics.executed();
             tracing::info!(point = lease.point.as_str(), "started");
-            go_on(state, lease, hooks).await
+            go_on(state, lease, faults).await
         }
         Execution::Resumed(lease) if !state.steps.knows(&lease.point) => {
             steps::leave_to_another_release(state, &lease).await;
@@ -236,7 +236,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
                 point = lease.point.as_str(),
                 "resuming an abandoned operation"
             );
-            go_on(state, lease, hooks).await
+            go_on(state, lease, faults).await
         }
         Execution::Found(found) => {
             state
@@ -256,7 +256,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
         }
         Execution::RolledBack => {
             tracing::warn!("rolled back before commit on purpose");
-            hooks.rolled_back().await?;
+            faults.rolled_back().await?;
             Err(Error::Unavailable(
                 "the transaction was rolled back on purpose".into(),
             ))
@@ -275,14 +275,14 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
 async fn go_on<B: Backend>(
     state: &Engine<B>,
     lease: Lease,
-    hooks: &dyn Hooks,
+    faults: &dyn Faults,
 ) -> Result<Answer, Error> {
     let (caller, key) = (lease.caller, lease.key.clone());
-    let ended = steps::run_to_end(state, lease, hooks)
+    let ended = steps::run_to_end(state, lease, faults)
         .await
         .map_err(Error::in_later_phase)?;
     match ended {
-        Ended::Finished(response) => finished(response, hooks).await,
+        Ended::Finished(response) => finished(response, faults).await,
         Ended::LeaseLost => taken_over(state, &caller, &key).await,
         Ended::NotKnown(point) => Err(steps::not_known(&point)),
     }
@@ -326,8 +326,8 @@ async fn taken_over<B: Backend>(
 
 /// The operation finished and its answer is committed: answer, after the
 /// hook.
-async fn finished(response: StoredResponse, hooks: &dyn Hooks) -> Result<Answer, Error> {
-    hooks.after_commit().await?;
+async fn finished(response: StoredResponse, faults: &dyn Faults) -> Result<Answer, Error> {
+    faults.after_commit().await?;
     Ok(Answer {
         response,
         replayed: false,

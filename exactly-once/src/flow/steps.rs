@@ -24,7 +24,7 @@
 use crate::backend::Backend;
 use crate::backend::Operation;
 use crate::error::{Chain, Error};
-use crate::hooks::Hooks;
+use crate::faults::Faults;
 use crate::record::{Lease, StoredResponse};
 use crate::store::{Advanced, AfterFailure};
 use crate::Engine;
@@ -35,7 +35,7 @@ use tracing::Instrument;
 /// How an operation in phases ended for the one running it.
 #[derive(Debug)]
 pub(crate) enum Ended {
-    /// Finished: its answer is recorded.
+    /// LiveRecord: its answer is recorded.
     Finished(StoredResponse),
     /// The lease was no longer ours: someone else finished it or holds it.
     LeaseLost,
@@ -49,7 +49,7 @@ pub(crate) enum Ended {
 pub(crate) async fn run_to_end<B: Backend>(
     state: &Engine<B>,
     mut lease: Lease,
-    hooks: &dyn Hooks,
+    faults: &dyn Faults,
 ) -> Result<Ended, Error> {
     loop {
         if !state.steps.knows(&lease.point) {
@@ -57,7 +57,7 @@ pub(crate) async fn run_to_end<B: Backend>(
             return Ok(Ended::NotKnown(lease.point));
         }
         let span = tracing::info_span!("phase", point = lease.point.as_str());
-        match next_phase(state, &lease, hooks).instrument(span).await? {
+        match next_phase(state, &lease, faults).instrument(span).await? {
             Advanced::Finished(response) => return Ok(Ended::Finished(response)),
             Advanced::Stopped(next) => lease = next,
             Advanced::LeaseLost => return Ok(Ended::LeaseLost),
@@ -96,9 +96,9 @@ pub(crate) fn not_known(point: &str) -> Error {
 async fn next_phase<B: Backend>(
     state: &Engine<B>,
     lease: &Lease,
-    hooks: &dyn Hooks,
+    faults: &dyn Faults,
 ) -> Result<Advanced, Error> {
-    hooks.before_step();
+    faults.before_step();
     let phase = match step_under_lease(state, lease).await {
         Stepped::Done(Ok(phase)) => phase,
         Stepped::Done(Err(e)) => return Err(failed(state, lease, e).await),
@@ -107,7 +107,7 @@ async fn next_phase<B: Backend>(
             return Ok(Advanced::LeaseLost);
         }
     };
-    hooks.after_step();
+    faults.after_step();
     let advanced = match state.store.advance(lease, phase).await {
         Ok(advanced) => advanced,
         // Recorded nothing: the operation stays where it was, and a retry

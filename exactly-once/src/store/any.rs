@@ -15,11 +15,11 @@ use super::operations::{
 use super::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
 use super::sqlite::{Sqlite, SqliteStore};
 use super::{
-    Abandoned, Advanced, AfterFailure, Execution, Finished, FirstPhase, OutboxItem, Result, Store,
-    StoreError,
+    Abandoned, Advanced, AfterFailure, Execution, FirstPhase, LiveRecord, OutboxItem, Result,
+    Store, StoreError,
 };
 use crate::backend::{sealed, Backend, BoxFuture, Operation, RunContext};
-use crate::record::{Lease, Step, StoredResponse};
+use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -51,9 +51,9 @@ pub enum AnyTransaction<'t> {
 /// What an `Operation<Any>`'s run returns: the chosen backend's own.
 pub enum AnyRan<'t> {
     /// SQLite's phase end, at once.
-    Sqlite(rusqlite::Result<Step>),
+    Sqlite(rusqlite::Result<PhaseEnd>),
     /// PostgreSQL's, to await.
-    Postgres(BoxFuture<'t, Result<Step>>),
+    Postgres(BoxFuture<'t, Result<PhaseEnd>>),
 }
 
 /// Every operation that runs on both backends runs on either.
@@ -87,7 +87,7 @@ where
 struct OnSqlite(Arc<dyn Operation<Any>>);
 
 impl Operation<Sqlite> for OnSqlite {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         match self.0.run(AnyTransaction::Sqlite(conn), at) {
             AnyRan::Sqlite(ran) => ran,
             AnyRan::Postgres(_) => Err(rusqlite::Error::ToSqlConversionFailure(
@@ -114,7 +114,7 @@ impl Operation<Postgres> for OnPostgres {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, Result<Step>> {
+    ) -> BoxFuture<'a, Result<PhaseEnd>> {
         match self.0.run(AnyTransaction::Postgres(tx), at) {
             AnyRan::Postgres(ran) => ran,
             AnyRan::Sqlite(_) => {
@@ -171,7 +171,7 @@ macro_rules! either {
 
 #[async_trait]
 impl Store<Any> for AnyStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
         either!(self.lookup(caller, key).await)
     }
 
@@ -199,7 +199,7 @@ impl Store<Any> for AnyStore {
         let FirstPhase {
             request,
             operation,
-            finish,
+            end,
         } = phase;
         match self {
             Self::Sqlite(store) => {
@@ -208,7 +208,7 @@ impl Store<Any> for AnyStore {
                     .execute(FirstPhase {
                         request,
                         operation,
-                        finish,
+                        end,
                     })
                     .await
             }
@@ -218,7 +218,7 @@ impl Store<Any> for AnyStore {
                     .execute(FirstPhase {
                         request,
                         operation,
-                        finish,
+                        end,
                     })
                     .await
             }

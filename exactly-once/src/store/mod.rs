@@ -179,7 +179,7 @@ pub struct IdempotentRequest {
 /// A finished record that is live, and for how long the database keeps it
 /// from now (by the database's clock).
 #[derive(Debug, Clone)]
-pub struct Finished {
+pub struct LiveRecord {
     /// The record.
     pub record: Record,
     /// Its remaining life.
@@ -199,7 +199,7 @@ pub enum Execution {
     /// (its lease ran out): this request has taken it over.
     Resumed(Lease),
     /// The key was already recorded, finished: replay it or refuse.
-    Found(Finished),
+    Found(LiveRecord),
     /// The key's operation was set aside for an operator (a dead letter):
     /// nothing ran. The reason, for the log.
     NeedsAttention(String),
@@ -259,7 +259,7 @@ pub struct ClaimToken(pub i64);
 
 /// Whether an execution commits or, on purpose, rolls back (chaos).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
+pub enum TransactionEnd {
     /// Commit, and answer once durable.
     Commit,
     /// Run everything, then roll it back: nothing is stored.
@@ -275,7 +275,7 @@ pub struct FirstPhase<B: Backend> {
     /// What it runs.
     pub operation: Arc<dyn Operation<B>>,
     /// Whether the transaction commits.
-    pub finish: Finish,
+    pub end: TransactionEnd,
 }
 
 /// A message to send, as the outbox keeps it.
@@ -302,7 +302,7 @@ pub struct Message {
 pub trait Store<B: Backend>: Send + Sync + 'static {
     /// A finished, unexpired record of `key` for `caller`, read without
     /// waiting for writers.
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>>;
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>>;
 
     /// The request fingerprint of `key`'s operation while it is unfinished
     /// (stopped at a recovery point), read without waiting for writers:

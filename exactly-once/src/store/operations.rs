@@ -23,7 +23,7 @@ pub enum OperationState {
     /// its key answers `424 operation-needs-attention` until it is retried
     /// or settled.
     NeedsAttention,
-    /// Finished: its answer is recorded and replayed.
+    /// LiveRecord: its answer is recorded and replayed.
     Finished,
     /// Expired: its answer is gone; a tombstone keeps the key's generation.
     Expired,

@@ -4,7 +4,7 @@
 
 use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::{Sql, Transaction};
-use exactly_once::{Error, Operation, Problem, RunContext, Step, StoredResponse};
+use exactly_once::{Error, Operation, PhaseEnd, Problem, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -88,9 +88,9 @@ impl HoldSeat {
 
     /// How the phase ends: stopped at [`SEAT_HELD`] if the row `id` went
     /// in, else the recorded refusal.
-    fn ended(&self, id: String, inserted: bool) -> Step {
+    fn ended(&self, id: String, inserted: bool) -> PhaseEnd {
         if inserted {
-            Step::stop(
+            PhaseEnd::stop(
                 SEAT_HELD,
                 &Held {
                     id,
@@ -100,7 +100,7 @@ impl HoldSeat {
             )
         } else {
             let detail = format!("seat {} is already booked", self.seat);
-            Step::Finished(
+            PhaseEnd::Finished(
                 Problem::new(StatusCode::CONFLICT, "seat-taken", "Seat taken", &detail).stored(),
             )
         }
@@ -128,7 +128,7 @@ const HOLD_POSTGRES: Sql = Sql::new(
 );
 
 impl Operation<Sqlite> for HoldSeat {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         let id = booking_id(at);
         let inserted = conn
             .prepare_cached(HOLD_SQLITE)?
@@ -149,7 +149,7 @@ impl Operation<Postgres> for HoldSeat {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(async move {
             let id = booking_id(at);
             let inserted = HOLD_POSTGRES
@@ -173,7 +173,7 @@ pub struct ConfirmSeat {
 }
 
 impl ConfirmSeat {
-    fn answer(&self, seat: String) -> Step {
+    fn answer(&self, seat: String) -> PhaseEnd {
         let booking = Booking {
             id: self.id.clone(),
             seat,
@@ -181,7 +181,7 @@ impl ConfirmSeat {
             confirmation: self.confirmation.clone(),
         };
         let body = serde_json::to_vec(&booking).expect("a booking serialises");
-        Step::Finished(StoredResponse::new(
+        PhaseEnd::Finished(StoredResponse::new(
             StatusCode::CREATED,
             "application/json",
             body,
@@ -198,7 +198,7 @@ const CONFIRM_POSTGRES: Sql = Sql::new(
 );
 
 impl Operation<Sqlite> for ConfirmSeat {
-    fn run(&self, conn: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         // No row: the booking is not held (never under a live lease); the
         // phase fails and the operation stays at its recovery point.
         let seat = conn
@@ -215,7 +215,7 @@ impl Operation<Postgres> for ConfirmSeat {
         &'a self,
         tx: &'a Transaction<'a>,
         _: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(async move {
             let row = CONFIRM_POSTGRES
                 .query_opt(&**tx, &[&self.id, &self.confirmation])

@@ -10,7 +10,7 @@ use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
 use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
 use exactly_once::store::Result;
-use exactly_once::{RunContext, Step};
+use exactly_once::{PhaseEnd, RunContext};
 use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
@@ -85,19 +85,19 @@ pub(crate) async fn record_charge(
     this: &RecordCharge,
     tx: &Transaction<'_>,
     at: &RunContext<'_>,
-) -> Result<Step> {
+) -> Result<PhaseEnd> {
     insert_charge(tx, at, &this.charge).await?;
     if let Some(receipt) = &this.receipt {
         enqueue(tx, &receipt.message()).await?;
     }
-    Ok(Step::Finished(this.response.clone()))
+    Ok(PhaseEnd::Finished(this.response.clone()))
 }
 
 pub(crate) async fn start_charge(
     this: &StartCharge,
     tx: &Transaction<'_>,
     at: &RunContext<'_>,
-) -> Result<Step> {
+) -> Result<PhaseEnd> {
     let charge = Charge::new(
         this.request.clone(),
         ChargeStatus::Pending,
@@ -111,7 +111,7 @@ pub(crate) async fn finish_charge(
     this: &FinishCharge,
     tx: &Transaction<'_>,
     at: &RunContext<'_>,
-) -> Result<Step> {
+) -> Result<PhaseEnd> {
     const FINISH: Sql = Sql::new(
         concat!(
             "UPDATE charges SET status = $3, provider_charge = $4
@@ -192,7 +192,7 @@ pub(crate) async fn new_reservation(
     this: &NewReservation,
     tx: &Transaction<'_>,
     at: &RunContext<'_>,
-) -> Result<Step> {
+) -> Result<PhaseEnd> {
     // The guard is in the UPDATE: the row lock serialises buyers and
     // the condition is re-checked after the wait.
     let taken = TAKE_STOCK
@@ -200,7 +200,7 @@ pub(crate) async fn new_reservation(
         .await?;
     if taken == 0 {
         let available = available(&**tx, &this.item_id).await?;
-        return Ok(Step::Finished(operation::reservation::refused(
+        return Ok(PhaseEnd::Finished(operation::reservation::refused(
             this, available,
         )));
     }
@@ -217,7 +217,7 @@ pub(crate) async fn new_reservation(
             ],
         )
         .await?;
-    Ok(Step::Finished(operation::reservation::reserved(
+    Ok(PhaseEnd::Finished(operation::reservation::reserved(
         &reservation,
     )))
 }

@@ -8,26 +8,26 @@ use crate::domain::{Charge, ChargeStatus, NewReservation, Reservation, CHARGE_CO
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
 use exactly_once::store::sqlite::enqueue;
-use exactly_once::{RunContext, Step};
+use exactly_once::{PhaseEnd, RunContext};
 use rusqlite::{params, Connection};
 
 pub(crate) fn record_charge(
     this: &RecordCharge,
     conn: &Connection,
     at: &RunContext<'_>,
-) -> rusqlite::Result<Step> {
+) -> rusqlite::Result<PhaseEnd> {
     insert_charge(conn, at, &this.charge)?;
     if let Some(receipt) = &this.receipt {
         enqueue(conn, &receipt.message(), at)?;
     }
-    Ok(Step::Finished(this.response.clone()))
+    Ok(PhaseEnd::Finished(this.response.clone()))
 }
 
 pub(crate) fn start_charge(
     this: &StartCharge,
     conn: &Connection,
     at: &RunContext<'_>,
-) -> rusqlite::Result<Step> {
+) -> rusqlite::Result<PhaseEnd> {
     let charge = Charge::new(
         this.request.clone(),
         ChargeStatus::Pending,
@@ -41,7 +41,7 @@ pub(crate) fn finish_charge(
     this: &FinishCharge,
     conn: &Connection,
     at: &RunContext<'_>,
-) -> rusqlite::Result<Step> {
+) -> rusqlite::Result<PhaseEnd> {
     let charge = conn
         .prepare_cached(&format!(
             "UPDATE charges SET status = ?3, provider_charge = ?4
@@ -87,7 +87,7 @@ pub(crate) fn new_reservation(
     this: &NewReservation,
     conn: &Connection,
     at: &RunContext<'_>,
-) -> rusqlite::Result<Step> {
+) -> rusqlite::Result<PhaseEnd> {
     // The guard is in the UPDATE itself: stock never goes below zero,
     // whatever runs beside it.
     let taken = conn
@@ -98,7 +98,7 @@ pub(crate) fn new_reservation(
         .execute(params![this.quantity.get(), this.item_id.as_ref()])?;
     if taken == 0 {
         let available = sqlite_reads::available(conn, &this.item_id)?;
-        return Ok(Step::Finished(operation::reservation::refused(
+        return Ok(PhaseEnd::Finished(operation::reservation::refused(
             this, available,
         )));
     }
@@ -114,7 +114,7 @@ pub(crate) fn new_reservation(
         reservation.quantity.get(),
         at.now_ms / 1000,
     ])?;
-    Ok(Step::Finished(operation::reservation::reserved(
+    Ok(PhaseEnd::Finished(operation::reservation::reserved(
         &reservation,
     )))
 }

@@ -17,7 +17,7 @@ use crate::domain::{
 use crate::error::Problem;
 use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::{OneStatement, Transaction};
-use exactly_once::{Lease, Operation, RunContext, Step, StoredResponse};
+use exactly_once::{Lease, Operation, PhaseEnd, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -159,7 +159,7 @@ impl ProviderVerdict {
 
 impl StartCharge {
     /// Where the start phase stops, for a charge just recorded as pending.
-    pub fn stop(charge: &Charge) -> Step {
+    pub fn stop(charge: &Charge) -> PhaseEnd {
         let pending = PendingCharge {
             key_scheme: KeyScheme::PerLife,
             id: charge.id.to_string(),
@@ -167,7 +167,7 @@ impl StartCharge {
             currency: charge.currency.to_string(),
             payment_method: charge.payment_method.to_string(),
         };
-        Step::stop(CHARGE_CREATED, &pending)
+        PhaseEnd::stop(CHARGE_CREATED, &pending)
     }
 }
 
@@ -231,7 +231,7 @@ impl PendingCharge {
 }
 
 impl Operation<Sqlite> for RecordCharge {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         sqlite::record_charge(self, conn, at)
     }
 }
@@ -241,7 +241,7 @@ impl Operation<Postgres> for RecordCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(postgres::record_charge(self, tx, at))
     }
 
@@ -251,7 +251,7 @@ impl Operation<Postgres> for RecordCharge {
 }
 
 impl Operation<Sqlite> for StartCharge {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         sqlite::start_charge(self, conn, at)
     }
 }
@@ -261,13 +261,13 @@ impl Operation<Postgres> for StartCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(postgres::start_charge(self, tx, at))
     }
 }
 
 impl Operation<Sqlite> for FinishCharge {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         sqlite::finish_charge(self, conn, at)
     }
 }
@@ -277,7 +277,7 @@ impl Operation<Postgres> for FinishCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(postgres::finish_charge(self, tx, at))
     }
 }
@@ -287,7 +287,7 @@ pub fn finished(
     charge: &Charge,
     verdict: &ProviderVerdict,
     receipts: bool,
-) -> (Step, Option<Receipt>) {
+) -> (PhaseEnd, Option<Receipt>) {
     let response = match verdict {
         ProviderVerdict::Charged(_) => created_response(charge),
         ProviderVerdict::Declined { code } => Problem::new(
@@ -320,7 +320,7 @@ pub fn finished(
         .stored(),
     };
     let receipt = receipts.then(|| Receipt::for_charge(charge)).flatten();
-    (Step::Finished(response), receipt)
+    (PhaseEnd::Finished(response), receipt)
 }
 
 /// `201` with the charge.

@@ -5,12 +5,12 @@ use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
 use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
-use exactly_once::{Operation, RunContext, Step, StoredResponse};
+use exactly_once::{Operation, PhaseEnd, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 
 impl Operation<Sqlite> for NewReservation {
-    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<Step> {
+    fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         sqlite::new_reservation(self, conn, at)
     }
 }
@@ -20,7 +20,7 @@ impl Operation<Postgres> for NewReservation {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<Step>> {
+    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
         Box::pin(postgres::new_reservation(self, tx, at))
     }
 }

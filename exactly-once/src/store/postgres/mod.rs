@@ -61,13 +61,13 @@ impl crate::backend::sealed::Sealed for Postgres {}
 
 impl Backend for Postgres {
     type Transaction<'t> = &'t Transaction<'t>;
-    type Ran<'t> = BoxFuture<'t, Result<Step>>;
+    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = OneStatement;
     const NAME: &'static str = "postgres";
 }
 
 use crate::backend::{Backend, BoxFuture, Operation};
-use crate::record::{Lease, Step, StoredResponse};
+use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
@@ -75,8 +75,8 @@ use crate::store::operations::{
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, Durability, Execution, Finish,
-    Finished, FirstPhase, Lifetimes, OutboxItem, Store, StoreError,
+    now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase,
+    Lifetimes, LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -340,7 +340,7 @@ impl PostgresStore {
 
 #[async_trait]
 impl Store<Postgres> for PostgresStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
         const LIVE: Sql = Sql::new(
             "SELECT fingerprint, status, headers, body,
                     extract(epoch FROM expires_at - now())::float8
@@ -352,7 +352,7 @@ impl Store<Postgres> for PostgresStore {
         let client = self.client().await?;
         let row = LIVE.query_opt(&**client, &[&caller, &key.as_ref()]).await?;
         row.map(|row| {
-            Ok(Finished {
+            Ok(LiveRecord {
                 record: protocol::record(&row)?,
                 life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
             })
@@ -396,7 +396,7 @@ impl Store<Postgres> for PostgresStore {
     async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
         let clock = self.clock_for(phase.operation.as_ref());
         // A batch records every key in it for the store's TTL.
-        if phase.finish == Finish::Commit && phase.operation.key_ttl().is_none() {
+        if phase.end == TransactionEnd::Commit && phase.operation.key_ttl().is_none() {
             if let Some(one) = phase.operation.one_statement() {
                 return self.batches.execute(phase.request, one, clock).await;
             }

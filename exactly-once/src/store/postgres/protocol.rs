@@ -8,11 +8,11 @@ use super::sql::Sql;
 use super::Postgres;
 use super::{classify, LOCK_TIMEOUT};
 use crate::backend::{Operation, RunContext};
-use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
+use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
-    Advanced, AfterFailure, Execution, Finish, Finished, FirstPhase, IdempotentRequest, Lifetimes,
-    StoreError,
+    Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest, Lifetimes, LiveRecord,
+    StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::Transaction;
@@ -93,7 +93,7 @@ pub(super) async fn execute(
     phase: &FirstPhase<Postgres>,
     clock: Clock,
 ) -> Result<Execution> {
-    let (request, operation, finish) = (&phase.request, phase.operation.as_ref(), phase.finish);
+    let (request, operation, end) = (&phase.request, phase.operation.as_ref(), phase.end);
     let tx = begin(client, clock).await?;
     let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
     let key = request.key.as_ref();
@@ -133,11 +133,11 @@ pub(super) async fn execute(
     };
     let step = operation.run(&tx, &context).await?;
     let execution = match step {
-        Step::Finished(response) => {
+        PhaseEnd::Finished(response) => {
             record_response(&tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
-        Step::Stopped(point, state) => {
+        PhaseEnd::Stopped(point, state) => {
             let token = Lease::new_token();
             STOP_FIRST
                 .execute(
@@ -163,12 +163,12 @@ pub(super) async fn execute(
             })
         }
     };
-    match finish {
-        Finish::RollBack => {
+    match end {
+        TransactionEnd::RollBack => {
             tx.rollback().await.map_err(classify)?;
             Ok(Execution::RolledBack)
         }
-        Finish::Commit => {
+        TransactionEnd::Commit => {
             commit(tx).await?;
             Ok(execution)
         }
@@ -213,7 +213,7 @@ pub(super) async fn decide(
         .await?;
     let existing = record(&row)?;
     if !is_recovery_point(row.get(4)) {
-        return Ok(Execution::Found(Finished {
+        return Ok(Execution::Found(LiveRecord {
             record: existing,
             life: Duration::from_secs_f64(row.get(6)),
         }));
@@ -387,11 +387,11 @@ pub(super) async fn advance_in(
         generation: lease.generation,
     };
     let advanced = match phase.run(tx, &context).await? {
-        Step::Finished(response) => {
+        PhaseEnd::Finished(response) => {
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
-        Step::Stopped(point, state) => {
+        PhaseEnd::Stopped(point, state) => {
             STOP_LATER
                 .execute(
                     &**tx,

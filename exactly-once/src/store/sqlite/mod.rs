@@ -34,7 +34,7 @@ use crate::store::schema::{Migration, Migrations};
 use crate::store::Result;
 use crate::store::{
     millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Durability,
-    Execution, Finish, Finished, FirstPhase, Lifetimes, OutboxItem, Store, StoreError,
+    Execution, FirstPhase, Lifetimes, LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -61,7 +61,7 @@ impl crate::backend::sealed::Sealed for Sqlite {}
 
 impl Backend for Sqlite {
     type Transaction<'t> = &'t Connection;
-    type Ran<'t> = rusqlite::Result<crate::Step>;
+    type Ran<'t> = rusqlite::Result<crate::PhaseEnd>;
     type OneStatement = std::convert::Infallible;
     const NAME: &'static str = "sqlite";
 }
@@ -272,7 +272,7 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store<Sqlite> for SqliteStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Finished>> {
+    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
         self.readers
             .with(|conn| queries::live_record(conn, caller, key, self.clock.now()))
     }
@@ -306,15 +306,15 @@ impl Store<Sqlite> for SqliteStore {
                 let FirstPhase {
                     request,
                     operation,
-                    finish,
+                    end,
                 } = &phase;
                 if let Some(db_clock) = db_clock {
                     db_clock.refresh(batch.conn).map_err(classify)?;
                 }
                 let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
                     .map_err(classify)?;
-                Ok(match (execution, *finish) {
-                    (Execution::Ran(_) | Execution::Stopped(_), Finish::RollBack) => {
+                Ok(match (execution, *end) {
+                    (Execution::Ran(_) | Execution::Stopped(_), TransactionEnd::RollBack) => {
                         (Execution::RolledBack, Keep::No)
                     }
                     (execution, _) => (execution, Keep::Yes),

@@ -5,8 +5,8 @@
 
 use super::Sqlite;
 use crate::backend::{Operation, RunContext};
-use crate::record::{Lease, Record, Step, StoredResponse, EXPIRED, FINISHED};
-use crate::store::{Advanced, AfterFailure, Execution, Finished, IdempotentRequest};
+use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
+use crate::store::{Advanced, AfterFailure, Execution, IdempotentRequest, LiveRecord};
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
@@ -76,8 +76,8 @@ pub(super) fn execute(
     };
     let step = operation.run(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
-        Step::Finished(response) => (FINISHED, None, None, None, Some(response)),
-        Step::Stopped(point, state) => (
+        PhaseEnd::Finished(response) => (FINISHED, None, None, None, Some(response)),
+        PhaseEnd::Stopped(point, state) => (
             point.as_str(),
             Some(state.as_str()),
             Some(Lease::new_token()),
@@ -107,8 +107,8 @@ pub(super) fn execute(
         i64::try_from(generation).unwrap_or(i64::MAX),
     ])?;
     Ok(match step {
-        Step::Finished(response) => Execution::Ran(response),
-        Step::Stopped(point, state) => Execution::Stopped(Lease {
+        PhaseEnd::Finished(response) => Execution::Ran(response),
+        PhaseEnd::Stopped(point, state) => Execution::Stopped(Lease {
             caller: request.caller,
             key: request.key.clone(),
             token: token.expect("a stopped operation has a lease"),
@@ -151,7 +151,7 @@ fn decide(
     clock: Clock,
 ) -> rusqlite::Result<Execution> {
     if existing.point == FINISHED {
-        return Ok(Execution::Found(Finished {
+        return Ok(Execution::Found(LiveRecord {
             record: existing.record,
             life: life_left(existing.expires_at, clock.now),
         }));
@@ -236,7 +236,7 @@ pub(super) fn advance(
         generation: lease.generation,
     };
     match phase.run(conn, &context)? {
-        Step::Finished(response) => {
+        PhaseEnd::Finished(response) => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys
                  SET recovery_point = 'finished', state = NULL, lease_token = NULL,
@@ -256,7 +256,7 @@ pub(super) fn advance(
             ])?;
             Ok(Advanced::Finished(response))
         }
-        Step::Stopped(point, state) => {
+        PhaseEnd::Stopped(point, state) => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys SET recovery_point = ?3, state = ?4, leased_until = ?5
                  WHERE caller = ?1 AND key = ?2",

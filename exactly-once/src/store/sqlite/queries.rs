@@ -1,7 +1,7 @@
 //! The engine's reads, run on a read connection.
 
 use super::protocol::{life_left, record};
-use crate::store::Finished;
+use crate::store::LiveRecord;
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -11,13 +11,13 @@ pub(super) fn live_record(
     caller: &Caller,
     key: &IdempotencyKey,
     now: i64,
-) -> rusqlite::Result<Option<Finished>> {
+) -> rusqlite::Result<Option<LiveRecord>> {
     conn.prepare_cached(
         "SELECT fingerprint, status, headers, body, expires_at FROM idempotency_keys
          WHERE caller = ?1 AND key = ?2 AND expires_at > ?3 AND recovery_point = 'finished'",
     )?
     .query_row(params![&caller, key.as_ref(), now], |row| {
-        Ok(Finished {
+        Ok(LiveRecord {
             record: record(row, 0)?,
             life: life_left(row.get(4)?, now),
         })

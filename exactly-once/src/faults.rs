@@ -1,11 +1,11 @@
 //! Points in a keyed request where an embedder may make it fail on
 //! purpose, for a demo or a test of its clients: roll the first phase
 //! back, misbehave after a commit, stop a process around a step. Every
-//! method does nothing by default; [`NoHooks`] is the hooks of a request
+//! method does nothing by default; [`NoFaults`] is what a request
 //! that asks for none.
 
 use crate::error::Error;
-use crate::store::Finish;
+use crate::store::TransactionEnd;
 use async_trait::async_trait;
 use std::fmt;
 
@@ -13,14 +13,14 @@ use std::fmt;
 /// the request (it is an extractor, see [`Keyed`](crate::Keyed)), so a
 /// header can choose it.
 #[async_trait]
-pub trait Hooks: fmt::Debug + Send + Sync + 'static {
+pub trait Faults: fmt::Debug + Send + Sync + 'static {
     /// How the first phase's transaction ends.
-    fn finish(&self) -> Finish {
-        Finish::Commit
+    fn first_phase_end(&self) -> TransactionEnd {
+        TransactionEnd::Commit
     }
 
     /// The first phase ran and was rolled back on purpose
-    /// ([`Finish::RollBack`]): nothing is stored. Returning `Ok` answers
+    /// ([`TransactionEnd::RollBack`]): nothing is stored. Returning `Ok` answers
     /// 503, "nothing was done".
     async fn rolled_back(&self) -> Result<(), Error> {
         Ok(())
@@ -40,13 +40,13 @@ pub trait Hooks: fmt::Debug + Send + Sync + 'static {
     fn after_step(&self) {}
 }
 
-/// The hooks of a request that asks for none.
+/// The faults of a request that asks for none: it runs as it should.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoHooks;
+pub struct NoFaults;
 
-impl Hooks for NoHooks {}
+impl Faults for NoFaults {}
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for NoHooks {
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for NoFaults {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
