@@ -35,6 +35,12 @@
 #       without the second load generator: new keys driven by Debian's wrk
 #       (bench/wrk/new-key.lua, a UUID v4 key per request) on the server and
 #       on the minimal idempotent floor, by turns (WRK_ROUNDS=2)
+#   AB=/path/to/server BASE=0 WRK=0 TLS=0 BOUNCER=0 PROVIDER=0 LIVE=0 SWEEP=0 RECEIPTS=0 scripts/bench.sh
+#       only the A/B pair: new keys and replays on this build's server and on
+#       the server binary AB (another build: the commit before a change, say
+#       `git worktree add /tmp/before HEAD~1 && cargo build --release -p server`
+#       there), by turns (AB_ROUNDS=3), each on a fresh database, with the
+#       CPU per request beside; works with BENCH_POSTGRES_URL too
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -67,7 +73,7 @@ start() {
     "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
       $([ "$program" = floor-keyed ] && echo --keyed) >"$dir/$out" 2>"$dir/err" &
   else
-    RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$database" \
+    RUST_LOG=warn "${SERVER:-$BIN/server}" --listen 127.0.0.1:0 --database "$database" \
       --durability "$DURABILITY" --www "$dir" "$@" >"$dir/$out" 2>"$dir/err" &
   fi
   pid=$!
@@ -217,6 +223,19 @@ echo "ratio new-key p99 / minimal idempotent floor p99: $(ratio "$new_key_p99" "
 echo "ratio new-key CPU per request / minimal idempotent floor's: $(ratio "$new_key_cpu" "$keyed_floor_cpu") ($new_key_cpu us against $keyed_floor_cpu us)"
 echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
 echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
+fi
+
+if [ -n "${AB:-}" ]; then
+  echo "# A/B: before=$AB after=$BIN/server, by turns"
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    for side in before after; do
+      if [ "$side" = before ]; then SERVER=$AB; else SERVER=$BIN/server; fi
+      run server new-key >/dev/null; nk=$rps; nk_p99=$p99; nk_cpu=$cpu
+      run server replay >/dev/null
+      echo "ab round=$round $side new_key_rps=$nk new_key_p99_ms=$nk_p99 new_key_cpu_us=$nk_cpu replay_rps=$rps replay_p99_ms=$p99"
+    done
+  done
+  unset SERVER
 fi
 
 if [ "${WRK:-1}" = 1 ]; then

@@ -15,7 +15,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use exactly_once::outbox::RelaySettings;
 use exactly_once::{
-    Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
+    AnyStore, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
     IDEMPOTENT_REPLAYED, MAX_BODY_BYTES,
 };
 use http::{header, HeaderName, Method};
@@ -141,11 +141,11 @@ pub(crate) fn provider(
 /// later release's migration that does not run beside it, or one behind
 /// it) is refused, naming the migration.
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
-    Ok(match &config.database {
+    let store = match &config.database {
         DatabaseUrl::Sqlite(path) => {
             let mut options = sqlite_options(config, path.clone());
             options.migrate = migrate;
-            Db::Sqlite(Arc::new(
+            AnyStore::from(Arc::new(
                 tokio::task::spawn_blocking(move || SqliteStore::open(options))
                     .await
                     .map_err(|e| {
@@ -153,7 +153,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
                     })??,
             ))
         }
-        DatabaseUrl::Postgres(url) => Db::Postgres(Arc::new(
+        DatabaseUrl::Postgres(url) => AnyStore::from(Arc::new(
             PostgresStore::open(PostgresOptions {
                 url: url.clone(),
                 durability: config.durability.into(),
@@ -168,7 +168,8 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
             })
             .await?,
         )),
-    })
+    };
+    Ok(Db(Arc::new(store)))
 }
 
 /// `server migrate`, a deploy's migration job: applies the migrations the

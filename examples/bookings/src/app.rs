@@ -7,7 +7,7 @@ use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::routes::{self, AppState};
 use crate::steps::PartnerSteps;
 use exactly_once::{
-    Any, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
+    Any, AnyStore, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,7 +33,7 @@ pub enum StartupError {
 /// engine's): migrated first when `migrate`, else only checked. A schema
 /// this release cannot serve on is refused, naming the migration.
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
-    Ok(match &config.database {
+    let store = match &config.database {
         DatabaseUrl::Sqlite(path) => {
             let mut options = SqliteOptions::new(path)
                 .migrations(SQLITE_MIGRATIONS)
@@ -44,7 +44,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
             let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
                 .await
                 .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
-            Db::Sqlite(Arc::new(store))
+            AnyStore::from(Arc::new(store))
         }
         DatabaseUrl::Postgres(url) => {
             let mut options = PostgresOptions::new(url)
@@ -52,9 +52,10 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
                 .migrate(migrate);
             options.durability = config.durability.into();
             options.lease = config.operation_lease;
-            Db::Postgres(Arc::new(PostgresStore::open(options).await?))
+            AnyStore::from(Arc::new(PostgresStore::open(options).await?))
         }
-    })
+    };
+    Ok(Db(Arc::new(store)))
 }
 
 /// `bookings migrate`: applies the migrations the database still needs,

@@ -3,7 +3,7 @@
 
 use exactly_once::store::postgres::Sql;
 use exactly_once::store::schema::Migration;
-use exactly_once::{AnyStore, Caller, PostgresStore, SqliteStore, StoreError};
+use exactly_once::{AnyStore, Caller, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
 use tokio_postgres::types::Type;
@@ -58,14 +58,10 @@ pub struct BookingRow {
     pub idempotency_key: String,
 }
 
-/// The database, by backend, for this service's own reads.
+/// The engine's store (whichever backend `--database` named), and this
+/// service's own reads on it.
 #[derive(Clone)]
-pub enum Db {
-    /// A SQLite file.
-    Sqlite(Arc<SqliteStore>),
-    /// A PostgreSQL database.
-    Postgres(Arc<PostgresStore>),
-}
+pub struct Db(pub Arc<AnyStore>);
 
 const LIST_SQLITE: &str = "SELECT id, seat, status, confirmation, idempotency_key FROM bookings
      WHERE caller = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY created_ms, id";
@@ -78,10 +74,7 @@ const LIST_POSTGRES: Sql = Sql::new(
 impl Db {
     /// The engine's store.
     pub fn store(&self) -> Arc<AnyStore> {
-        Arc::new(match self {
-            Self::Sqlite(store) => AnyStore::from(Arc::clone(store)),
-            Self::Postgres(store) => AnyStore::from(Arc::clone(store)),
-        })
+        Arc::clone(&self.0)
     }
 
     /// `caller`'s bookings, oldest first; only the one with `id`, if given.
@@ -91,8 +84,8 @@ impl Db {
         id: Option<&str>,
     ) -> Result<Vec<BookingRow>, StoreError> {
         let (caller, id) = (*caller, id.map(str::to_owned));
-        match self {
-            Self::Sqlite(store) => {
+        match &*self.0 {
+            AnyStore::Sqlite(store) => {
                 let store = store.clone();
                 // Reads on a read connection, off the async threads.
                 tokio::task::spawn_blocking(move || {
@@ -113,7 +106,7 @@ impl Db {
                 .await
                 .map_err(|e| StoreError::internal("a read panicked").caused_by(e))?
             }
-            Self::Postgres(store) => {
+            AnyStore::Postgres(store) => {
                 let client = store.client().await?;
                 let rows = LIST_POSTGRES.query(&**client, &[&caller, &id]).await?;
                 Ok(rows

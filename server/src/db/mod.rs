@@ -72,14 +72,10 @@ pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
     .outside_transaction(),
 ]);
 
-/// The database the shop runs on, as the shop reads it.
+/// The database the shop runs on, as the shop reads it: the engine's store
+/// (whichever backend `--database` named), and the shop's reads on it.
 #[derive(Clone)]
-pub enum Db {
-    /// The embedded file.
-    Sqlite(Arc<SqliteStore>),
-    /// The server shared by many instances.
-    Postgres(Arc<PostgresStore>),
-}
+pub struct Db(pub Arc<AnyStore>);
 
 /// One page of a caller's charges, newest first.
 #[derive(Debug, Clone)]
@@ -126,28 +122,27 @@ impl ChargeQuery<'_> {
 }
 
 impl Db {
-    /// The engine's view of it.
+    /// The engine's store.
     pub fn store(&self) -> Arc<AnyStore> {
-        Arc::new(match self {
-            Self::Sqlite(store) => AnyStore::from(Arc::clone(store)),
-            Self::Postgres(store) => AnyStore::from(Arc::clone(store)),
-        })
+        Arc::clone(&self.0)
     }
 
     /// A page of a caller's charges, newest first.
     pub async fn list_charges(&self, query: ChargeQuery<'_>) -> Result<ChargePage> {
-        let rows = match self {
-            Self::Sqlite(store) => store.read(|conn| sqlite_reads::charges(conn, &query))?,
-            Self::Postgres(store) => postgres::charges(&**store.client().await?, &query).await?,
+        let rows = match &*self.0 {
+            AnyStore::Sqlite(store) => store.read(|conn| sqlite_reads::charges(conn, &query))?,
+            AnyStore::Postgres(store) => {
+                postgres::charges(&**store.client().await?, &query).await?
+            }
         };
         Ok(query.page(rows))
     }
 
     /// The stock left of an item, `None` if there is no such item.
     pub async fn inventory(&self, item: &ItemId) -> Result<Option<i64>> {
-        match self {
-            Self::Sqlite(store) => store.read(|conn| sqlite_reads::available(conn, item)),
-            Self::Postgres(store) => postgres::available(&**store.client().await?, item).await,
+        match &*self.0 {
+            AnyStore::Sqlite(store) => store.read(|conn| sqlite_reads::available(conn, item)),
+            AnyStore::Postgres(store) => postgres::available(&**store.client().await?, item).await,
         }
     }
 }

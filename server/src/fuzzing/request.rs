@@ -67,7 +67,13 @@ pub fn request(data: &[u8]) {
     let app = App::get();
     let db = app.fresh_database();
     let router = startup::router(
-        startup::state(Db::Sqlite(db.store.clone()), &app.config, None),
+        startup::state(
+            Db(std::sync::Arc::new(exactly_once::AnyStore::from(
+                db.store.clone(),
+            ))),
+            &app.config,
+            None,
+        ),
         &app.config,
     );
     let mut answered: Vec<(&FuzzRequest, Answer)> = Vec::with_capacity(requests.len());
