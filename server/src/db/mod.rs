@@ -10,7 +10,7 @@ mod sqlite_reads;
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
 use exactly_once::store::schema::{Migration, Migrations};
 use exactly_once::store::Result;
-use exactly_once::{AnyStore, PostgresStore, SqliteStore};
+use exactly_once::AnyStore;
 use std::sync::Arc;
 
 /// The shop's schema on SQLite: its history, which created the engine's
