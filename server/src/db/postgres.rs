@@ -12,10 +12,10 @@ use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, T
 use exactly_once::store::Result;
 use exactly_once::{PhaseEnd, RunContext};
 use tokio_postgres::types::Type;
-use tokio_postgres::GenericClient;
+use exactly_once::store::postgres::Conn;
 
 /// A charge, from a row of [`charge_columns!`].
-pub(crate) fn charge(row: &tokio_postgres::Row) -> Charge {
+pub(crate) fn charge(row: &exactly_once::store::postgres::PgRow) -> Charge {
     let columns: ChargeRow = (
         row.get(0),
         row.get(1),
@@ -224,7 +224,7 @@ pub(crate) async fn new_reservation(
 
 /// The stock left of an item, `None` if there is no such item.
 pub(crate) async fn available(
-    client: &impl GenericClient,
+    client: &impl Conn,
     item: &crate::domain::ItemId,
 ) -> Result<Option<i64>> {
     const AVAILABLE: Sql = Sql::new(
@@ -238,7 +238,7 @@ pub(crate) async fn available(
 /// One page of a caller's charges, newest first (one row more than the
 /// page, see [`ChargeQuery`](super::ChargeQuery)).
 pub(crate) async fn charges(
-    client: &impl GenericClient,
+    client: &impl Conn,
     query: &super::ChargeQuery<'_>,
 ) -> Result<Vec<Charge>> {
     // Ids are compared as bytes: the column's collation is "C".

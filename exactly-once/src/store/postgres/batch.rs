@@ -13,7 +13,7 @@
 //! runs leaves the outcome of all its requests unknown, as during a COMMIT.
 
 use super::one_statement::{self, Row, StatementError, MAX_ROWS};
-use super::protocol::{backend_lost, classify_commit, decide, Clock};
+use super::protocol::{classify_commit, decide, tokio_backend_lost, Clock};
 use super::{classify, OneStatement, LOCK_TIMEOUT};
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
@@ -181,7 +181,7 @@ async fn many(client: &Object, jobs: Vec<Job>) {
                 answer(client, job, claimed).await;
             }
         }
-        Err(StatementError::Failed(e)) if backend_lost(&e) => {
+        Err(StatementError::Failed(e)) if tokio_backend_lost(&e) => {
             let error = outcome_unknown(e);
             for job in jobs {
                 let _ = job.reply.send(Err(error.clone()));
@@ -220,7 +220,7 @@ async fn alone(client: &Object, job: Job, lock_timeout: &str) {
     let error = match result {
         Ok(claimed) => return answer(client, job, claimed[0]).await,
         Err(StatementError::NotRun(e)) => classify(e),
-        Err(StatementError::Failed(e)) if backend_lost(&e) => outcome_unknown(e),
+        Err(StatementError::Failed(e)) if tokio_backend_lost(&e) => outcome_unknown(e),
         Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
             let _ = job.reply.send(Ok(Execution::InUse));
             return;

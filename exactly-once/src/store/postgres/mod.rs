@@ -34,6 +34,7 @@
 //!   the tap that sees a server owe an answer.
 
 mod batch;
+mod conn;
 pub mod connect;
 mod one_statement;
 mod operator;
@@ -44,6 +45,7 @@ mod session;
 mod sql;
 mod wire;
 
+pub use conn::{Conn, DbError, Index, Param, PgRow};
 pub use deadpool_postgres::Transaction;
 pub use one_statement::{Insert, OneStatement, Shape, Values};
 pub use outbox::enqueue;
@@ -66,7 +68,19 @@ impl Backend for Postgres {
     const NAME: &'static str = "postgres";
 }
 
-use crate::backend::{Backend, BoxFuture, Operation};
+impl conn::Driver for Postgres {
+    type Tx<'c> = Transaction<'c>;
+
+    fn run<'a>(
+        operation: &'a dyn Operation<Self>,
+        tx: &'a Transaction<'_>,
+        at: &'a RunContext<'a>,
+    ) -> BoxFuture<'a, Result<PhaseEnd>> {
+        operation.run(tx, at)
+    }
+}
+
+use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
@@ -75,7 +89,7 @@ use crate::store::operations::{
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase,
+    now_ms, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase,
     Lifetimes, LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
@@ -341,23 +355,7 @@ impl PostgresStore {
 #[async_trait]
 impl Store<Postgres> for PostgresStore {
     async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
-        const LIVE: Sql = Sql::new(
-            "SELECT fingerprint, status, headers, body,
-                    extract(epoch FROM expires_at - now())::float8
-             FROM idempotency_keys
-             WHERE caller = $1 AND key = $2 AND expires_at > now()
-               AND recovery_point = 'finished'",
-            &[Type::BYTEA, Type::TEXT],
-        );
-        let client = self.client().await?;
-        let row = LIVE.query_opt(&**client, &[&caller, &key.as_ref()]).await?;
-        row.map(|row| {
-            Ok(LiveRecord {
-                record: protocol::record(&row)?,
-                life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
-            })
-        })
-        .transpose()
+        protocol::lookup(&**self.client().await?, caller, key).await
     }
 
     async fn unfinished(
@@ -365,24 +363,7 @@ impl Store<Postgres> for PostgresStore {
         caller: &Caller,
         key: &IdempotencyKey,
     ) -> Result<Option<Fingerprint>> {
-        const UNFINISHED: Sql = Sql::new(
-            "SELECT fingerprint FROM idempotency_keys
-             WHERE caller = $1 AND key = $2
-               AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
-            &[Type::BYTEA, Type::TEXT],
-        );
-        let client = self.client().await?;
-        let row = UNFINISHED
-            .query_opt(&**client, &[&caller, &key.as_ref()])
-            .await?;
-        row.map(|row| {
-            let bytes: &[u8] = row.get(0);
-            bytes
-                .try_into()
-                .map(Fingerprint::from_bytes)
-                .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))
-        })
-        .transpose()
+        protocol::unfinished(&**self.client().await?, caller, key).await
     }
 
     fn key_ttl(&self) -> Duration {
@@ -436,36 +417,11 @@ impl Store<Postgres> for PostgresStore {
     }
 
     async fn needing_attention(&self) -> Result<u64> {
-        // Through the index of unfinished records (a set-aside one is
-        // always unfinished), not a scan of the table.
-        const COUNT: Sql = Sql::new(
-            "SELECT count(*) FROM idempotency_keys
-             WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
-               AND attention IS NOT NULL",
-            &[],
-        );
-        let row = COUNT.query_one(&**self.client().await?, &[]).await?;
-        Ok(row.get::<_, i64>(0).unsigned_abs())
+        protocol::needing_attention(&**self.client().await?).await
     }
 
     async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
-        const ABANDONED: Sql = Sql::new(
-            "SELECT caller, key, recovery_point FROM idempotency_keys
-             WHERE recovery_point <> 'finished' AND leased_until <= now()
-               AND recovery_point <> ALL($2)
-             ORDER BY leased_until LIMIT $1",
-            &[Type::INT8, Type::TEXT_ARRAY],
-        );
-        let rows = ABANDONED
-            .query(&**self.client().await?, &[&i64::from(limit), &skip])
-            .await?;
-        Ok(stored_abandoned(rows.iter().map(|row| {
-            (
-                row.get::<_, &[u8]>(0),
-                row.get::<_, &str>(1),
-                row.get::<_, String>(2),
-            )
-        })))
+        protocol::abandoned(&**self.client().await?, limit, skip).await
     }
 
     async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
@@ -475,9 +431,7 @@ impl Store<Postgres> for PostgresStore {
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
         let client = self.client().await?;
-        let retention = self.lifetimes.outbox_retention;
-        outbox::prune_sent(&**client, retention, limit).await?;
-        protocol::sweep(&**client, self.clock(), limit).await
+        protocol::sweep(&**client, self.clock(), limit, self.lifetimes.outbox_retention).await
     }
 
     async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
@@ -507,18 +461,11 @@ impl Store<Postgres> for PostgresStore {
     }
 
     async fn health(&self) -> Result<()> {
-        const PROBE: Sql = Sql::new(
-            "UPDATE exactly_once_migrations SET applied_at = applied_at WHERE version = $1",
-            &[Type::INT8],
-        );
         let mut client = self.client().await?;
         let tx = protocol::begin(&mut client, self.clock()).await?;
-        let version = schema::check(&*tx, self.app).await?.engine;
-        // A write probe: healthy means a write can commit.
-        PROBE.execute(&*tx, &[&version]).await?;
-        let address = SERVER_ADDRESS.query_one(&*tx, &[]).await?;
+        let address = schema::probe(&tx, self.app).await?;
         tx.commit().await.map_err(classify)?;
-        self.host.reached(address.get(0));
+        self.host.reached(address);
         Ok(())
     }
 
@@ -618,16 +565,17 @@ impl ServerSeen {
 
 /// Sorts PostgreSQL errors: what a retry may fix (503) and what it will
 /// not. Your reads and operations can use it for theirs.
-pub fn classify(e: tokio_postgres::Error) -> StoreError {
+pub fn classify(e: impl Into<DbError>) -> StoreError {
+    let e = e.into();
     let retryable = match e.code() {
         // No SQLSTATE: the connection broke, or the server is gone.
-        None => true,
+        None => e.connection_lost(),
         Some(state) => {
             let class = &state.code()[..2];
             // connection exception, insufficient resources, operator
             // intervention (shutdown), transaction rollback (serialisation,
             // deadlock), lock not available.
-            matches!(class, "08" | "53" | "57" | "40") || *state == SqlState::LOCK_NOT_AVAILABLE
+            matches!(class, "08" | "53" | "57" | "40") || state == SqlState::LOCK_NOT_AVAILABLE
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)

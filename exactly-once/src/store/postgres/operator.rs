@@ -18,7 +18,7 @@ use crate::store::{stored_keys, Advanced, Result, StoreError};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
 use tokio_postgres::types::Type;
-use tokio_postgres::{GenericClient, Row};
+use super::conn::{Conn, Driver, PgRow as Row};
 
 /// A record's columns as [`stored`] reads them, times in ms from now.
 macro_rules! columns {
@@ -54,7 +54,7 @@ fn stored(row: &Row) -> StoredRecord {
 
 /// Unfinished operations as `filter` says, oldest first.
 pub(super) async fn operations(
-    client: &impl GenericClient,
+    client: &impl Conn,
     filter: &ListFilter,
 ) -> Result<Vec<OperationRecord>> {
     const LIST: Sql = Sql::new(
@@ -92,7 +92,7 @@ pub(super) async fn operations(
 
 /// The record of `key` for `caller`.
 pub(super) async fn operation(
-    client: &impl GenericClient,
+    client: &impl Conn,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<OperationRecord>> {
@@ -115,7 +115,7 @@ const OPERATION_DOMAIN: &[u8] = b"exactly-once operation\0";
 /// by the database: the unfinished ones first (their index), every record
 /// only when none matches.
 pub(super) async fn find(
-    client: &impl GenericClient,
+    client: &impl Conn,
     prefix: &[u8],
 ) -> Result<Vec<(Caller, IdempotencyKey)>> {
     const UNFINISHED: Sql = Sql::new(
@@ -145,7 +145,7 @@ pub(super) async fn find(
 }
 
 /// Unfinished operations by state, with the oldest of each.
-pub(super) async fn census(client: &impl GenericClient) -> Result<Census> {
+pub(super) async fn census(client: &impl Conn) -> Result<Census> {
     const CENSUS: Sql = Sql::new(
         "SELECT CASE WHEN attention IS NOT NULL THEN 2 WHEN leased_until > now() THEN 0 ELSE 1 END,
                 count(*), max(extract(epoch FROM now() - created_at))::float8
@@ -164,7 +164,7 @@ pub(super) async fn census(client: &impl GenericClient) -> Result<Census> {
 }
 
 /// What the outbox holds.
-pub(super) async fn outbox_census(client: &impl GenericClient) -> Result<OutboxCensus> {
+pub(super) async fn outbox_census(client: &impl Conn) -> Result<OutboxCensus> {
     const OUTBOX: Sql = Sql::new(
         "SELECT count(*) FILTER (WHERE dead_at IS NULL), count(*) FILTER (WHERE dead_at IS NOT NULL),
                 coalesce(extract(epoch FROM now() - min(coalesce(created_at, next_attempt_at))
@@ -205,7 +205,7 @@ impl Standing {
 }
 
 async fn standing(
-    client: &impl GenericClient,
+    client: &impl Conn,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<Standing>> {
@@ -236,6 +236,23 @@ pub(super) async fn take(
     by: Option<&Intervention>,
     clock: Clock,
 ) -> Result<Taken> {
+    let tx = begin(client, clock).await?;
+    let taken = take_in(&tx, caller, key, takeover, by, clock).await?;
+    if matches!(taken, Taken::Lease(_)) {
+        protocol::commit(tx).await?;
+    }
+    Ok(taken)
+}
+
+/// [`take`] inside `tx`, which the caller commits when it took a lease.
+pub(super) async fn take_in(
+    tx: &impl Conn,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    takeover: Takeover,
+    by: Option<&Intervention>,
+    clock: Clock,
+) -> Result<Taken> {
     const TAKE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET lease_token = $3, leased_until = now() + $4 * interval '1 second',
@@ -249,8 +266,7 @@ pub(super) async fn take(
             Type::BOOL,
         ],
     );
-    let tx = begin(client, clock).await?;
-    let Some(standing) = standing(&*tx, caller, key).await? else {
+    let Some(standing) = standing(tx, caller, key).await? else {
         return Ok(Taken::Missing);
     };
     let state = standing.state();
@@ -266,7 +282,7 @@ pub(super) async fn take(
     }
     let token = Lease::new_token();
     TAKE.execute(
-        &*tx,
+        tx,
         &[
             caller,
             &key.as_ref(),
@@ -283,9 +299,8 @@ pub(super) async fn take(
             status: None,
             by,
         };
-        audit(&*tx, caller, key, &standing, &action).await?;
+        audit(tx, caller, key, &standing, &action).await?;
     }
-    protocol::commit(tx).await?;
     let fingerprint = standing
         .fingerprint
         .as_slice()
@@ -312,7 +327,7 @@ struct Audit<'a> {
 }
 
 async fn audit(
-    client: &impl GenericClient,
+    client: &impl Conn,
     caller: &Caller,
     key: &IdempotencyKey,
     standing: &Standing,
@@ -369,15 +384,31 @@ pub(super) async fn settle(
     settlement: &Settlement,
     clock: Clock,
 ) -> Result<Option<StoredResponse>> {
+    let tx = begin(client, clock).await?;
+    let settled = settle_in::<Postgres>(&tx, lease, phase, settlement, clock).await?;
+    if settled.is_some() {
+        protocol::commit(tx).await?;
+    }
+    Ok(settled)
+}
+
+/// [`settle`] inside `tx`, whichever the driver, which the caller commits
+/// when it settled.
+pub(super) async fn settle_in<D: Driver>(
+    tx: &D::Tx<'_>,
+    lease: &Lease,
+    phase: &dyn Operation<D>,
+    settlement: &Settlement,
+    clock: Clock,
+) -> Result<Option<StoredResponse>> {
     const CLEAR: Sql = Sql::new(
         "UPDATE idempotency_keys SET attention = NULL WHERE caller = $1 AND key = $2",
         &[Type::BYTEA, Type::TEXT],
     );
-    let tx = begin(client, clock).await?;
-    let Some(standing) = standing(&*tx, &lease.caller, &lease.key).await? else {
+    let Some(standing) = standing(tx, &lease.caller, &lease.key).await? else {
         return Ok(None);
     };
-    let response = match protocol::advance_in(&tx, lease, phase, clock).await? {
+    let response = match protocol::advance_in::<D>(tx, lease, phase, clock).await? {
         Advanced::Finished(response) => response,
         Advanced::LeaseLost => return Ok(None),
         Advanced::Stopped(next) => {
@@ -388,7 +419,7 @@ pub(super) async fn settle(
         }
     };
     CLEAR
-        .execute(&*tx, &[&lease.caller, &lease.key.as_ref()])
+        .execute(tx, &[&lease.caller, &lease.key.as_ref()])
         .await?;
     let action = Audit {
         action: "settle",
@@ -396,14 +427,13 @@ pub(super) async fn settle(
         status: Some(response.status),
         by: &settlement.by,
     };
-    audit(&*tx, &lease.caller, &lease.key, &standing, &action).await?;
-    protocol::commit(tx).await?;
+    audit(tx, &lease.caller, &lease.key, &standing, &action).await?;
     Ok(Some(response))
 }
 
 /// The audit rows of `operation`, oldest first.
 pub(super) async fn actions(
-    client: &impl GenericClient,
+    client: &impl Conn,
     operation: &OperationId,
 ) -> Result<Vec<ActionRecord>> {
     const ACTIONS: Sql = Sql::new(

@@ -2,13 +2,13 @@
 //! by one relay at a time (`FOR UPDATE SKIP LOCKED`), then marked sent or
 //! failed.
 
+use super::conn::Conn;
 use super::sql::Sql;
 use crate::store::Message;
 use crate::store::{ClaimToken, OutboxItem, Result};
 use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio_postgres::types::Type;
-use tokio_postgres::GenericClient;
 
 /// Writes `message` to the outbox from inside an operation's phase, due at
 /// once: it is sent if and only if the transaction commits. A second
@@ -41,7 +41,7 @@ macro_rules! token {
 /// deadline is past, and until `now()` plus `claim` (at least a second),
 /// so every claim of a row has a deadline of its own: its token.
 pub(super) async fn claim(
-    client: &impl GenericClient,
+    client: &impl Conn,
     limit: u32,
     claim: Duration,
 ) -> Result<Vec<OutboxItem>> {
@@ -82,7 +82,7 @@ pub(super) async fn claim(
 /// duration (none: never, the receiver refused it for good), with the error
 /// kept; only while the item's claim is the row's. Whether it was.
 pub(super) async fn settle(
-    client: &impl GenericClient,
+    client: &impl Conn,
     item: &OutboxItem,
     failed: Option<(Option<Duration>, &str)>,
 ) -> Result<bool> {
@@ -129,7 +129,7 @@ pub(super) async fn settle(
 }
 
 /// How many messages wait to be sent.
-pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
+pub(super) async fn waiting(client: &impl Conn) -> Result<u64> {
     const WAITING: Sql = Sql::new(
         "SELECT count(*) FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL",
         &[],
@@ -138,19 +138,19 @@ pub(super) async fn waiting(client: &impl GenericClient) -> Result<u64> {
 }
 
 /// How many messages the receiver refused for good.
-pub(super) async fn dead(client: &impl GenericClient) -> Result<u64> {
+pub(super) async fn dead(client: &impl Conn) -> Result<u64> {
     const DEAD: Sql = Sql::new("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL", &[]);
     count(client, &DEAD).await
 }
 
-async fn count(client: &impl GenericClient, sql: &Sql) -> Result<u64> {
+async fn count(client: &impl Conn, sql: &Sql) -> Result<u64> {
     let row = sql.query_one(client, &[]).await?;
     Ok(row.get::<_, i64>(0).unsigned_abs())
 }
 
 /// Deletes at most `limit` messages sent longer than `retention` ago.
 pub(super) async fn prune_sent(
-    client: &impl GenericClient,
+    client: &impl Conn,
     retention: Duration,
     limit: u32,
 ) -> Result<u64> {

@@ -3,6 +3,7 @@
 //! decide; later phases under a lease; taking an abandoned operation over.
 //! Every expiry and lease is the database's `now()`.
 
+use super::conn::{Conn, DbError, Driver, PgRow};
 use super::session::Session;
 use super::sql::Sql;
 use super::Postgres;
@@ -11,7 +12,7 @@ use crate::backend::{Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
-    Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest, Lifetimes, LiveRecord,
+    stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest, Lifetimes, LiveRecord,
     StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
@@ -19,7 +20,6 @@ use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::GenericClient;
 
 /// The times one call works with: the process's clock only for the
 /// `created` seconds of new rows; every expiry and lease is the database's.
@@ -61,7 +61,7 @@ pub(super) async fn begin(
 ) -> Result<Transaction<'_>> {
     let tx = client.transaction().await.map_err(classify)?;
     if let Some(settings) = clock.session.per_transaction(LOCK_TIMEOUT) {
-        tx.batch_execute(&settings).await.map_err(classify)?;
+        tx.batch(&settings).await.map_err(classify)?;
     }
     Ok(tx)
 }
@@ -87,21 +87,50 @@ const CLAIM: Sql = Sql::new(
 );
 
 /// Claims the key (waiting for a transaction that holds it) and runs the
-/// operation's first phase, or finds the key's record and decides.
+/// operation's first phase, or finds the key's record and decides; commits
+/// (or, as the phase asks, rolls back).
 pub(super) async fn execute(
     client: &mut deadpool_postgres::Object,
     phase: &FirstPhase<Postgres>,
     clock: Clock,
 ) -> Result<Execution> {
-    let (request, operation, end) = (&phase.request, phase.operation.as_ref(), phase.end);
     let tx = begin(client, clock).await?;
+    match execute_in::<Postgres>(&tx, phase, clock).await? {
+        Execution::InUse => Ok(Execution::InUse),
+        execution if rolls_back(&execution, phase.end) => {
+            tx.rollback().await.map_err(classify)?;
+            Ok(Execution::RolledBack)
+        }
+        execution => {
+            commit(tx).await?;
+            Ok(execution)
+        }
+    }
+}
+
+/// Whether an execution is rolled back instead of committed: the
+/// operation ran and its phase asked for it (chaos).
+pub(super) fn rolls_back(execution: &Execution, end: TransactionEnd) -> bool {
+    end == TransactionEnd::RollBack
+        && matches!(execution, Execution::Ran(_) | Execution::Stopped(_))
+}
+
+/// [`execute`] inside `tx`, whichever the driver, which the caller commits
+/// (or rolls back: [`rolls_back`]; after [`Execution::InUse`] the
+/// transaction has failed, and only rolls back).
+pub(super) async fn execute_in<D: Driver>(
+    tx: &D::Tx<'_>,
+    phase: &FirstPhase<D>,
+    clock: Clock,
+) -> Result<Execution> {
+    let (request, operation) = (&phase.request, phase.operation.as_ref());
     let (ttl_secs, lease_secs, now_ms) = (clock.ttl_secs, clock.lease_secs, clock.now_ms);
     let key = request.key.as_ref();
     // A finished, expired record (or its tombstone) counts as absent: the
     // claim replaces it, as the key's next generation.
     let claimed = CLAIM
         .rows(
-            &*tx,
+            tx,
             &[
                 &request.caller,
                 &key,
@@ -118,9 +147,7 @@ pub(super) async fn execute(
     let Some(generation) = generation else {
         // The key's record is live: its transaction committed (the claim
         // waited for it), so read it and decide.
-        let execution = decide(&*tx, request, clock).await?;
-        commit(tx).await?;
-        return Ok(execution);
+        return decide(tx, request, clock).await;
     };
 
     let context = RunContext {
@@ -131,17 +158,17 @@ pub(super) async fn execute(
         fingerprint: &request.fingerprint,
         generation,
     };
-    let step = operation.run(&tx, &context).await?;
-    let execution = match step {
+    let step = D::run(operation, tx, &context).await?;
+    Ok(match step {
         PhaseEnd::Finished(response) => {
-            record_response(&tx, &request.caller, &request.key, &response, ttl_secs).await?;
+            record_response(tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
         PhaseEnd::Stopped(point, state) => {
             let token = Lease::new_token();
             STOP_FIRST
                 .execute(
-                    &*tx,
+                    tx,
                     &[
                         &request.caller,
                         &key,
@@ -162,17 +189,7 @@ pub(super) async fn execute(
                 generation,
             })
         }
-    };
-    match end {
-        TransactionEnd::RollBack => {
-            tx.rollback().await.map_err(classify)?;
-            Ok(Execution::RolledBack)
-        }
-        TransactionEnd::Commit => {
-            commit(tx).await?;
-            Ok(execution)
-        }
-    }
+    })
 }
 
 /// The first phase stopped at a recovery point, under a new lease.
@@ -204,7 +221,7 @@ const READ: Sql = Sql::new(
 /// recovery point (refuse another request, wait for the lease's holder,
 /// or take an abandoned operation over).
 pub(super) async fn decide(
-    tx: &impl GenericClient,
+    tx: &impl Conn,
     request: &IdempotentRequest,
     clock: Clock,
 ) -> Result<Execution> {
@@ -253,7 +270,8 @@ pub(super) async fn commit(tx: Transaction<'_>) -> Result<()> {
 /// killed while its COMMIT waits for a synchronous standby has committed
 /// locally and answers 57P01. That is outcome unknown. Any other error is
 /// the server's refusal, and nothing was committed.
-pub(super) fn classify_commit(e: tokio_postgres::Error, what: &str) -> StoreError {
+pub(super) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
+    let e = e.into();
     if backend_lost(&e) {
         StoreError::outcome_unknown(format!("the database backend was lost during {what}"))
             .caused_by(e)
@@ -264,17 +282,28 @@ pub(super) fn classify_commit(e: tokio_postgres::Error, what: &str) -> StoreErro
 
 /// True when `e` says the statement's backend was lost (see
 /// [`classify_commit`]).
-pub(super) fn backend_lost(e: &tokio_postgres::Error) -> bool {
+pub(super) fn backend_lost(e: &DbError) -> bool {
+    match e {
+        DbError::Tokio(e) => tokio_backend_lost(e),
+        _ => match e.code() {
+            None => e.connection_lost(),
+            Some(state) => matches!(&state.code()[..2], "08" | "57"),
+        },
+    }
+}
+
+/// [`backend_lost`] of a tokio-postgres error.
+pub(super) fn tokio_backend_lost(e: &tokio_postgres::Error) -> bool {
     e.code()
         .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
 }
 
 /// `None` when the statement gave up waiting for a lock another
 /// transaction holds (`lock_timeout`): the key is in use.
-pub(super) fn in_use_or<T>(result: Result<T, tokio_postgres::Error>) -> Result<Option<T>> {
+pub(super) fn in_use_or<T>(result: Result<T, DbError>) -> Result<Option<T>> {
     match result {
         Ok(value) => Ok(Some(value)),
-        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
+        Err(e) if e.code() == Some(SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
         Err(e) => Err(classify(e)),
     }
 }
@@ -283,7 +312,7 @@ pub(super) fn in_use_or<T>(result: Result<T, tokio_postgres::Error>) -> Result<O
 /// its answer is recorded (an operation the completer finishes after an
 /// outage longer than the TTL is not born expired).
 async fn record_response(
-    tx: &Transaction<'_>,
+    tx: &impl Conn,
     caller: &Caller,
     key: &IdempotencyKey,
     response: &StoredResponse,
@@ -291,7 +320,7 @@ async fn record_response(
 ) -> Result<()> {
     RECORD_RESPONSE
         .execute(
-            &**tx,
+            tx,
             &[
                 &caller,
                 &key.as_ref(),
@@ -353,26 +382,23 @@ pub(super) async fn advance(
     phase: &dyn Operation<Postgres>,
     clock: Clock,
 ) -> Result<Advanced> {
-    let advanced = advance_in(&tx, lease, phase, clock).await?;
+    let advanced = advance_in::<Postgres>(&tx, lease, phase, clock).await?;
     if !matches!(advanced, Advanced::LeaseLost) {
         commit(tx).await?;
     }
     Ok(advanced)
 }
 
-/// [`advance`] inside `tx`, which the caller commits.
-pub(super) async fn advance_in(
-    tx: &Transaction<'_>,
+/// [`advance`] inside `tx`, whichever the driver, which the caller commits.
+pub(super) async fn advance_in<D: Driver>(
+    tx: &D::Tx<'_>,
     lease: &Lease,
-    phase: &dyn Operation<Postgres>,
+    phase: &dyn Operation<D>,
     clock: Clock,
 ) -> Result<Advanced> {
     let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
     let held = HOLD
-        .rows(
-            &**tx,
-            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
-        )
+        .rows(tx, &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]])
         .await;
     match in_use_or(held)? {
         Some(rows) if !rows.is_empty() => {}
@@ -386,7 +412,7 @@ pub(super) async fn advance_in(
         fingerprint: &lease.fingerprint,
         generation: lease.generation,
     };
-    let advanced = match phase.run(tx, &context).await? {
+    let advanced = match D::run(phase, tx, &context).await? {
         PhaseEnd::Finished(response) => {
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
@@ -394,7 +420,7 @@ pub(super) async fn advance_in(
         PhaseEnd::Stopped(point, state) => {
             STOP_LATER
                 .execute(
-                    &**tx,
+                    tx,
                     &[
                         &lease.caller,
                         &lease.key.as_ref(),
@@ -426,7 +452,7 @@ const TAKE_OVER: Sql = Sql::new(
 
 /// Takes over the key's abandoned operation (its lease ran out).
 pub(super) async fn take_over(
-    client: &impl GenericClient,
+    client: &impl Conn,
     caller: &Caller,
     key: &IdempotencyKey,
     lease_secs: f64,
@@ -452,7 +478,7 @@ pub(super) async fn take_over(
 /// Extends the lease by its whole length from now, if it is still the
 /// holder's.
 pub(super) async fn renew(
-    client: &impl GenericClient,
+    client: &impl Conn,
     lease: &Lease,
     lease_secs: f64,
 ) -> Result<bool> {
@@ -479,7 +505,7 @@ pub(super) async fn renew(
 /// aside when it has been unfinished longer than `attention_after`: one
 /// statement, judged by the database's clock.
 pub(super) async fn step_failed(
-    client: &impl GenericClient,
+    client: &impl Conn,
     lease: &Lease,
     error: &str,
     clock: Clock,
@@ -519,7 +545,7 @@ pub(super) async fn step_failed(
 }
 
 /// Gives the lease up now, counting nothing.
-pub(super) async fn release(client: &impl GenericClient, lease: &Lease) -> Result<bool> {
+pub(super) async fn release(client: &impl Conn, lease: &Lease) -> Result<bool> {
     const RELEASE: Sql = Sql::new(
         "UPDATE idempotency_keys SET leased_until = now()
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
@@ -536,7 +562,7 @@ pub(super) async fn release(client: &impl GenericClient, lease: &Lease) -> Resul
 
 /// Sets the lease's operation aside for an operator: nothing resumes it.
 pub(super) async fn set_aside(
-    client: &impl GenericClient,
+    client: &impl Conn,
     lease: &Lease,
     reason: &str,
 ) -> Result<bool> {
@@ -561,10 +587,22 @@ pub(super) async fn set_aside(
     Ok(changed == 1)
 }
 
+/// The sweeper's round: sent outbox messages older than `retention`, then
+/// [`sweep_records`]. How many records expired.
+pub(super) async fn sweep(
+    client: &impl Conn,
+    clock: Clock,
+    limit: u32,
+    retention: Duration,
+) -> Result<u64> {
+    super::outbox::prune_sent(client, retention, limit).await?;
+    sweep_records(client, clock, limit).await
+}
+
 /// Turns at most `limit` finished records expired by now into tombstones
 /// (the answer goes, the generation stays until the tombstone's own time),
 /// and deletes as many tombstones whose time is up. How many expired.
-pub(super) async fn sweep(client: &impl GenericClient, clock: Clock, limit: u32) -> Result<u64> {
+async fn sweep_records(client: &impl Conn, clock: Clock, limit: u32) -> Result<u64> {
     const EXPIRE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
@@ -607,7 +645,7 @@ fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
 
 /// A record from a row whose first columns are fingerprint, status,
 /// headers, body (the status is 0 for an unfinished record).
-pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record> {
+pub(super) fn record(row: &PgRow) -> Result<Record> {
     let status: Option<i16> = row.get(1);
     let body: Option<&[u8]> = row.get(3);
     Ok(Record {
@@ -618,4 +656,86 @@ pub(super) fn record(row: &tokio_postgres::Row) -> Result<Record> {
             bytes::Bytes::copy_from_slice(body.unwrap_or_default()),
         ),
     })
+}
+
+/// A finished, unexpired record of the key, and its remaining life.
+pub(super) async fn lookup(
+    client: &impl Conn,
+    caller: &Caller,
+    key: &IdempotencyKey,
+) -> Result<Option<LiveRecord>> {
+    const LIVE: Sql = Sql::new(
+        "SELECT fingerprint, status, headers, body,
+                extract(epoch FROM expires_at - now())::float8
+         FROM idempotency_keys
+         WHERE caller = $1 AND key = $2 AND expires_at > now()
+           AND recovery_point = 'finished'",
+        &[Type::BYTEA, Type::TEXT],
+    );
+    let row = LIVE.query_opt(client, &[caller, &key.as_ref()]).await?;
+    row.map(|row| {
+        Ok(LiveRecord {
+            record: record(&row)?,
+            life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
+        })
+    })
+    .transpose()
+}
+
+/// The fingerprint of the key's operation while it is unfinished.
+pub(super) async fn unfinished(
+    client: &impl Conn,
+    caller: &Caller,
+    key: &IdempotencyKey,
+) -> Result<Option<Fingerprint>> {
+    const UNFINISHED: Sql = Sql::new(
+        "SELECT fingerprint FROM idempotency_keys
+         WHERE caller = $1 AND key = $2
+           AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
+        &[Type::BYTEA, Type::TEXT],
+    );
+    let row = UNFINISHED
+        .query_opt(client, &[caller, &key.as_ref()])
+        .await?;
+    row.map(|row| fingerprint(row.get(0))).transpose()
+}
+
+/// How many operations are set aside for an operator: through the index
+/// of unfinished records (a set-aside one is always unfinished), not a
+/// scan of the table.
+pub(super) async fn needing_attention(client: &impl Conn) -> Result<u64> {
+    const COUNT: Sql = Sql::new(
+        "SELECT count(*) FROM idempotency_keys
+         WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
+           AND attention IS NOT NULL",
+        &[],
+    );
+    let row = COUNT.query_one(client, &[]).await?;
+    Ok(row.get::<_, i64>(0).unsigned_abs())
+}
+
+/// Up to `limit` operations whose lease ran out, but those at a point in
+/// `skip`.
+pub(super) async fn abandoned(
+    client: &impl Conn,
+    limit: u32,
+    skip: &[String],
+) -> Result<Vec<Abandoned>> {
+    const ABANDONED: Sql = Sql::new(
+        "SELECT caller, key, recovery_point FROM idempotency_keys
+         WHERE recovery_point <> 'finished' AND leased_until <= now()
+           AND recovery_point <> ALL($2)
+         ORDER BY leased_until LIMIT $1",
+        &[Type::INT8, Type::TEXT_ARRAY],
+    );
+    let rows = ABANDONED
+        .query(client, &[&i64::from(limit), &skip])
+        .await?;
+    Ok(stored_abandoned(rows.iter().map(|row| {
+        (
+            row.get::<_, &[u8]>(0),
+            row.get::<_, &str>(1),
+            row.get::<_, String>(2),
+        )
+    })))
 }

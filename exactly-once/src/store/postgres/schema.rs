@@ -3,12 +3,14 @@
 //! ledgers a release serves on (`schema` of the store: expand and
 //! contract).
 
+use super::conn::{one, Conn};
+use super::sql::Sql;
 use super::classify;
 use crate::store::schema::{
     ledger_columns, version_query, Applied, Fit, Migration, Migrations, APP_LEDGER, ENGINE_LEDGER,
 };
 use crate::store::{now_ms, Result, StoreError};
-use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
 /// The second adds columns only, but what rows mean changed with it (an
@@ -53,25 +55,7 @@ pub(super) async fn migrate(
 ) -> Result<()> {
     if pooled {
         let tx = client.transaction().await.map_err(classify)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(classify)?;
-        for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, MIGRATIONS)] {
-            prepare_ledger(&tx, ledger).await?;
-            let current = version(&tx, ledger).await?;
-            for migration in migrations.after(current) {
-                if migration.outside_transaction {
-                    return Err(StoreError::internal(format!(
-                        "migration {} ({}) runs outside a transaction, which a pooler in \
-                         transaction mode cannot: run `migrate` with a direct URL to the primary",
-                        migration.version, migration.name
-                    )));
-                }
-                tx.batch_execute(migration.sql).await.map_err(classify)?;
-                record(&tx, ledger, migration).await?;
-                tracing::info!(ledger, version = migration.version, "migration applied");
-            }
-        }
+        migrate_in(&tx, app).await?;
         return tx.commit().await.map_err(classify);
     }
     client
@@ -94,6 +78,52 @@ pub(super) async fn migrate(
     Ok(())
 }
 
+/// [`migrate`] in one transaction, `tx`, under a transaction lock: behind
+/// a pooler, and on a pool that is not the store's (sqlx's). A migration
+/// that runs outside a transaction is refused: its job needs a direct
+/// connection of the store's own.
+pub(super) async fn migrate_in(tx: &impl Conn, app: Migrations) -> Result<()> {
+    const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
+    tx.rows(LOCK, vec![(&MIGRATION_LOCK, Type::INT8)])
+        .await
+        .map_err(classify)?;
+    for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, MIGRATIONS)] {
+        prepare_ledger(tx, ledger).await?;
+        let current = version(tx, ledger).await?;
+        for migration in migrations.after(current) {
+            if migration.outside_transaction {
+                return Err(StoreError::internal(format!(
+                    "migration {} ({}) runs outside a transaction, which a pooler in \
+                     transaction mode cannot: run `migrate` with a direct URL to the primary",
+                    migration.version, migration.name
+                )));
+            }
+            tx.batch(migration.sql).await.map_err(classify)?;
+            record(tx, ledger, migration).await?;
+            tracing::info!(ledger, version = migration.version, "migration applied");
+        }
+    }
+    Ok(())
+}
+
+/// The health check inside `tx`: this build serves on the schema, and a
+/// write commits (a probe of the engine's ledger, which the caller
+/// commits). The `host:port` the transaction reached.
+pub(super) async fn probe(tx: &impl Conn, app: Migrations) -> Result<Option<String>> {
+    const PROBE: Sql = Sql::new(
+        "UPDATE exactly_once_migrations SET applied_at = applied_at WHERE version = $1",
+        &[Type::INT8],
+    );
+    const SERVER_ADDRESS: Sql = Sql::new(
+        "SELECT host(inet_server_addr()) || ':' || inet_server_port()",
+        &[],
+    );
+    let version = check(tx, app).await?.engine;
+    PROBE.execute(tx, &[&version]).await?;
+    let address = SERVER_ADDRESS.query_one(tx, &[]).await?;
+    Ok(address.get(0))
+}
+
 async fn migrate_ledger(
     client: &mut tokio_postgres::Client,
     ledger: &str,
@@ -106,7 +136,7 @@ async fn migrate_ledger(
         if run[0].outside_transaction {
             let migration = run[0];
             client
-                .batch_execute(migration.sql)
+                .batch(migration.sql)
                 .await
                 .map_err(classify)?;
             refuse_invalid_indexes(client, migration).await?;
@@ -116,7 +146,7 @@ async fn migrate_ledger(
         }
         let tx = client.transaction().await.map_err(classify)?;
         for migration in run {
-            tx.batch_execute(migration.sql).await.map_err(classify)?;
+            tx.batch(migration.sql).await.map_err(classify)?;
             record(&tx, ledger, migration).await?;
         }
         tx.commit().await.map_err(classify)?;
@@ -131,28 +161,28 @@ async fn migrate_ledger(
 /// columns it now records. Nothing is altered when they are there (an
 /// `ALTER TABLE` would lock the ledger against the health checks of the
 /// instances serving meanwhile).
-async fn prepare_ledger(client: &impl GenericClient, ledger: &str) -> Result<()> {
+async fn prepare_ledger(client: &impl Conn, ledger: &str) -> Result<()> {
     client
-        .batch_execute(&format!(
+        .batch(&format!(
             "CREATE TABLE IF NOT EXISTS {ledger} ({})",
             ledger_columns("BIGINT")
         ))
         .await
         .map_err(classify)?;
-    let missing = client
-        .query_one(
-            "SELECT count(*) FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name = $1
-               AND column_name IN ('runs_beside', 'name')",
-            &[&ledger],
-        )
-        .await
+    let missing = one(
+        client,
+        "SELECT count(*) FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name = $1
+           AND column_name IN ('runs_beside', 'name')",
+        vec![(&ledger, Type::TEXT)],
+    )
+    .await
         .map_err(classify)?
         .get::<_, i64>(0)
         < 2;
     if missing {
         client
-            .batch_execute(&format!(
+            .batch(&format!(
                 "ALTER TABLE {ledger} ADD COLUMN IF NOT EXISTS runs_beside BIGINT,
                                       ADD COLUMN IF NOT EXISTS name TEXT"
             ))
@@ -165,13 +195,13 @@ async fn prepare_ledger(client: &impl GenericClient, ledger: &str) -> Result<()>
 /// A concurrent index build that failed leaves an invalid index behind,
 /// which `IF NOT EXISTS` would then take for done: such a migration is
 /// not recorded, and the error names the index to drop.
-async fn refuse_invalid_indexes(client: &impl GenericClient, migration: &Migration) -> Result<()> {
-    let invalid: Option<String> = client
-        .query_one(
-            "SELECT string_agg(indexrelid::regclass::text, ', ') FROM pg_index WHERE NOT indisvalid",
-            &[],
-        )
-        .await
+async fn refuse_invalid_indexes(client: &impl Conn, migration: &Migration) -> Result<()> {
+    let invalid: Option<String> = one(
+        client,
+        "SELECT string_agg(indexrelid::regclass::text, ', ') FROM pg_index WHERE NOT indisvalid",
+        vec![],
+    )
+    .await
         .map_err(classify)?
         .get(0);
     match invalid {
@@ -184,18 +214,18 @@ async fn refuse_invalid_indexes(client: &impl GenericClient, migration: &Migrati
     }
 }
 
-async fn record(client: &impl GenericClient, ledger: &str, migration: &Migration) -> Result<()> {
+async fn record(client: &impl Conn, ledger: &str, migration: &Migration) -> Result<()> {
     client
-        .execute(
+        .changed(
             &format!(
                 "INSERT INTO {ledger} (version, applied_at, runs_beside, name)
                  VALUES ($1, $2, $3, $4)"
             ),
-            &[
-                &migration.version,
-                &now_ms(),
-                &migration.runs_beside,
-                &migration.name,
+            vec![
+                (&migration.version, Type::INT8),
+                (&now_ms(), Type::INT8),
+                (&migration.runs_beside, Type::INT8),
+                (&migration.name, Type::TEXT),
             ],
         )
         .await
@@ -207,7 +237,7 @@ async fn record(client: &impl GenericClient, ledger: &str, migration: &Migration
 /// of them with later migrations that run beside it
 /// ([`Migrations::check_in`]). What it found of each ledger, and the
 /// engine's version.
-pub(super) async fn check(client: &impl GenericClient, app: Migrations) -> Result<Checked> {
+pub(super) async fn check(client: &impl Conn, app: Migrations) -> Result<Checked> {
     let (app_found, later) = ledger_state(client, APP_LEDGER, app.latest()).await?;
     let app_fit = app.check_in(APP_LEDGER, app_found, &later)?;
     let (engine, later) = ledger_state(client, ENGINE_LEDGER, MIGRATIONS.latest()).await?;
@@ -231,13 +261,16 @@ pub(super) struct Checked {
 /// `runs_beside` and `name` has them as `None` (read through `to_jsonb`,
 /// which has no error for a column that is not there).
 async fn ledger_state(
-    client: &impl GenericClient,
+    client: &impl Conn,
     ledger: &str,
     above: i64,
 ) -> Result<(i64, Vec<Applied>)> {
-    let exists: bool = client
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ledger])
-        .await
+    let exists: bool = one(
+        client,
+        "SELECT to_regclass($1) IS NOT NULL",
+        vec![(&ledger, Type::TEXT)],
+    )
+    .await
         .map_err(classify)?
         .get(0);
     if !exists {
@@ -248,12 +281,12 @@ async fn ledger_state(
         return Ok((found, Vec::new()));
     }
     let rows = client
-        .query(
+        .rows(
             &format!(
                 "SELECT version, (to_jsonb(l) ->> 'runs_beside')::bigint, to_jsonb(l) ->> 'name'
                  FROM {ledger} l WHERE version > $1 ORDER BY version"
             ),
-            &[&above],
+            vec![(&above, Type::INT8)],
         )
         .await
         .map_err(classify)?;
@@ -269,9 +302,8 @@ async fn ledger_state(
 }
 
 /// The latest migration `ledger` records (0 for none).
-async fn version(client: &impl GenericClient, ledger: &str) -> Result<i64> {
-    Ok(client
-        .query_one(&version_query(ledger), &[])
+async fn version(client: &impl Conn, ledger: &str) -> Result<i64> {
+    Ok(one(client, &version_query(ledger), vec![])
         .await
         .map_err(classify)?
         .get(0))

@@ -15,9 +15,9 @@
 //! way ([`Sql::query`], [`Sql::execute`]), so they work behind a pooler
 //! too.
 
-use crate::store::Result;
+use super::conn::{Conn, DbError, PgRow};
+use crate::store::{Result, StoreError};
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{GenericClient, Row};
 
 /// A statement and the types of its parameters (`$1`, `$2`, … in order).
 ///
@@ -52,49 +52,57 @@ impl Sql {
     /// ([`super::classify`], or as a commit's).
     pub async fn rows(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
-    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        client.query_typed(self.text, &self.typed(params)).await
+    ) -> std::result::Result<Vec<PgRow>, DbError> {
+        client.rows(self.text, self.typed(params)).await
     }
 
     /// Runs it; its rows, errors sorted by [`super::classify`].
     pub async fn query(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>> {
+    ) -> Result<Vec<PgRow>> {
         self.rows(client, params).await.map_err(super::classify)
     }
 
     /// Runs it; its one row, if any (more than one is an error).
     pub async fn query_opt(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>> {
-        client
-            .query_typed_opt(self.text, &self.typed(params))
-            .await
-            .map_err(super::classify)
+    ) -> Result<Option<PgRow>> {
+        let mut rows = self.query(client, params).await?;
+        match rows.len() {
+            0 | 1 => Ok(rows.pop()),
+            n => Err(StoreError::internal(format!(
+                "{n} rows where at most one was expected: {}",
+                self.text
+            ))),
+        }
     }
 
     /// Runs it; its one row (none, or more, is an error).
     pub async fn query_one(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row> {
-        client
-            .query_typed_one(self.text, &self.typed(params))
-            .await
-            .map_err(super::classify)
+    ) -> Result<PgRow> {
+        let mut rows = self.query(client, params).await?;
+        match rows.len() {
+            1 => Ok(rows.pop().expect("one row")),
+            n => Err(StoreError::internal(format!(
+                "{n} rows where one was expected: {}",
+                self.text
+            ))),
+        }
     }
 
     /// Runs it; how many rows it changed.
     pub async fn execute(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64> {
         self.changed(client, params).await.map_err(super::classify)
@@ -103,16 +111,10 @@ impl Sql {
     /// Runs it; how many rows it changed, errors unsorted.
     pub async fn changed(
         &self,
-        client: &impl GenericClient,
+        client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
-    ) -> std::result::Result<u64, tokio_postgres::Error> {
-        use futures_util::TryStreamExt;
-        let stream = client
-            .query_typed_raw(self.text, self.typed(params))
-            .await?;
-        futures_util::pin_mut!(stream);
-        while stream.try_next().await?.is_some() {}
-        Ok(stream.rows_affected().unwrap_or(0))
+    ) -> std::result::Result<u64, DbError> {
+        client.changed(self.text, self.typed(params)).await
     }
 
     fn typed<'a>(&self, params: &[&'a (dyn ToSql + Sync)]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
