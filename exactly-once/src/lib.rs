@@ -71,6 +71,8 @@ pub use operation_id::OperationId;
 pub use record::{Answer, Lease, PhaseEnd, Record, StoredResponse, IDEMPOTENT_REPLAYED};
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub use store::any::{Any, AnyStore};
+#[cfg(feature = "sqlx")]
+pub use store::postgres::on_sqlx::{Sqlx, SqlxStore};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{Postgres, PostgresOptions, PostgresStore};
 pub use store::schema::Migration;

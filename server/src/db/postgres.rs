@@ -8,11 +8,11 @@ use crate::charge_columns;
 use crate::domain::{Charge, ChargeRow, ChargeStatus, NewReservation, Reservation};
 use crate::operation;
 use crate::operation::charge::{self, FinishCharge, RecordCharge, StartCharge};
+use exactly_once::store::postgres::Conn;
 use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
 use exactly_once::store::Result;
 use exactly_once::{PhaseEnd, RunContext};
 use tokio_postgres::types::Type;
-use exactly_once::store::postgres::Conn;
 
 /// A charge, from a row of [`charge_columns!`].
 pub(crate) fn charge(row: &exactly_once::store::postgres::PgRow) -> Charge {

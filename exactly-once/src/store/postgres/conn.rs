@@ -121,7 +121,9 @@ pub(crate) async fn one(
     let mut rows = client.rows(sql, params).await?;
     match rows.len() {
         1 => Ok(rows.pop().expect("one row")),
-        n => Err(DbError::Value(format!("{n} rows where one was expected: {sql}"))),
+        n => Err(DbError::Value(format!(
+            "{n} rows where one was expected: {sql}"
+        ))),
     }
 }
 
@@ -166,7 +168,7 @@ impl PgRow {
         match self {
             Self::Tokio(row) => Ok(row.try_get(idx)?),
             #[cfg(feature = "sqlx")]
-            Self::Sqlx(row) => super::sqlx_conn::column(row, idx),
+            Self::Sqlx(row) => super::on_sqlx::column(row, idx),
         }
     }
 }

@@ -36,6 +36,8 @@
 mod batch;
 mod conn;
 pub mod connect;
+#[cfg(feature = "sqlx")]
+pub mod on_sqlx;
 mod one_statement;
 mod operator;
 mod outbox;
@@ -89,8 +91,8 @@ use crate::store::operations::{
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase,
-    Lifetimes, LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
+    now_ms, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase, Lifetimes,
+    LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
@@ -431,7 +433,13 @@ impl Store<Postgres> for PostgresStore {
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
         let client = self.client().await?;
-        protocol::sweep(&**client, self.clock(), limit, self.lifetimes.outbox_retention).await
+        protocol::sweep(
+            &**client,
+            self.clock(),
+            limit,
+            self.lifetimes.outbox_retention,
+        )
+        .await
     }
 
     async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {

@@ -5,6 +5,7 @@
 //! database), taking an operation over and settling it with its audit row.
 //! Every time is the database's `now()`.
 
+use super::conn::{Conn, Driver, PgRow as Row};
 use super::protocol::{self, begin, Clock};
 use super::sql::Sql;
 use super::Postgres;
@@ -18,7 +19,6 @@ use crate::store::{stored_keys, Advanced, Result, StoreError};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
 use tokio_postgres::types::Type;
-use super::conn::{Conn, Driver, PgRow as Row};
 
 /// A record's columns as [`stored`] reads them, times in ms from now.
 macro_rules! columns {

@@ -14,6 +14,11 @@ use tokio_postgres::types::Type;
 /// once: it is sent if and only if the transaction commits. A second
 /// message with the same [`Message::id`] is never written.
 pub async fn enqueue(tx: &Transaction<'_>, message: &Message) -> Result<()> {
+    enqueue_on(tx, message).await
+}
+
+/// [`enqueue`] on any driver's transaction.
+pub(super) async fn enqueue_on(tx: &impl Conn, message: &Message) -> Result<()> {
     const ENQUEUE: Sql = Sql::new(
         "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
          VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
@@ -21,7 +26,7 @@ pub async fn enqueue(tx: &Transaction<'_>, message: &Message) -> Result<()> {
     );
     ENQUEUE
         .execute(
-            &**tx,
+            tx,
             &[&message.id, &message.to, &message.subject, &message.body],
         )
         .await?;
@@ -149,11 +154,7 @@ async fn count(client: &impl Conn, sql: &Sql) -> Result<u64> {
 }
 
 /// Deletes at most `limit` messages sent longer than `retention` ago.
-pub(super) async fn prune_sent(
-    client: &impl Conn,
-    retention: Duration,
-    limit: u32,
-) -> Result<u64> {
+pub(super) async fn prune_sent(client: &impl Conn, retention: Duration, limit: u32) -> Result<u64> {
     const PRUNE: Sql = Sql::new(
         "DELETE FROM outbox WHERE id IN (
            SELECT id FROM outbox

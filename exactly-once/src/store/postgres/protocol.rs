@@ -12,8 +12,8 @@ use crate::backend::{Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
-    stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest, Lifetimes, LiveRecord,
-    StoreError, TransactionEnd,
+    stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest,
+    Lifetimes, LiveRecord, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::Transaction;
@@ -477,11 +477,7 @@ pub(super) async fn take_over(
 
 /// Extends the lease by its whole length from now, if it is still the
 /// holder's.
-pub(super) async fn renew(
-    client: &impl Conn,
-    lease: &Lease,
-    lease_secs: f64,
-) -> Result<bool> {
+pub(super) async fn renew(client: &impl Conn, lease: &Lease, lease_secs: f64) -> Result<bool> {
     const RENEW: Sql = Sql::new(
         "UPDATE idempotency_keys SET leased_until = now() + $4 * interval '1 second'
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
@@ -561,11 +557,7 @@ pub(super) async fn release(client: &impl Conn, lease: &Lease) -> Result<bool> {
 }
 
 /// Sets the lease's operation aside for an operator: nothing resumes it.
-pub(super) async fn set_aside(
-    client: &impl Conn,
-    lease: &Lease,
-    reason: &str,
-) -> Result<bool> {
+pub(super) async fn set_aside(client: &impl Conn, lease: &Lease, reason: &str) -> Result<bool> {
     const SET_ASIDE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET attention = $4, attempts = attempts + 1, last_error = $4,
@@ -728,9 +720,7 @@ pub(super) async fn abandoned(
          ORDER BY leased_until LIMIT $1",
         &[Type::INT8, Type::TEXT_ARRAY],
     );
-    let rows = ABANDONED
-        .query(client, &[&i64::from(limit), &skip])
-        .await?;
+    let rows = ABANDONED.query(client, &[&i64::from(limit), &skip]).await?;
     Ok(stored_abandoned(rows.iter().map(|row| {
         (
             row.get::<_, &[u8]>(0),

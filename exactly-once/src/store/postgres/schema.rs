@@ -3,9 +3,9 @@
 //! ledgers a release serves on (`schema` of the store: expand and
 //! contract).
 
+use super::classify;
 use super::conn::{one, Conn};
 use super::sql::Sql;
-use super::classify;
 use crate::store::schema::{
     ledger_columns, version_query, Applied, Fit, Migration, Migrations, APP_LEDGER, ENGINE_LEDGER,
 };
@@ -135,10 +135,7 @@ async fn migrate_ledger(
     for run in pending.chunk_by(|a, b| !a.outside_transaction && !b.outside_transaction) {
         if run[0].outside_transaction {
             let migration = run[0];
-            client
-                .batch(migration.sql)
-                .await
-                .map_err(classify)?;
+            client.batch(migration.sql).await.map_err(classify)?;
             refuse_invalid_indexes(client, migration).await?;
             record(client, ledger, migration).await?;
             tracing::info!(ledger, version = migration.version, "migration applied");
@@ -177,8 +174,8 @@ async fn prepare_ledger(client: &impl Conn, ledger: &str) -> Result<()> {
         vec![(&ledger, Type::TEXT)],
     )
     .await
-        .map_err(classify)?
-        .get::<_, i64>(0)
+    .map_err(classify)?
+    .get::<_, i64>(0)
         < 2;
     if missing {
         client
@@ -202,8 +199,8 @@ async fn refuse_invalid_indexes(client: &impl Conn, migration: &Migration) -> Re
         vec![],
     )
     .await
-        .map_err(classify)?
-        .get(0);
+    .map_err(classify)?
+    .get(0);
     match invalid {
         None => Ok(()),
         Some(indexes) => Err(StoreError::internal(format!(
@@ -260,19 +257,15 @@ pub(super) struct Checked {
 /// it records of the migrations above `above`. A ledger that predates
 /// `runs_beside` and `name` has them as `None` (read through `to_jsonb`,
 /// which has no error for a column that is not there).
-async fn ledger_state(
-    client: &impl Conn,
-    ledger: &str,
-    above: i64,
-) -> Result<(i64, Vec<Applied>)> {
+async fn ledger_state(client: &impl Conn, ledger: &str, above: i64) -> Result<(i64, Vec<Applied>)> {
     let exists: bool = one(
         client,
         "SELECT to_regclass($1) IS NOT NULL",
         vec![(&ledger, Type::TEXT)],
     )
     .await
-        .map_err(classify)?
-        .get(0);
+    .map_err(classify)?
+    .get(0);
     if !exists {
         return Ok((0, Vec::new()));
     }

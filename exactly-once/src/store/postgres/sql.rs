@@ -100,11 +100,7 @@ impl Sql {
     }
 
     /// Runs it; how many rows it changed.
-    pub async fn execute(
-        &self,
-        client: &impl Conn,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64> {
+    pub async fn execute(&self, client: &impl Conn, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         self.changed(client, params).await.map_err(super::classify)
     }
 
