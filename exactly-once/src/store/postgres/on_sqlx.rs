@@ -303,7 +303,6 @@ impl SqlxStore {
         for (ledger, fit) in schema::check(&conn, store.app).await?.fits {
             tracing::info!(ledger, ?fit, "schema");
         }
-        drop(conn);
         tx.commit().await.map_err(classify)?;
         Ok(store)
     }
@@ -392,7 +391,6 @@ impl Store<Sqlx> for SqlxStore {
         let mut tx = self.begin(clock).await?;
         let conn = SqlxConn::new(&mut tx);
         let execution = protocol::execute_in::<Sqlx>(&conn, &phase, clock).await?;
-        drop(conn);
         match execution {
             Execution::InUse => Ok(Execution::InUse),
             execution if rolls_back(&execution, phase.end) => {
@@ -411,7 +409,6 @@ impl Store<Sqlx> for SqlxStore {
         let mut tx = self.begin(clock).await?;
         let conn = SqlxConn::new(&mut tx);
         let advanced = protocol::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
-        drop(conn);
         if !matches!(advanced, Advanced::LeaseLost) {
             commit(tx).await?;
         }
@@ -482,7 +479,6 @@ impl Store<Sqlx> for SqlxStore {
         let mut tx = self.begin(self.clock()).await?;
         let conn = SqlxConn::new(&mut tx);
         schema::probe(&conn, self.app).await?;
-        drop(conn);
         tx.commit().await.map_err(classify)
     }
 
@@ -521,7 +517,6 @@ impl Store<Sqlx> for SqlxStore {
         let mut tx = self.begin(clock).await?;
         let conn = SqlxConn::new(&mut tx);
         let taken = operator::take_in(&conn, caller, key, takeover, by, clock).await?;
-        drop(conn);
         if matches!(taken, Taken::Lease(_)) {
             commit(tx).await?;
         }
@@ -539,7 +534,6 @@ impl Store<Sqlx> for SqlxStore {
         let conn = SqlxConn::new(&mut tx);
         let settled =
             operator::settle_in::<Sqlx>(&conn, lease, phase.as_ref(), settlement, clock).await?;
-        drop(conn);
         if settled.is_some() {
             commit(tx).await?;
         }
