@@ -217,7 +217,7 @@ async fn a_step_left_by_its_request_is_finished_by_the_completer() {
     let with = Engine::builder(Arc::clone(&store)).steps(Send).build();
     let completer = tokio::spawn(with.completer(Duration::from_millis(100)));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while notes(&pool).await[0].2 == false {
+    while !notes(&pool).await[0].2 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the completer never finished it"
