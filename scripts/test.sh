@@ -63,7 +63,7 @@ cargo test -p psp
 # counted under its own name in the total. The outage harness (about 70 s)
 # kills and cuts off a cluster of its own, never the shared one; it only
 # needs PostgreSQL installed, which postgres.sh does.
-step "server: the API, crash, instances and rolling-deploy suites again, and the outage harness, on PostgreSQL"
+step "server: the API, crash, instances and rolling-deploy suites again, and the outage harness, on PostgreSQL; the engine on your own pool and on sqlx; the orders service (sqlx)"
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
@@ -72,6 +72,11 @@ TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test cr
 # The engine behind a plain tower service (no axum), and on the
 # application's own pool, on PostgreSQL.
 TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --test tower_layer --test own_pool -- --include-ignored
+# The engine on the application's own sqlx::PgPool (the Sqlx backend), and
+# the third user, the orders service on sqlx: its binary against the
+# provider simulator, SIGKILLed amid duplicate senders, and its completer.
+TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
+TEST_POSTGRES_URL="$pgurl" cargo test -p orders -- --include-ignored
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every

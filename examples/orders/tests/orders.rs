@@ -1,0 +1,289 @@
+//! The sqlx service as its users see it: the real `orders` binary on a
+//! fresh PostgreSQL database (`TEST_POSTGRES_URL`, run with
+//! `--include-ignored`), charging at the real payment provider simulator
+//! (`psp`). A retry gets the first answer byte for byte, another body
+//! under the key is a 422, concurrent duplicates charge once, a SIGKILL
+//! amid duplicate senders leaves one charge and one order per key, and an
+//! order whose process died in its step is finished by the completer.
+
+use anyhow::{bail, Result};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use testkit::{Auth, Binary, Caller, Database, Fault, Launch, LedgerRow, Process, Psp};
+
+/// The service under test (`ORDERS_BIN` overrides).
+const ORDERS: Binary = Binary::new("orders", "orders", "ORDERS_BIN");
+
+/// The service, its database and the provider it charges.
+struct Shop {
+    orders: Process,
+    psp: Psp,
+    _database: Database,
+    customer: Caller,
+}
+
+impl Shop {
+    /// A fresh database, a provider and the service on them, with `flags`.
+    async fn start(flags: &[&str]) -> Result<Self> {
+        Self::with_provider_latency(Duration::ZERO, flags).await
+    }
+
+    /// [`Shop::start`], the provider taking `latency` over each charge.
+    async fn with_provider_latency(latency: Duration, flags: &[&str]) -> Result<Self> {
+        let database = Database::postgres().await?;
+        let psp = tokio::task::spawn_blocking(move || Psp::with_latency(latency)).await??;
+        let launch = Launch::new(ORDERS)
+            .env_remove("DATABASE_URL")
+            .args(["--database-url", &database.url()])
+            .args(["--provider-url", &psp.base_url()])
+            .args(flags);
+        let orders = tokio::task::spawn_blocking(move || launch.start()).await??;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        let customer = Caller::new(http, orders.base_url(), Auth::Bearer("tok_ada".into()));
+        Ok(Self {
+            orders,
+            psp,
+            _database: database,
+            customer,
+        })
+    }
+
+    /// `POST /orders` under `key`: status, `Idempotent-Replayed`, body.
+    async fn order(&self, key: &str, body: &Value) -> Result<(StatusCode, bool, Vec<u8>)> {
+        let response = self.customer.post_keyed("/orders", key, body).await?;
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        Ok((
+            response.status(),
+            replayed,
+            response.bytes().await?.to_vec(),
+        ))
+    }
+
+    /// `GET /orders`: the caller's orders.
+    async fn orders(&self) -> Result<Vec<Value>> {
+        let response = self
+            .customer
+            .request(reqwest::Method::GET, "/orders")
+            .send()
+            .await?;
+        let body: Value = response.error_for_status()?.json().await?;
+        Ok(body["data"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// The provider's charges, by our `Idempotency-Key` there.
+    async fn charges(&self) -> Result<HashMap<String, Vec<LedgerRow>>> {
+        let mut by_key: HashMap<String, Vec<LedgerRow>> = HashMap::new();
+        for row in self.psp.ledger().await? {
+            by_key
+                .entry(row.idempotency_key.clone())
+                .or_default()
+                .push(row);
+        }
+        Ok(by_key)
+    }
+
+    /// SIGKILL, then a start on the same address and database.
+    fn kill_and_restart(&mut self) -> Result<()> {
+        let orders = &mut self.orders;
+        tokio::task::block_in_place(|| {
+            orders.kill()?;
+            orders.restart()
+        })
+    }
+}
+
+fn body(item: &str, amount: i64) -> Value {
+    json!({ "item": item, "amount": amount })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn a_retry_is_the_first_answer_byte_for_byte_and_another_body_is_a_422() -> Result<()> {
+    let shop = Shop::start(&[]).await?;
+    let (status, replayed, first) = shop.order("o-1", &body("lamp", 4200)).await?;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    assert!(!replayed);
+    let (status, replayed, again) = shop.order("o-1", &body("lamp", 4200)).await?;
+    assert_eq!((status, replayed), (StatusCode::CREATED, true));
+    assert_eq!(
+        again, first,
+        "the retry's body is the first answer's, byte for byte"
+    );
+    let (status, _, problem) = shop.order("o-1", &body("chair", 9900)).await?;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(String::from_utf8_lossy(&problem).contains("idempotency-key-mismatch"));
+
+    let orders = shop.orders().await?;
+    assert_eq!(orders.len(), 1);
+    assert_eq!(orders[0]["status"], "paid");
+    assert_eq!(serde_json::from_slice::<Value>(&first)?, orders[0]);
+    let charges = shop.charges().await?;
+    assert_eq!(charges.len(), 1, "one charge at the provider: {charges:?}");
+    assert_eq!(charges.values().next().unwrap()[0].amount, 4200);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn concurrent_duplicates_charge_once() -> Result<()> {
+    let shop = std::sync::Arc::new(Shop::start(&[]).await?);
+    let senders: Vec<_> = (0..20)
+        .map(|_| {
+            let shop = std::sync::Arc::clone(&shop);
+            tokio::spawn(async move { shop.order("o-2", &body("desk", 15000)).await })
+        })
+        .collect();
+    let mut created = Vec::new();
+    for sender in senders {
+        let (status, _, bytes) = sender.await??;
+        match status {
+            StatusCode::CREATED => created.push(bytes),
+            // The first still runs: retry later.
+            StatusCode::CONFLICT => {}
+            other => bail!("a concurrent duplicate got {other}"),
+        }
+    }
+    let (status, _, last) = shop.order("o-2", &body("desk", 15000)).await?;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        created.iter().all(|bytes| *bytes == last),
+        "every 201 is the same answer"
+    );
+    assert_eq!(shop.orders().await?.len(), 1);
+    let charges = shop.charges().await?;
+    assert_eq!(charges.len(), 1);
+    assert!(charges.values().all(|rows| rows.len() == 1));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_key() -> Result<()> {
+    // Leases short enough that the completer and the retries take over
+    // what the killed process held.
+    // The provider takes 100 ms over each charge, so that the kill finds
+    // orders in every phase: placed, charging, charged but not recorded.
+    let mut shop = Shop::with_provider_latency(
+        Duration::from_millis(100),
+        &["--operation-lease", "1s", "--complete-interval", "200ms"],
+    )
+    .await?;
+    let keys: Vec<String> = (0..24).map(|n| format!("k-{n}")).collect();
+    // And the first six charges are made but their answers lost: each
+    // such order must be charged again under the same key, and get the
+    // provider's first charge back.
+    shop.psp.fault(Fault::DropAfterCharge, 6).await?;
+    // Two senders per key, all at once; the process dies under them.
+    let base = shop.orders.base_url();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let mut senders = Vec::new();
+    for (n, key) in keys.iter().enumerate() {
+        for _ in 0..2 {
+            let customer = Caller::new(http.clone(), base.clone(), Auth::Bearer("tok_ada".into()));
+            let (key, payload) = (key.clone(), body("item", 100 + n as i64));
+            senders.push(tokio::spawn(async move {
+                customer
+                    .post_keyed("/orders", &key, &payload)
+                    .await
+                    .map(|r| r.status())
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    shop.kill_and_restart()?;
+    let mut cut_off = 0;
+    for sender in senders {
+        // Answered or cut off by the kill: either is what a client sees.
+        cut_off += usize::from(sender.await?.is_err());
+    }
+    assert!(
+        cut_off > 0,
+        "the kill came after every answer: it tested nothing"
+    );
+
+    // Every key retried until it has its final answer.
+    let mut answers: HashMap<String, Vec<u8>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (n, key) in keys.iter().enumerate() {
+        loop {
+            let (status, _, bytes) = shop.order(key, &body("item", 100 + n as i64)).await?;
+            if status == StatusCode::CREATED {
+                answers.insert(key.clone(), bytes);
+                break;
+            }
+            assert!(
+                [StatusCode::CONFLICT, StatusCode::SERVICE_UNAVAILABLE].contains(&status),
+                "{key}: {status} {}",
+                String::from_utf8_lossy(&bytes)
+            );
+            assert!(Instant::now() < deadline, "{key} never got its answer");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for (n, key) in keys.iter().enumerate() {
+        let (status, replayed, bytes) = shop.order(key, &body("item", 100 + n as i64)).await?;
+        assert_eq!((status, replayed), (StatusCode::CREATED, true));
+        assert_eq!(bytes, answers[key], "{key}: one answer, whatever the kill");
+    }
+
+    let orders = shop.orders().await?;
+    assert_eq!(orders.len(), keys.len(), "one order per key: {orders:?}");
+    assert!(orders.iter().all(|order| order["status"] == "paid"));
+    let charges = shop.charges().await?;
+    assert_eq!(charges.len(), keys.len(), "one downstream key per order");
+    for (key, rows) in &charges {
+        assert_eq!(rows.len(), 1, "{key} was charged {} times", rows.len());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn an_order_whose_process_died_in_its_step_is_finished_by_the_completer() -> Result<()> {
+    let mut shop =
+        Shop::start(&["--operation-lease", "1s", "--complete-interval", "200ms"]).await?;
+    // The provider charges the card and loses its answer: the request
+    // cannot know, and answers 503 with the order placed.
+    shop.psp.fault(Fault::DropAfterCharge, 1).await?;
+    let (status, _, _) = shop.order("o-3", &body("sofa", 50000)).await?;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(shop.orders().await?[0]["status"], "pending");
+    // The process dies before anyone retries.
+    shop.kill_and_restart()?;
+
+    // Nobody retries: the restarted process's completer takes the order
+    // over, charges under the same downstream key (and gets the charge the
+    // provider made back, not a second one) and finishes it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let orders = shop.orders().await?;
+        if orders[0]["status"] == "paid" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the completer never finished it: {orders:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let charges = shop.charges().await?;
+    assert_eq!(charges.len(), 1, "charged once, under one key: {charges:?}");
+    assert!(charges.values().all(|rows| rows.len() == 1), "{charges:?}");
+    let (status, replayed, _) = shop.order("o-3", &body("sofa", 50000)).await?;
+    assert_eq!((status, replayed), (StatusCode::CREATED, true));
+    Ok(())
+}
