@@ -41,6 +41,10 @@
 #       `git worktree add /tmp/before HEAD~1 && cargo build --release -p server`
 #       there), by turns (AB_ROUNDS=3), each on a fresh database, with the
 #       CPU per request beside; works with BENCH_POSTGRES_URL too
+#   BENCH_POSTGRES_URL=… BASE=0 WRK=0 TLS=0 BOUNCER=0 PROVIDER=0 LIVE=0 RECEIPTS=0 scripts/bench.sh
+#       with BACKENDS=1 (on by default with PostgreSQL): the engine alone
+#       (bench/src/bin/backends.rs: one row per key) on tokio-postgres and on
+#       sqlx, new keys by turns (BACKEND_ROUNDS=3), p99 and CPU beside
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -72,6 +76,9 @@ start() {
   if [ "$program" = floor ] || [ "$program" = floor-keyed ]; then
     "$BIN/floor" --listen 127.0.0.1:0 --database "$database" --durability "$DURABILITY" \
       $([ "$program" = floor-keyed ] && echo --keyed) >"$dir/$out" 2>"$dir/err" &
+  elif [ "$program" = backends-postgres ] || [ "$program" = backends-sqlx ]; then
+    RUST_LOG=warn "$BIN/backends" --listen 127.0.0.1:0 --database "$database" \
+      --backend "${program#backends-}" >"$dir/$out" 2>"$dir/err" &
   else
     RUST_LOG=warn "${SERVER:-$BIN/server}" --listen 127.0.0.1:0 --database "$database" \
       --durability "$DURABILITY" --www "$dir" "$@" >"$dir/$out" 2>"$dir/err" &
@@ -223,6 +230,15 @@ echo "ratio new-key p99 / minimal idempotent floor p99: $(ratio "$new_key_p99" "
 echo "ratio new-key CPU per request / minimal idempotent floor's: $(ratio "$new_key_cpu" "$keyed_floor_cpu") ($new_key_cpu us against $keyed_floor_cpu us)"
 echo "ratio replay / read floor:    $(ratio "$replay" "$read_floor")"
 echo "ratio read / read floor:      $(ratio "$read_server" "$read_floor")"
+fi
+
+if [ "${BACKENDS:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
+  echo "# the engine alone, one row per key: tokio-postgres against sqlx, by turns"
+  for round in $(seq "${BACKEND_ROUNDS:-3}"); do
+    run backends-postgres new-key >/dev/null; pg=$rps; pg_p99=$p99; pg_cpu=$cpu
+    run backends-sqlx new-key >/dev/null
+    echo "backends round=$round tokio_postgres_rps=$pg p99_ms=$pg_p99 cpu_us=$pg_cpu sqlx_rps=$rps p99_ms=$p99 cpu_us=$cpu ratio_sqlx/tokio_postgres=$(ratio "$rps" "$pg")"
+  done
 fi
 
 if [ -n "${AB:-}" ]; then
