@@ -38,7 +38,8 @@ cargo clippy --workspace --all-targets --all-features -q -- -D warnings
 # would be published.
 cargo clippy -p exactly-once --no-default-features --features sqlite -q -- -D warnings
 cargo clippy -p exactly-once --no-default-features --features postgres -q -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --no-deps -q
+cargo clippy -p exactly-once --no-default-features --features sqlx -q -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --all-features --no-deps -q
 cargo package -p exactly-once-retry -p exactly-once --allow-dirty -q
 
 step "alerts: promtool test rules (deploy/prometheus)"
@@ -54,7 +55,7 @@ step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and po
 cargo build -p psp
 cargo build -p server --features next-release
 cp "${CARGO_TARGET_DIR:-target}/debug/server" "${CARGO_TARGET_DIR:-target}/debug/server-next"
-cargo test -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing
+cargo test -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing,exactly-once/sqlx
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
 cargo test -p psp
