@@ -1,11 +1,9 @@
 //! The shop's database: the engine's store, opened with the shop's
-//! migrations, and the shop's own SQL on each backend: its operations'
-//! business changes ([`sqlite`], [`postgres`]) and its reads (charges,
-//! stock).
+//! migrations, and the shop's reads on each backend (charges, stock). Each
+//! operation's own SQL lives with it, in [`crate::operation`].
 
 pub mod postgres;
-pub mod sqlite;
-mod sqlite_reads;
+pub(crate) mod sqlite_reads;
 
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
 use exactly_once::store::schema::{Migration, Migrations};

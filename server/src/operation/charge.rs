@@ -9,7 +9,6 @@
 //! answer in one commit.
 
 use super::receipt::Receipt;
-use crate::db::{postgres, sqlite};
 use crate::domain::{
     Amount, Charge, ChargeId, ChargeStatus, Currency, NewCharge, OperationId, PaymentMethod,
     ProviderChargeId,
@@ -232,7 +231,7 @@ impl PendingCharge {
 
 impl Operation<Sqlite> for RecordCharge {
     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
-        sqlite::record_charge(self, conn, at)
+        on_sqlite::record_charge(self, conn, at)
     }
 }
 
@@ -242,17 +241,17 @@ impl Operation<Postgres> for RecordCharge {
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
     ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(postgres::record_charge(self, tx, at))
+        Box::pin(on_postgres::record_charge(self, tx, at))
     }
 
     fn one_statement(&self) -> Option<OneStatement> {
-        postgres::record_charge_one_statement(self)
+        on_postgres::record_charge_one_statement(self)
     }
 }
 
 impl Operation<Sqlite> for StartCharge {
     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
-        sqlite::start_charge(self, conn, at)
+        on_sqlite::start_charge(self, conn, at)
     }
 }
 
@@ -262,13 +261,13 @@ impl Operation<Postgres> for StartCharge {
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
     ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(postgres::start_charge(self, tx, at))
+        Box::pin(on_postgres::start_charge(self, tx, at))
     }
 }
 
 impl Operation<Sqlite> for FinishCharge {
     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
-        sqlite::finish_charge(self, conn, at)
+        on_sqlite::finish_charge(self, conn, at)
     }
 }
 
@@ -278,7 +277,7 @@ impl Operation<Postgres> for FinishCharge {
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
     ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(postgres::finish_charge(self, tx, at))
+        Box::pin(on_postgres::finish_charge(self, tx, at))
     }
 }
 
@@ -419,5 +418,254 @@ mod tests {
             first.downstream_key(&life),
             life.downstream_key_of_run(&first.id)
         );
+    }
+}
+
+/// The charge's SQL on SQLite, inside the writer's savepoint that records
+/// its key.
+mod on_sqlite {
+    use super::{finished, FinishCharge, RecordCharge, StartCharge};
+    use crate::db::sqlite_reads;
+    use crate::domain::{Charge, ChargeStatus, CHARGE_COLUMNS};
+    use exactly_once::store::sqlite::enqueue;
+    use exactly_once::{PhaseEnd, RunContext};
+    use rusqlite::{params, Connection};
+
+    pub(super) fn record_charge(
+        this: &RecordCharge,
+        conn: &Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
+        insert_charge(conn, at, &this.charge)?;
+        if let Some(receipt) = &this.receipt {
+            enqueue(conn, &receipt.message(), at)?;
+        }
+        Ok(PhaseEnd::Finished(this.response.clone()))
+    }
+
+    pub(super) fn start_charge(
+        this: &StartCharge,
+        conn: &Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
+        let charge = Charge::new(
+            this.request.clone(),
+            ChargeStatus::Pending,
+            at.now_ms / 1000,
+        );
+        insert_charge(conn, at, &charge)?;
+        Ok(StartCharge::stop(&charge))
+    }
+
+    pub(super) fn finish_charge(
+        this: &FinishCharge,
+        conn: &Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
+        let charge = conn
+            .prepare_cached(&format!(
+                "UPDATE charges SET status = ?3, provider_charge = ?4
+             WHERE caller = ?1 AND id = ?2 RETURNING {CHARGE_COLUMNS}"
+            ))?
+            .query_row(
+                params![
+                    &at.caller,
+                    this.charge.as_ref(),
+                    this.verdict.status().as_str(),
+                    this.verdict.provider_charge().map(AsRef::<str>::as_ref),
+                ],
+                sqlite_reads::charge,
+            )?;
+        let (step, receipt) = finished(&charge, &this.verdict, this.receipts);
+        if let Some(receipt) = receipt {
+            enqueue(conn, &receipt.message(), at)?;
+        }
+        Ok(step)
+    }
+
+    fn insert_charge(
+        conn: &Connection,
+        at: &RunContext<'_>,
+        charge: &Charge,
+    ) -> rusqlite::Result<()> {
+        conn.prepare_cached(
+            "INSERT INTO charges (caller, id, amount, currency, description, status,
+                              payment_method, receipt_email, created)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?
+        .execute(params![
+            &at.caller,
+            charge.id.as_ref(),
+            charge.amount.get(),
+            charge.currency.as_ref(),
+            charge.description.as_ref().map(AsRef::as_ref),
+            charge.status.as_str(),
+            charge.payment_method.as_ref(),
+            charge.receipt_email.as_ref().map(AsRef::as_ref),
+            charge.created,
+        ])?;
+        Ok(())
+    }
+}
+
+/// The charge's SQL on PostgreSQL, inside the transaction that records its
+/// key (or, for [`RecordCharge`], in one statement with the claim).
+mod on_postgres {
+    use super::{finished, FinishCharge, RecordCharge, StartCharge};
+    use crate::charge_columns;
+    use crate::db::postgres::charge;
+    use crate::domain::{Charge, ChargeStatus};
+    use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
+    use exactly_once::store::Result;
+    use exactly_once::{PhaseEnd, RunContext};
+    use tokio_postgres::types::Type;
+
+    /// A charge's row with its key's claim, and its receipt in the outbox when
+    /// it has one.
+    static CHARGE: Shape = Shape::inserts(&[
+        Insert::into(
+            "charges",
+            &[
+                ("id", "text"),
+                ("amount", "bigint"),
+                ("currency", "text"),
+                ("description", "text"),
+                ("status", "text"),
+                ("payment_method", "text"),
+                ("receipt_email", "text"),
+                ("created", "bigint"),
+            ],
+        )
+        .caller("caller"),
+        Insert::into(
+            "outbox",
+            &[
+                ("message_id", "text"),
+                ("recipient", "text"),
+                ("subject", "text"),
+                ("body", "text"),
+            ],
+        )
+        .now(&["next_attempt_at"])
+        .only_with("message_id")
+        .ignoring_conflicts_on("message_id"),
+    ]);
+
+    pub(super) fn record_charge_one_statement(this: &RecordCharge) -> Option<OneStatement> {
+        let charge = &this.charge;
+        let mut row = CHARGE.row();
+        row.set("id", &charge.id)
+            .set("amount", charge.amount.get())
+            .set("currency", &charge.currency)
+            .set_optional("description", charge.description.as_ref())
+            .set("status", charge.status.as_str())
+            .set("payment_method", &charge.payment_method)
+            .set_optional("receipt_email", charge.receipt_email.as_ref())
+            .set("created", charge.created);
+        if let Some(receipt) = &this.receipt {
+            row.set("message_id", &receipt.message_id)
+                .set("recipient", &receipt.recipient)
+                .set("subject", &receipt.subject)
+                .set("body", &receipt.body);
+        }
+        Some(row.answer(this.response.clone()))
+    }
+
+    pub(super) async fn record_charge(
+        this: &RecordCharge,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<PhaseEnd> {
+        insert_charge(tx, at, &this.charge).await?;
+        if let Some(receipt) = &this.receipt {
+            enqueue(tx, &receipt.message()).await?;
+        }
+        Ok(PhaseEnd::Finished(this.response.clone()))
+    }
+
+    pub(super) async fn start_charge(
+        this: &StartCharge,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<PhaseEnd> {
+        let charge = Charge::new(
+            this.request.clone(),
+            ChargeStatus::Pending,
+            at.now_ms / 1000,
+        );
+        insert_charge(tx, at, &charge).await?;
+        Ok(StartCharge::stop(&charge))
+    }
+
+    pub(super) async fn finish_charge(
+        this: &FinishCharge,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<PhaseEnd> {
+        const FINISH: Sql = Sql::new(
+            concat!(
+                "UPDATE charges SET status = $3, provider_charge = $4
+             WHERE caller = $1 AND id = $2 RETURNING ",
+                charge_columns!()
+            ),
+            &[Type::BYTEA, Type::TEXT, Type::TEXT, Type::TEXT],
+        );
+        let row = FINISH
+            .query_one(
+                &**tx,
+                &[
+                    &at.caller,
+                    &this.charge.as_ref(),
+                    &this.verdict.status().as_str(),
+                    &this.verdict.provider_charge().map(AsRef::<str>::as_ref),
+                ],
+            )
+            .await?;
+        let charge = charge(&row);
+        let (step, receipt) = finished(&charge, &this.verdict, this.receipts);
+        if let Some(receipt) = receipt {
+            enqueue(tx, &receipt.message()).await?;
+        }
+        Ok(step)
+    }
+
+    async fn insert_charge(
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+        charge: &Charge,
+    ) -> Result<()> {
+        const INSERT: Sql = Sql::new(
+            "INSERT INTO charges (caller, id, amount, currency, description, status,
+                              payment_method, receipt_email, created)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                Type::BYTEA,
+                Type::TEXT,
+                Type::INT8,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::INT8,
+            ],
+        );
+        INSERT
+            .execute(
+                &**tx,
+                &[
+                    &at.caller,
+                    &charge.id.as_ref(),
+                    &charge.amount.get(),
+                    &charge.currency.as_ref(),
+                    &charge.description.as_ref().map(AsRef::<str>::as_ref),
+                    &charge.status.as_str(),
+                    &charge.payment_method.as_ref(),
+                    &charge.receipt_email.as_ref().map(AsRef::<str>::as_ref),
+                    &charge.created,
+                ],
+            )
+            .await?;
+        Ok(())
     }
 }

@@ -1,6 +1,5 @@
 //! The answers of `POST /reservations`.
 
-use crate::db::{postgres, sqlite};
 use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
 use exactly_once::backend::BoxFuture;
@@ -11,7 +10,7 @@ use http::StatusCode;
 
 impl Operation<Sqlite> for NewReservation {
     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
-        sqlite::new_reservation(self, conn, at)
+        on_sqlite::new_reservation(self, conn, at)
     }
 }
 
@@ -21,7 +20,7 @@ impl Operation<Postgres> for NewReservation {
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
     ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(postgres::new_reservation(self, tx, at))
+        Box::pin(on_postgres::new_reservation(self, tx, at))
     }
 }
 
@@ -57,5 +56,110 @@ pub fn refused(request: &NewReservation, available: Option<i64>) -> StoredRespon
             &format!("there is no item {item}"),
         )
         .stored(),
+    }
+}
+
+/// The reservation's SQL on SQLite, inside the writer's savepoint that
+/// records its key.
+mod on_sqlite {
+    use crate::db::sqlite_reads;
+    use crate::domain::{NewReservation, Reservation};
+    use crate::operation;
+    use exactly_once::{PhaseEnd, RunContext};
+    use rusqlite::{params, Connection};
+
+    pub(super) fn new_reservation(
+        this: &NewReservation,
+        conn: &Connection,
+        at: &RunContext<'_>,
+    ) -> rusqlite::Result<PhaseEnd> {
+        // The guard is in the UPDATE itself: stock never goes below zero,
+        // whatever runs beside it.
+        let taken = conn
+            .prepare_cached(
+                "UPDATE inventory SET available = available - ?1
+             WHERE item_id = ?2 AND available >= ?1",
+            )?
+            .execute(params![this.quantity.get(), this.item_id.as_ref()])?;
+        if taken == 0 {
+            let available = sqlite_reads::available(conn, &this.item_id)?;
+            return Ok(PhaseEnd::Finished(operation::reservation::refused(
+                this, available,
+            )));
+        }
+        let reservation = Reservation::new(this.clone());
+        conn.prepare_cached(
+            "INSERT INTO reservations (id, caller, item_id, quantity, created)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            reservation.id,
+            &at.caller,
+            reservation.item_id.as_ref(),
+            reservation.quantity.get(),
+            at.now_ms / 1000,
+        ])?;
+        Ok(PhaseEnd::Finished(operation::reservation::reserved(
+            &reservation,
+        )))
+    }
+}
+
+/// The reservation's SQL on PostgreSQL, inside the transaction that
+/// records its key.
+mod on_postgres {
+    use crate::db::postgres::available;
+    use crate::domain::{NewReservation, Reservation};
+    use crate::operation;
+    use exactly_once::store::postgres::{Sql, Transaction};
+    use exactly_once::store::Result;
+    use exactly_once::{PhaseEnd, RunContext};
+    use tokio_postgres::types::Type;
+
+    /// Takes `$1` of item `$2` if that many are left.
+    const TAKE_STOCK: Sql = Sql::new(
+        "UPDATE inventory SET available = available - $1
+     WHERE item_id = $2 AND available >= $1",
+        &[Type::INT8, Type::TEXT],
+    );
+
+    const INSERT_RESERVATION: Sql = Sql::new(
+        "INSERT INTO reservations (id, caller, item_id, quantity, created)
+     VALUES ($1, $2, $3, $4, $5)",
+        &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::INT8, Type::INT8],
+    );
+
+    pub(super) async fn new_reservation(
+        this: &NewReservation,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> Result<PhaseEnd> {
+        // The guard is in the UPDATE: the row lock serialises buyers and
+        // the condition is re-checked after the wait.
+        let taken = TAKE_STOCK
+            .execute(&**tx, &[&this.quantity.get(), &this.item_id.as_ref()])
+            .await?;
+        if taken == 0 {
+            let available = available(&**tx, &this.item_id).await?;
+            return Ok(PhaseEnd::Finished(operation::reservation::refused(
+                this, available,
+            )));
+        }
+        let reservation = Reservation::new(this.clone());
+        INSERT_RESERVATION
+            .execute(
+                &**tx,
+                &[
+                    &reservation.id,
+                    &at.caller,
+                    &reservation.item_id.as_ref(),
+                    &reservation.quantity.get(),
+                    &(at.now_ms / 1000),
+                ],
+            )
+            .await?;
+        Ok(PhaseEnd::Finished(operation::reservation::reserved(
+            &reservation,
+        )))
     }
 }
