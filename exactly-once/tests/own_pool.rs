@@ -67,17 +67,11 @@ async fn add(engine: &Engine<Postgres>, key: &str, text: &str) -> exactly_once::
     let body = serde_json::json!({ "text": text });
     let parse =
         |body: &serde_json::Value| Ok::<_, ()>(AddNote(body["text"].as_str().unwrap().to_owned()));
-    match engine
+    engine
         .execute(request(key, text), &body, &NoFaults, parse)
         .await
-    {
-        Ok(answer) => answer,
-        Err(exactly_once::Refused::Engine(e)) => exactly_once::Answer {
-            response: e.answer(),
-            replayed: false,
-        },
-        Err(exactly_once::Refused::Parse(())) => unreachable!(),
-    }
+        .or_else(exactly_once::Refused::into_answer)
+        .expect("the body parses")
 }
 
 #[tokio::test]

@@ -115,17 +115,11 @@ async fn add(
             then_send,
         })
     };
-    match engine
+    engine
         .execute(request(key, text), &body, &NoFaults, parse)
         .await
-    {
-        Ok(answer) => answer,
-        Err(exactly_once::Refused::Engine(e)) => exactly_once::Answer {
-            response: e.answer(),
-            replayed: false,
-        },
-        Err(exactly_once::Refused::Parse(())) => unreachable!(),
-    }
+        .or_else(exactly_once::Refused::into_answer)
+        .expect("the body parses")
 }
 
 async fn notes(pool: &sqlx::PgPool) -> Vec<(String, String, bool)> {

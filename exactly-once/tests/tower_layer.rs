@@ -10,8 +10,8 @@ use bytes::Bytes;
 use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::{
-    Answer, Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd,
-    Postgres, Refused, RunContext, Sqlite, Store, StoredResponse,
+    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
+    Refused, RunContext, Sqlite, Store, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -210,14 +210,10 @@ fn service(app: &App) -> impl Notes {
                 let answer = match engine
                     .execute(keyed.request, &keyed.body, &NoFaults, parse)
                     .await
+                    .or_else(Refused::into_answer)
                 {
                     Ok(answer) => answer.into_http(),
-                    Err(Refused::Engine(error)) => Answer {
-                        response: error.answer(),
-                        replayed: false,
-                    }
-                    .into_http(),
-                    Err(Refused::Parse(why)) => http::Response::builder()
+                    Err(why) => http::Response::builder()
                         .status(StatusCode::BAD_REQUEST)
                         .body(Bytes::from(why))
                         .unwrap(),

@@ -52,14 +52,10 @@ use tower_service::Service;
 ///                     }
 ///                 })
 ///                 .await
+///                 .or_else(Refused::into_answer)
 ///             {
 ///                 Ok(answer) => answer.into_http(),
-///                 Err(Refused::Engine(error)) => exactly_once::Answer {
-///                     response: error.answer(),
-///                     replayed: false,
-///                 }
-///                 .into_http(),
-///                 Err(Refused::Parse(why)) => http::Response::builder()
+///                 Err(why) => http::Response::builder()
 ///                     .status(400)
 ///                     .body(bytes::Bytes::from(why))
 ///                     .unwrap(),

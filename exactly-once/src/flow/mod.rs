@@ -62,6 +62,22 @@ pub enum Refused<E> {
     Parse(E),
 }
 
+impl<E> Refused<E> {
+    /// The engine's refusal as the answer to send (its problem+json, with
+    /// `Retry-After` where a retry may succeed); your parser's refusal
+    /// back, for your framework to render:
+    /// `engine.execute(…).await.or_else(Refused::into_answer)`.
+    pub fn into_answer(self) -> Result<Answer, E> {
+        match self {
+            Self::Engine(error) => Ok(Answer {
+                response: error.answer(),
+                replayed: false,
+            }),
+            Self::Parse(refused) => Err(refused),
+        }
+    }
+}
+
 impl<E> From<Error> for Refused<E> {
     fn from(error: Error) -> Self {
         Self::Engine(error)
@@ -88,10 +104,13 @@ impl<B: Backend> Engine<B> {
     /// ```ignore
     /// // actix-web, say: the request's parts have been read into `request`
     /// // (caller, key, fingerprint) and `body` (JSON).
-    /// let answer = match engine.execute(request, &body, &NoFaults, parse_charge).await {
+    /// let answer = match engine
+    ///     .execute(request, &body, &NoFaults, parse_charge)
+    ///     .await
+    ///     .or_else(Refused::into_answer)
+    /// {
     ///     Ok(answer) => answer,
-    ///     Err(Refused::Engine(error)) => Answer { response: error.answer(), replayed: false },
-    ///     Err(Refused::Parse(bad)) => return Ok(HttpResponse::BadRequest().body(bad)),
+    ///     Err(bad) => return Ok(HttpResponse::BadRequest().body(bad)),
     /// };
     /// let mut reply = HttpResponse::build(StatusCode::from_u16(answer.response.status)?);
     /// for (name, value) in &answer.response.headers {
