@@ -22,6 +22,17 @@
 //!
 //! This module names no backend: each backend's module implements
 //! [`Store`] for its backend type ([`crate::backend`]).
+//!
+//! Each call that can end several ways says how in an enum named after it,
+//! and no two share one:
+//!
+//! | call | what it returns | its ends |
+//! |---|---|---|
+//! | [`Operation::run`] (yours) | [`PhaseEnd`](crate::PhaseEnd) | finished with the answer, or stopped at a recovery point |
+//! | [`Store::execute`] | [`Execution`] | ran, stopped, resumed, found, mismatch, in use, needs attention, rolled back |
+//! | [`Store::advance`] | [`Advanced`] | finished, stopped, lease lost |
+//! | [`Store::step_failed`] | [`AfterFailure`] | released, set aside, not held |
+//! | [`Store::operator_take`] | [`Taken`] | a lease, missing, refused |
 
 /// The setters both stores' options share: migrations, durability, TTL,
 /// lease (fields of those names on the options type).

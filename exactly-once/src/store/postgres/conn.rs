@@ -183,7 +183,7 @@ impl fmt::Debug for PgRow {
     }
 }
 
-/// A driver's error, as the protocol sorts it ([`super::classify_db`]).
+/// A driver's error, as the protocol sorts it ([`super::classify`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     /// tokio-postgres's.
