@@ -105,7 +105,12 @@ fn inner<T: std::ops::Deref>(client: &T) -> &T::Target {
     client
 }
 
+fn pooled(object: &deadpool_postgres::Object) -> &tokio_postgres::Client {
+    object
+}
+
 tokio_conn!(
+    deadpool_postgres::Object => pooled,
     tokio_postgres::Client => itself,
     tokio_postgres::Transaction<'_> => itself,
     deadpool_postgres::ClientWrapper => inner,

@@ -33,6 +33,166 @@
 //!   the synchronous standby was cancelled; `wire`: the socket, TLS and
 //!   the tap that sees a server owe an answer.
 
+/// The [`Store`] of a PostgreSQL driver: the calls given, and every call
+/// that is a statement or two on a connection of the pool, the same on
+/// every driver (each store has `conn()`, a pooled [`Conn`], and
+/// `lifetimes`).
+macro_rules! store_on_a_pool {
+    (impl Store<$backend:ty> for $store:ty { $($calls:tt)* }) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store<$backend> for $store {
+            $($calls)*
+
+            async fn lookup(
+                &self,
+                caller: &$crate::Caller,
+                key: &$crate::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::store::LiveRecord>> {
+                protocol::lookup(&self.conn().await?, caller, key).await
+            }
+
+            async fn unfinished(
+                &self,
+                caller: &$crate::Caller,
+                key: &$crate::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::Fingerprint>> {
+                protocol::unfinished(&self.conn().await?, caller, key).await
+            }
+
+            fn key_ttl(&self) -> std::time::Duration {
+                self.lifetimes.key_ttl
+            }
+
+            fn lease(&self) -> std::time::Duration {
+                self.lifetimes.lease
+            }
+
+            async fn renew(
+                &self,
+                lease: &$crate::Lease,
+                length: std::time::Duration,
+            ) -> $crate::store::Result<bool> {
+                protocol::renew(&self.conn().await?, lease, length.as_secs_f64()).await
+            }
+
+            async fn release(&self, lease: &$crate::Lease) -> $crate::store::Result<bool> {
+                protocol::release(&self.conn().await?, lease).await
+            }
+
+            async fn step_failed(
+                &self,
+                lease: &$crate::Lease,
+                error: &str,
+            ) -> $crate::store::Result<$crate::store::AfterFailure> {
+                protocol::step_failed(&self.conn().await?, lease, error, self.clock()).await
+            }
+
+            async fn set_aside(
+                &self,
+                lease: &$crate::Lease,
+                reason: &str,
+            ) -> $crate::store::Result<bool> {
+                protocol::set_aside(&self.conn().await?, lease, reason).await
+            }
+
+            async fn needing_attention(&self) -> $crate::store::Result<u64> {
+                protocol::needing_attention(&self.conn().await?).await
+            }
+
+            async fn abandoned(
+                &self,
+                limit: u32,
+                skip: &[String],
+            ) -> $crate::store::Result<Vec<$crate::store::Abandoned>> {
+                protocol::abandoned(&self.conn().await?, limit, skip).await
+            }
+
+            async fn take_over(
+                &self,
+                caller: &$crate::Caller,
+                key: &$crate::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::Lease>> {
+                let lease_secs = self.clock().lease_secs;
+                protocol::take_over(&self.conn().await?, caller, key, lease_secs).await
+            }
+
+            async fn sweep(&self, limit: u32) -> $crate::store::Result<u64> {
+                let (clock, retention) = (self.clock(), self.lifetimes.outbox_retention);
+                protocol::sweep(&self.conn().await?, clock, limit, retention).await
+            }
+
+            async fn due_messages(
+                &self,
+                limit: u32,
+                claim: std::time::Duration,
+            ) -> $crate::store::Result<Vec<$crate::store::OutboxItem>> {
+                outbox::claim(&self.conn().await?, limit, claim).await
+            }
+
+            async fn message_sent(
+                &self,
+                item: &$crate::store::OutboxItem,
+            ) -> $crate::store::Result<bool> {
+                outbox::settle(&self.conn().await?, item, None).await
+            }
+
+            async fn message_failed(
+                &self,
+                item: &$crate::store::OutboxItem,
+                retry_in: Option<std::time::Duration>,
+                error: &str,
+            ) -> $crate::store::Result<bool> {
+                outbox::settle(&self.conn().await?, item, Some((retry_in, error))).await
+            }
+
+            async fn messages_waiting(&self) -> $crate::store::Result<u64> {
+                outbox::waiting(&self.conn().await?).await
+            }
+
+            async fn messages_dead(&self) -> $crate::store::Result<u64> {
+                outbox::dead(&self.conn().await?).await
+            }
+
+            async fn operations(
+                &self,
+                filter: &$crate::operator::ListFilter,
+            ) -> $crate::store::Result<Vec<$crate::operator::OperationRecord>> {
+                operator::operations(&self.conn().await?, filter).await
+            }
+
+            async fn operation(
+                &self,
+                caller: &$crate::Caller,
+                key: &$crate::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::operator::OperationRecord>> {
+                operator::operation(&self.conn().await?, caller, key).await
+            }
+
+            async fn find_operations(
+                &self,
+                prefix: &[u8],
+            ) -> $crate::store::Result<Vec<($crate::Caller, $crate::IdempotencyKey)>> {
+                operator::find(&self.conn().await?, prefix).await
+            }
+
+            async fn census(&self) -> $crate::store::Result<$crate::operator::Census> {
+                operator::census(&self.conn().await?).await
+            }
+
+            async fn outbox_census(&self) -> $crate::store::Result<$crate::operator::OutboxCensus> {
+                operator::outbox_census(&self.conn().await?).await
+            }
+
+            async fn actions(
+                &self,
+                operation: &$crate::OperationId,
+            ) -> $crate::store::Result<Vec<$crate::operator::ActionRecord>> {
+                operator::actions(&self.conn().await?, operation).await
+            }
+        }
+    };
+}
+
 mod batch;
 mod conn;
 pub mod connect;
@@ -84,18 +244,13 @@ impl conn::Driver for Postgres {
 
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
-    Taken, Takeover,
-};
+use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    now_ms, Abandoned, Advanced, AfterFailure, Durability, Execution, FirstPhase, Lifetimes,
-    LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
+    now_ms, Advanced, Durability, Execution, FirstPhase, Lifetimes, StoreError, TransactionEnd,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
-use async_trait::async_trait;
+use crate::{Caller, IdempotencyKey};
 use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;
@@ -345,6 +500,11 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// A pooled connection for the protocol's statements.
+    async fn conn(&self) -> Result<deadpool_postgres::Object> {
+        self.client().await
+    }
+
     /// A pooled connection; 503 when none can be had.
     pub async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool
@@ -354,185 +514,69 @@ impl PostgresStore {
     }
 }
 
-#[async_trait]
-impl Store<Postgres> for PostgresStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
-        protocol::lookup(&**self.client().await?, caller, key).await
-    }
-
-    async fn unfinished(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Fingerprint>> {
-        protocol::unfinished(&**self.client().await?, caller, key).await
-    }
-
-    fn key_ttl(&self) -> Duration {
-        self.lifetimes.key_ttl
-    }
-
-    fn lease(&self) -> Duration {
-        self.lifetimes.lease
-    }
-
-    async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
-        let clock = self.clock_for(phase.operation.as_ref());
-        // A batch records every key in it for the store's TTL.
-        if phase.end == TransactionEnd::Commit && phase.operation.key_ttl().is_none() {
-            if let Some(one) = phase.operation.one_statement() {
-                return self.batches.execute(phase.request, one, clock).await;
+store_on_a_pool! {
+    impl Store<Postgres> for PostgresStore {
+        async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
+            let clock = self.clock_for(phase.operation.as_ref());
+            // A batch records every key in it for the store's TTL.
+            if phase.end == TransactionEnd::Commit && phase.operation.key_ttl().is_none() {
+                if let Some(one) = phase.operation.one_statement() {
+                    return self.batches.execute(phase.request, one, clock).await;
+                }
             }
+            let mut client = self.client().await?;
+            protocol::execute(&mut client, &phase, clock).await
         }
-        let mut client = self.client().await?;
-        protocol::execute(&mut client, &phase, clock).await
-    }
 
-    async fn advance(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation<Postgres>>,
-    ) -> Result<Advanced> {
-        let clock = self.clock_for(phase.as_ref());
-        let mut client = self.client().await?;
-        let tx = protocol::begin(&mut client, clock).await?;
-        protocol::advance(tx, lease, phase.as_ref(), clock).await
-    }
+        async fn advance(
+            &self,
+            lease: &Lease,
+            phase: Arc<dyn Operation<Postgres>>,
+        ) -> Result<Advanced> {
+            let clock = self.clock_for(phase.as_ref());
+            let mut client = self.client().await?;
+            let tx = protocol::begin(&mut client, clock).await?;
+            protocol::advance(tx, lease, phase.as_ref(), clock).await
+        }
 
-    async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool> {
-        let client = self.client().await?;
-        protocol::renew(&**client, lease, length.as_secs_f64()).await
-    }
+        async fn health(&self) -> Result<()> {
+            let mut client = self.client().await?;
+            let tx = protocol::begin(&mut client, self.clock()).await?;
+            let address = schema::probe(&tx, self.app).await?;
+            tx.commit().await.map_err(classify)?;
+            self.host.reached(address);
+            Ok(())
+        }
 
-    async fn release(&self, lease: &Lease) -> Result<bool> {
-        let client = self.client().await?;
-        protocol::release(&**client, lease).await
-    }
+        async fn operator_take(
+            &self,
+            caller: &Caller,
+            key: &IdempotencyKey,
+            takeover: Takeover,
+            by: Option<&Intervention>,
+        ) -> Result<Taken> {
+            let mut client = self.client().await?;
+            operator::take(&mut client, caller, key, takeover, by, self.clock()).await
+        }
 
-    async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
-        let client = self.client().await?;
-        protocol::step_failed(&**client, lease, error, self.clock()).await
-    }
+        async fn settle(
+            &self,
+            lease: &Lease,
+            phase: Arc<dyn Operation<Postgres>>,
+            settlement: &Settlement,
+        ) -> Result<Option<StoredResponse>> {
+            let mut client = self.client().await?;
+            let clock = self.clock_for(phase.as_ref());
+            operator::settle(&mut client, lease, phase.as_ref(), settlement, clock).await
+        }
 
-    async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
-        protocol::set_aside(&**self.client().await?, lease, reason).await
-    }
+        fn database_host(&self) -> Option<String> {
+            self.host.current()
+        }
 
-    async fn needing_attention(&self) -> Result<u64> {
-        protocol::needing_attention(&**self.client().await?).await
-    }
-
-    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
-        protocol::abandoned(&**self.client().await?, limit, skip).await
-    }
-
-    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
-        let client = self.client().await?;
-        protocol::take_over(&**client, caller, key, self.clock().lease_secs).await
-    }
-
-    async fn sweep(&self, limit: u32) -> Result<u64> {
-        let client = self.client().await?;
-        protocol::sweep(
-            &**client,
-            self.clock(),
-            limit,
-            self.lifetimes.outbox_retention,
-        )
-        .await
-    }
-
-    async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
-        outbox::claim(&**self.client().await?, limit, claim).await
-    }
-
-    async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
-        outbox::settle(&**self.client().await?, item, None).await
-    }
-
-    async fn message_failed(
-        &self,
-        item: &OutboxItem,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        let client = self.client().await?;
-        outbox::settle(&**client, item, Some((retry_in, error))).await
-    }
-
-    async fn messages_waiting(&self) -> Result<u64> {
-        outbox::waiting(&**self.client().await?).await
-    }
-
-    async fn messages_dead(&self) -> Result<u64> {
-        outbox::dead(&**self.client().await?).await
-    }
-
-    async fn health(&self) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = protocol::begin(&mut client, self.clock()).await?;
-        let address = schema::probe(&tx, self.app).await?;
-        tx.commit().await.map_err(classify)?;
-        self.host.reached(address);
-        Ok(())
-    }
-
-    async fn operations(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>> {
-        operator::operations(&**self.client().await?, filter).await
-    }
-
-    async fn operation(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<OperationRecord>> {
-        operator::operation(&**self.client().await?, caller, key).await
-    }
-
-    async fn find_operations(&self, prefix: &[u8]) -> Result<Vec<(Caller, IdempotencyKey)>> {
-        operator::find(&**self.client().await?, prefix).await
-    }
-
-    async fn census(&self) -> Result<Census> {
-        operator::census(&**self.client().await?).await
-    }
-
-    async fn outbox_census(&self) -> Result<OutboxCensus> {
-        operator::outbox_census(&**self.client().await?).await
-    }
-
-    async fn operator_take(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-        takeover: Takeover,
-        by: Option<&Intervention>,
-    ) -> Result<Taken> {
-        let mut client = self.client().await?;
-        operator::take(&mut client, caller, key, takeover, by, self.clock()).await
-    }
-
-    async fn settle(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation<Postgres>>,
-        settlement: &Settlement,
-    ) -> Result<Option<StoredResponse>> {
-        let mut client = self.client().await?;
-        let clock = self.clock_for(phase.as_ref());
-        operator::settle(&mut client, lease, phase.as_ref(), settlement, clock).await
-    }
-
-    async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>> {
-        operator::actions(&**self.client().await?, operation).await
-    }
-
-    fn database_host(&self) -> Option<String> {
-        self.host.current()
-    }
-
-    fn epoch(&self) -> u64 {
-        self.host.changes()
+        fn epoch(&self) -> u64 {
+            self.host.changes()
+        }
     }
 }
 

@@ -51,21 +51,15 @@ use super::session::Session;
 use super::{classify, PostgresOptions, LOCK_TIMEOUT};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
-    Taken, Takeover,
-};
+use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
-    now_ms, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, Lifetimes, LiveRecord,
-    Message, OutboxItem, Result, Store, StoreError,
+    now_ms, Advanced, Execution, FirstPhase, Lifetimes, Message, Result, StoreError,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
-use async_trait::async_trait;
+use crate::{Caller, IdempotencyKey};
 use sqlx::postgres::{PgArgumentBuffer, PgConnection, PgPool, PgTypeInfo, PgValueFormat};
 use sqlx::{Postgres as SqlxPostgres, Row, TypeInfo, ValueRef};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
@@ -94,7 +88,7 @@ impl Driver for Sqlx {
     ) -> BoxFuture<'a, Result<PhaseEnd>> {
         Box::pin(async move {
             let mut conn = tx.0.lock().await;
-            operation.run(&mut **conn, at).await
+            operation.run(conn.connection(), at).await
         })
     }
 }
@@ -107,14 +101,31 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// A sqlx connection (or the connection of a sqlx transaction) as the
-/// protocol's [`Conn`]: one statement at a time.
-pub struct SqlxConn<'c>(Mutex<&'c mut PgConnection>);
+/// A sqlx connection (the connection of a sqlx transaction, or one of the
+/// pool's) as the protocol's [`Conn`]: one statement at a time.
+pub struct SqlxConn<'c>(Mutex<Held<'c>>);
+
+/// The connection a [`SqlxConn`] runs on.
+enum Held<'c> {
+    /// A transaction's.
+    Borrowed(&'c mut PgConnection),
+    /// One of the pool's, for a statement or two.
+    Pooled(sqlx::pool::PoolConnection<SqlxPostgres>),
+}
+
+impl Held<'_> {
+    fn connection(&mut self) -> &mut PgConnection {
+        match self {
+            Self::Borrowed(conn) => conn,
+            Self::Pooled(conn) => conn,
+        }
+    }
+}
 
 impl<'c> SqlxConn<'c> {
     /// The protocol's statements on `conn`.
     pub(crate) fn new(conn: &'c mut PgConnection) -> Self {
-        Self(Mutex::new(conn))
+        Self(Mutex::new(Held::Borrowed(conn)))
     }
 }
 
@@ -128,7 +139,7 @@ impl Conn for SqlxConn<'_> {
     ) -> BoxFuture<'a, std::result::Result<Vec<PgRow>, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            let rows = fetch_all(&mut conn, bound(sql, params)).await?;
+            let rows = fetch_all(conn.connection(), bound(sql, params)).await?;
             Ok(rows.into_iter().map(PgRow::Sqlx).collect())
         })
     }
@@ -140,7 +151,7 @@ impl Conn for SqlxConn<'_> {
     ) -> BoxFuture<'a, std::result::Result<u64, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            Ok(execute(&mut conn, bound(sql, params))
+            Ok(execute(conn.connection(), bound(sql, params))
                 .await?
                 .rows_affected())
         })
@@ -149,7 +160,7 @@ impl Conn for SqlxConn<'_> {
     fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, std::result::Result<(), DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            raw(&mut conn, sql).await?;
+            raw(conn.connection(), sql).await?;
             Ok(())
         })
     }
@@ -333,9 +344,10 @@ impl SqlxStore {
         Ok(tx)
     }
 
-    /// A connection of the pool, for one statement.
-    async fn conn(&self) -> Result<sqlx::pool::PoolConnection<SqlxPostgres>> {
-        self.pool.acquire().await.map_err(unavailable)
+    /// A connection of the pool, for the protocol's statements.
+    async fn conn(&self) -> Result<SqlxConn<'static>> {
+        let pooled = self.pool.acquire().await.map_err(unavailable)?;
+        Ok(SqlxConn(Mutex::new(Held::Pooled(pooled))))
     }
 }
 
@@ -355,192 +367,76 @@ pub async fn enqueue(conn: &mut PgConnection, message: &Message) -> Result<()> {
     outbox::enqueue_on(&SqlxConn::new(conn), message).await
 }
 
-/// Runs `$call` with `$c`, a [`SqlxConn`] on a connection of the pool.
-macro_rules! on_conn {
-    ($self:ident, |$c:ident| $call:expr) => {{
-        let mut connection = $self.conn().await?;
-        let $c = &SqlxConn::new(&mut connection);
-        $call.await
-    }};
-}
-
-#[async_trait]
-impl Store<Sqlx> for SqlxStore {
-    async fn lookup(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<LiveRecord>> {
-        on_conn!(self, |c| protocol::lookup(c, caller, key))
-    }
-
-    async fn unfinished(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<Fingerprint>> {
-        on_conn!(self, |c| protocol::unfinished(c, caller, key))
-    }
-
-    fn key_ttl(&self) -> Duration {
-        self.lifetimes.key_ttl
-    }
-
-    fn lease(&self) -> Duration {
-        self.lifetimes.lease
-    }
-
-    async fn execute(&self, phase: FirstPhase<Sqlx>) -> Result<Execution> {
-        let clock = self.clock_for(phase.operation.as_ref());
-        let mut tx = self.begin(clock).await?;
-        let conn = SqlxConn::new(&mut tx);
-        let execution = protocol::execute_in::<Sqlx>(&conn, &phase, clock).await?;
-        match execution {
-            Execution::InUse => Ok(Execution::InUse),
-            execution if rolls_back(&execution, phase.end) => {
-                tx.rollback().await.map_err(classify)?;
-                Ok(Execution::RolledBack)
+store_on_a_pool! {
+    impl Store<Sqlx> for SqlxStore {
+        async fn execute(&self, phase: FirstPhase<Sqlx>) -> Result<Execution> {
+            let clock = self.clock_for(phase.operation.as_ref());
+            let mut tx = self.begin(clock).await?;
+            let conn = SqlxConn::new(&mut tx);
+            let execution = protocol::execute_in::<Sqlx>(&conn, &phase, clock).await?;
+            match execution {
+                Execution::InUse => Ok(Execution::InUse),
+                execution if rolls_back(&execution, phase.end) => {
+                    tx.rollback().await.map_err(classify)?;
+                    Ok(Execution::RolledBack)
+                }
+                execution => {
+                    commit(tx).await?;
+                    Ok(execution)
+                }
             }
-            execution => {
+        }
+
+        async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation<Sqlx>>) -> Result<Advanced> {
+            let clock = self.clock_for(phase.as_ref());
+            let mut tx = self.begin(clock).await?;
+            let conn = SqlxConn::new(&mut tx);
+            let advanced = protocol::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
+            if !matches!(advanced, Advanced::LeaseLost) {
                 commit(tx).await?;
-                Ok(execution)
             }
+            Ok(advanced)
         }
-    }
 
-    async fn advance(&self, lease: &Lease, phase: Arc<dyn Operation<Sqlx>>) -> Result<Advanced> {
-        let clock = self.clock_for(phase.as_ref());
-        let mut tx = self.begin(clock).await?;
-        let conn = SqlxConn::new(&mut tx);
-        let advanced = protocol::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
-        if !matches!(advanced, Advanced::LeaseLost) {
-            commit(tx).await?;
+        async fn health(&self) -> Result<()> {
+            let mut tx = self.begin(self.clock()).await?;
+            let conn = SqlxConn::new(&mut tx);
+            schema::probe(&conn, self.app).await?;
+            tx.commit().await.map_err(classify)
         }
-        Ok(advanced)
-    }
 
-    async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool> {
-        on_conn!(self, |c| protocol::renew(c, lease, length.as_secs_f64()))
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<bool> {
-        on_conn!(self, |c| protocol::release(c, lease))
-    }
-
-    async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
-        let clock = self.clock();
-        on_conn!(self, |c| protocol::step_failed(c, lease, error, clock))
-    }
-
-    async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
-        on_conn!(self, |c| protocol::set_aside(c, lease, reason))
-    }
-
-    async fn needing_attention(&self) -> Result<u64> {
-        on_conn!(self, |c| protocol::needing_attention(c))
-    }
-
-    async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
-        on_conn!(self, |c| protocol::abandoned(c, limit, skip))
-    }
-
-    async fn take_over(&self, caller: &Caller, key: &IdempotencyKey) -> Result<Option<Lease>> {
-        let lease_secs = self.clock().lease_secs;
-        on_conn!(self, |c| protocol::take_over(c, caller, key, lease_secs))
-    }
-
-    async fn sweep(&self, limit: u32) -> Result<u64> {
-        let (clock, retention) = (self.clock(), self.lifetimes.outbox_retention);
-        on_conn!(self, |c| protocol::sweep(c, clock, limit, retention))
-    }
-
-    async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>> {
-        on_conn!(self, |c| outbox::claim(c, limit, claim))
-    }
-
-    async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
-        on_conn!(self, |c| outbox::settle(c, item, None))
-    }
-
-    async fn message_failed(
-        &self,
-        item: &OutboxItem,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        on_conn!(self, |c| outbox::settle(c, item, Some((retry_in, error))))
-    }
-
-    async fn messages_waiting(&self) -> Result<u64> {
-        on_conn!(self, |c| outbox::waiting(c))
-    }
-
-    async fn messages_dead(&self) -> Result<u64> {
-        on_conn!(self, |c| outbox::dead(c))
-    }
-
-    async fn health(&self) -> Result<()> {
-        let mut tx = self.begin(self.clock()).await?;
-        let conn = SqlxConn::new(&mut tx);
-        schema::probe(&conn, self.app).await?;
-        tx.commit().await.map_err(classify)
-    }
-
-    async fn operations(&self, filter: &ListFilter) -> Result<Vec<OperationRecord>> {
-        on_conn!(self, |c| operator::operations(c, filter))
-    }
-
-    async fn operation(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-    ) -> Result<Option<OperationRecord>> {
-        on_conn!(self, |c| operator::operation(c, caller, key))
-    }
-
-    async fn find_operations(&self, prefix: &[u8]) -> Result<Vec<(Caller, IdempotencyKey)>> {
-        on_conn!(self, |c| operator::find(c, prefix))
-    }
-
-    async fn census(&self) -> Result<Census> {
-        on_conn!(self, |c| operator::census(c))
-    }
-
-    async fn outbox_census(&self) -> Result<OutboxCensus> {
-        on_conn!(self, |c| operator::outbox_census(c))
-    }
-
-    async fn operator_take(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-        takeover: Takeover,
-        by: Option<&Intervention>,
-    ) -> Result<Taken> {
-        let clock = self.clock();
-        let mut tx = self.begin(clock).await?;
-        let conn = SqlxConn::new(&mut tx);
-        let taken = operator::take_in(&conn, caller, key, takeover, by, clock).await?;
-        if matches!(taken, Taken::Lease(_)) {
-            commit(tx).await?;
+        async fn operator_take(
+            &self,
+            caller: &Caller,
+            key: &IdempotencyKey,
+            takeover: Takeover,
+            by: Option<&Intervention>,
+        ) -> Result<Taken> {
+            let clock = self.clock();
+            let mut tx = self.begin(clock).await?;
+            let conn = SqlxConn::new(&mut tx);
+            let taken = operator::take_in(&conn, caller, key, takeover, by, clock).await?;
+            if matches!(taken, Taken::Lease(_)) {
+                commit(tx).await?;
+            }
+            Ok(taken)
         }
-        Ok(taken)
-    }
 
-    async fn settle(
-        &self,
-        lease: &Lease,
-        phase: Arc<dyn Operation<Sqlx>>,
-        settlement: &Settlement,
-    ) -> Result<Option<StoredResponse>> {
-        let clock = self.clock_for(phase.as_ref());
-        let mut tx = self.begin(clock).await?;
-        let conn = SqlxConn::new(&mut tx);
-        let settled =
-            operator::settle_in::<Sqlx>(&conn, lease, phase.as_ref(), settlement, clock).await?;
-        if settled.is_some() {
-            commit(tx).await?;
+        async fn settle(
+            &self,
+            lease: &Lease,
+            phase: Arc<dyn Operation<Sqlx>>,
+            settlement: &Settlement,
+        ) -> Result<Option<StoredResponse>> {
+            let clock = self.clock_for(phase.as_ref());
+            let mut tx = self.begin(clock).await?;
+            let conn = SqlxConn::new(&mut tx);
+            let settled =
+                operator::settle_in::<Sqlx>(&conn, lease, phase.as_ref(), settlement, clock).await?;
+            if settled.is_some() {
+                commit(tx).await?;
+            }
+            Ok(settled)
         }
-        Ok(settled)
-    }
-
-    async fn actions(&self, operation: &OperationId) -> Result<Vec<ActionRecord>> {
-        on_conn!(self, |c| operator::actions(c, operation))
     }
 }
