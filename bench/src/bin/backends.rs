@@ -180,10 +180,7 @@ async fn main() {
     let options = PostgresOptions::new(&args.database).migrations(MIGRATIONS);
     match args.backend {
         Driver::Postgres => {
-            let store = PostgresStore::open(options)
-                .await
-                .map_err(classify_open)
-                .unwrap();
+            let store = PostgresStore::open(options).await.map_err(said).unwrap();
             serve(Engine::new(store), &args.listen).await;
         }
         Driver::Sqlx => {
@@ -192,16 +189,13 @@ async fn main() {
                 .connect(&args.database)
                 .await
                 .expect("a sqlx pool");
-            let store = SqlxStore::open(pool, options)
-                .await
-                .map_err(classify_open)
-                .unwrap();
+            let store = SqlxStore::open(pool, options).await.map_err(said).unwrap();
             serve(Engine::new(store), &args.listen).await;
         }
     }
 }
 
 /// A store that did not open, said with its causes.
-fn classify_open(e: exactly_once::StoreError) -> String {
+fn said(e: exactly_once::StoreError) -> String {
     exactly_once::error::Chain(&e).to_string()
 }

@@ -32,7 +32,9 @@ use tower_service::Service;
 ///
 /// # #[derive(Debug)] struct AddNote;
 /// # impl exactly_once::Operation<Sqlite> for AddNote {
-/// #     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> { unimplemented!() }
+/// #     fn run(&self, _: &rusqlite::Connection, _: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
+/// #         Ok(PhaseEnd::Finished(exactly_once::StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+/// #     }
 /// # }
 /// # fn demo(engine: Engine<Sqlite>) {
 /// let service = ServiceBuilder::new()

@@ -269,7 +269,7 @@ const POOL_WAIT: Duration = Duration::from_secs(3);
 pub(super) const LOCK_TIMEOUT: &str = "5s";
 /// The server a connection reached, as `host:port` (NULL over a Unix
 /// socket): with several hosts in the URL, the one that took writes.
-const SERVER_ADDRESS: Sql = Sql::new(
+pub(super) const SERVER_ADDRESS: Sql = Sql::new(
     "SELECT host(inet_server_addr()) || ':' || inet_server_port()",
     &[],
 );
@@ -483,11 +483,7 @@ impl PostgresStore {
     /// The clock of a phase of `operation`: its records live for its own
     /// TTL when it has one.
     fn clock_for(&self, operation: &dyn Operation<Postgres>) -> Clock {
-        let mut clock = self.clock();
-        if let Some(ttl) = operation.key_ttl() {
-            clock.ttl_secs = ttl.as_secs_f64();
-        }
-        clock
+        self.clock().for_operation(operation.key_ttl())
     }
 
     /// This call's times: every expiry and lease is the database's `now()`.

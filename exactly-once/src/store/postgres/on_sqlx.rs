@@ -328,11 +328,7 @@ impl SqlxStore {
     }
 
     fn clock_for(&self, operation: &dyn Operation<Sqlx>) -> Clock {
-        let mut clock = self.clock();
-        if let Some(ttl) = operation.key_ttl() {
-            clock.ttl_secs = ttl.as_secs_f64();
-        }
-        clock
+        self.clock().for_operation(operation.key_ttl())
     }
 
     /// A transaction with the engine's settings.

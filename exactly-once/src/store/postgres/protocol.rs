@@ -40,6 +40,15 @@ pub(super) struct Clock {
 }
 
 impl Clock {
+    /// The clock of a phase of an operation with its own TTL (`key_ttl`),
+    /// when it has one: its records live that long.
+    pub(super) fn for_operation(mut self, key_ttl: Option<Duration>) -> Self {
+        if let Some(ttl) = key_ttl {
+            self.ttl_secs = ttl.as_secs_f64();
+        }
+        self
+    }
+
     /// A call's clock with the store's lifetimes and session.
     pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
         Self {

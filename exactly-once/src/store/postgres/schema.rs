@@ -114,13 +114,9 @@ pub(super) async fn probe(tx: &impl Conn, app: Migrations) -> Result<Option<Stri
         "UPDATE exactly_once_migrations SET applied_at = applied_at WHERE version = $1",
         &[Type::INT8],
     );
-    const SERVER_ADDRESS: Sql = Sql::new(
-        "SELECT host(inet_server_addr()) || ':' || inet_server_port()",
-        &[],
-    );
     let version = check(tx, app).await?.engine;
     PROBE.execute(tx, &[&version]).await?;
-    let address = SERVER_ADDRESS.query_one(tx, &[]).await?;
+    let address = super::SERVER_ADDRESS.query_one(tx, &[]).await?;
     Ok(address.get(0))
 }
 
