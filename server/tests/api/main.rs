@@ -15,6 +15,7 @@ mod idempotency;
 mod later_phases;
 mod migration;
 mod openapi;
+mod operator_guards;
 mod operators;
 mod postgres;
 mod process;

@@ -86,6 +86,13 @@ const MIGRATIONS: Migrations = Migrations(&[
         "0003_operators",
         include_str!("../../../migrations/sqlite/0003_operators.sql"),
     ),
+    // A nullable column of a table the releases before 0003 do not know.
+    Migration::expand(
+        4,
+        "0004_operator_os_user",
+        include_str!("../../../migrations/sqlite/0004_operator_os_user.sql"),
+    )
+    .runs_beside(2),
 ]);
 
 /// Where and how to open the database.
