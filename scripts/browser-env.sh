@@ -50,9 +50,9 @@ start_server() {
     shift 2
     local profile="${SERVER_PROFILE:-debug}"
     if [ "$profile" = release ]; then
-        cargo build --quiet --release -p server
+        cargo build --locked --quiet --release -p server
     else
-        cargo build --quiet -p server
+        cargo build --locked --quiet -p server
     fi
     "${CARGO_TARGET_DIR:-$ROOT/target}/$profile/server" \
         --listen 127.0.0.1:0 \

@@ -29,7 +29,7 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -qF "version $version
     "$venv/bin/pip" install --quiet "schemathesis==$version"
 fi
 
-cargo build --quiet -p server
+cargo build --locked --quiet -p server
 
 work="$(mktemp -d)"
 server_pid=""

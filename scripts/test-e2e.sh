@@ -36,12 +36,12 @@ fi
 say "building the browser client into www/pkg/"
 scripts/build-wasm.sh >/dev/null
 say "building the server and the payment provider simulator"
-cargo build -p server -p psp
+cargo build --locked -p server -p psp
 
 # `== STEP` headers: scripts/test-total.sh counts each engine's stories
 # under its own name in scripts/test.sh's closing total.
 printf '\n== %s\n' "end to end: the harness's own tests"
-cargo test -p e2e --lib --test scripts -- "$@"
+cargo test --locked -p e2e --lib --test scripts -- "$@"
 
 engines="${E2E_BROWSERS:-chromium,firefox}"
 failed=()
@@ -50,7 +50,7 @@ for engine in ${engines//,/ }; do
     printf '\n== %s\n' "end to end: the stories in $engine"
     say "screenshots and logs in ${CARGO_TARGET_DIR:-target}/e2e/"
     started=$SECONDS
-    if E2E_BROWSERS="$engine" cargo test -p e2e --test stories -- --test-threads=1 "$@"; then
+    if E2E_BROWSERS="$engine" cargo test --locked -p e2e --test stories -- --test-threads=1 "$@"; then
         timings+=("$engine: passed in $((SECONDS - started)) s")
     else
         timings+=("$engine: FAILED after $((SECONDS - started)) s")

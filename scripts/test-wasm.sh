@@ -31,7 +31,7 @@ cd "$ROOT"
 step() { printf '\n== %s\n' "$*"; }
 
 step "host tests"
-cargo test -p exactly-once-retry -p client-wasm
+cargo test --locked -p exactly-once-retry -p client-wasm
 
 step "release build into client-wasm/pkg and www/pkg"
 scripts/build-wasm.sh
@@ -74,7 +74,7 @@ for browser in ${TEST_WASM_BROWSERS:-chrome firefox}; do
         IDEM_TEST_PORTAL="$portal_url" \
         WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
         WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-180}" \
-        wasm-pack test --headless "--$browser" client-wasm -- "$@" || status=$?
+        wasm-pack test --headless "--$browser" client-wasm --locked -- "$@" || status=$?
     if [ "$status" != 0 ]; then
         echo "test-wasm: browser tests failed in $browser; server log:" >&2
         tail -n 50 "$tmp/server.log" >&2
