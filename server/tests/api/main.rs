@@ -10,6 +10,7 @@ mod configuration;
 mod dead_letters;
 mod errors;
 mod group_commit;
+mod health_gauges;
 mod helpers;
 mod idempotency;
 mod later_phases;
