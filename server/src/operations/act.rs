@@ -34,7 +34,7 @@ pub(super) async fn retry(
     asked: Asked,
 ) -> Result<ExitCode, String> {
     let engine = &app.engine;
-    let record = engine.find_operation(&which).await.map_err(said)?;
+    let record = engine.find_operation(which).await.map_err(said)?;
     let op = record.operation();
     let age = humantime::format_duration(Duration::from_secs(record.age.as_secs()));
     if matches!(
@@ -80,8 +80,8 @@ pub(super) async fn retry(
         ),
         "retried",
     )?;
-    let retried = engine.retry_operation(&which, &by).await.map_err(said)?;
-    let after = engine.find_operation(&which).await.map_err(said)?;
+    let retried = engine.retry_operation(which, &by).await.map_err(said)?;
+    let after = engine.find_operation(which).await.map_err(said)?;
     let (finished, outcome) = match &retried {
         Retried::Finished(response) => (true, render::response_json(response)),
         Retried::Failed(e) => (
@@ -129,7 +129,7 @@ pub(super) async fn settle(
     asked: Asked,
 ) -> Result<ExitCode, String> {
     let engine = &app.engine;
-    let record = engine.find_operation(&which).await.map_err(said)?;
+    let record = engine.find_operation(which).await.map_err(said)?;
     let op = record.operation();
     if record.state != OperationState::NeedsAttention {
         return Err(said(OperatorError::WrongState {
@@ -191,7 +191,7 @@ pub(super) async fn settle(
         )?;
     }
     let answer = engine
-        .settle_operation(&which, settlement)
+        .settle_operation(which, settlement)
         .await
         .map_err(said)?;
     let report = json!({
