@@ -73,8 +73,8 @@ echo "server at $server_url (chaos on, CORS for $runner_origin), portal at $port
 # MiniBrowser's defaults block the windows the tab tests open.) So this
 # script starts WebKitWebDriver on a virtual display
 # (scripts/browser-env.sh), hands it over that way with MiniBrowser's
-# options, and stops both after the run; `--geckodriver` only picks
-# wasm-pack's W3C route, the runner uses the remote driver.
+# options, and stops both after the run; `--firefox --geckodriver` only
+# picks wasm-pack's W3C route, the runner uses the remote driver.
 for browser in ${TEST_WASM_BROWSERS:-chrome firefox webkit}; do
     driver=("--$browser")
     remote=()
@@ -89,8 +89,9 @@ for browser in ${TEST_WASM_BROWSERS:-chrome firefox webkit}; do
   "binary": "/usr/lib/$(uname -m)-linux-gnu/webkit2gtk-4.1/MiniBrowser",
   "args": ["--automation", "--javascript-can-open-windows-automatically=true"]}}
 JSON
-        driver=(--geckodriver "$(command -v WebKitWebDriver)")
+        driver=(--firefox --geckodriver "$(command -v WebKitWebDriver)")
         remote=(GECKODRIVER_REMOTE="$webkit_url" WASM_BINDGEN_TEST_WEBDRIVER_JSON="$tmp/webdriver-webkit.json")
+        echo "WebKitWebDriver (MiniBrowser) at $webkit_url: the runner's \"Firefox\" below is this driver"
     else
         step "browser tests (headless $browser)"
     fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
-# Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
+# Chromium, chromedriver, Firefox, geckodriver, WebKitWebDriver and Xvfb,
+# Vite, TypeScript,
 # PostgreSQL, Patroni and etcd, schemathesis, promtool), then runs every
 # test: lints, the alerting rules' unit tests (promtool), the server's
 # API, crash and rolling-deploy tests on SQLite and on a throwaway
@@ -11,7 +12,7 @@
 # through PgBouncer in transaction mode,
 # schemathesis against the server's OpenAPI document, the client's host
 # and browser tests, its npm package (size budget, types, a Vite build),
-# and the end-to-end stories in headless Chromium and Firefox.
+# and the end-to-end stories in headless Chromium and Firefox and in WebKit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -110,7 +111,7 @@ scripts/test-wasm.sh
 step "client package"
 scripts/test-package.sh
 
-step "end to end: the checkout page in headless Chromium and Firefox"
+step "end to end: the checkout page in headless Chromium and Firefox, and in WebKit"
 scripts/test-e2e.sh
 
 step "all tests passed"
