@@ -112,9 +112,15 @@ start_webkitdriver() {
 
 stop_webkitdriver() {
     if [ -n "${webkit_group:-}" ]; then
-        # SIGTERM: Xvfb removes its display's lock file as it ends.
+        # SIGTERM, and time for the whole group to end: Xvfb removes its
+        # display's lock file as it does (after a SIGKILL the file stays,
+        # and the display number with it).
         kill -TERM -- "-$webkit_group" 2>/dev/null || true
         wait "$webkit_group" 2>/dev/null || true
+        for _ in $(seq 1 60); do
+            kill -0 -- "-$webkit_group" 2>/dev/null || break
+            sleep 0.05
+        done
         kill -KILL -- "-$webkit_group" 2>/dev/null || true
         webkit_group=""
     fi

@@ -296,15 +296,27 @@ impl Drop for Driver {
         // The whole group: the driver and any browser it left behind.
         let group = format!("-{}", self.child.id());
         if self.display {
-            // SIGTERM first: Xvfb then removes its lock file, which would
-            // otherwise keep its display number taken.
+            // SIGTERM first, and time for every process of the group to
+            // end: Xvfb removes its lock file as it does, which would
+            // otherwise keep its display number taken for good.
             let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let _ = self.child.try_wait();
+                let alive = Command::new("kill")
+                    .args(["-0", "--", &group])
+                    .stderr(Stdio::null())
+                    .status();
+                if !matches!(alive, Ok(status) if status.success()) {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
