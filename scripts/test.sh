@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
-# Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
-# PostgreSQL, Patroni and etcd, schemathesis, promtool, cargo-deny), then
-# runs every test, building with --locked (a Cargo.lock that does not match
-# the manifests fails): lints, the dependencies' licences, bans and sources
-# (cargo deny), the alerting rules' unit tests (promtool), the server's
+# Chromium, chromedriver, Firefox, geckodriver, WebKitWebDriver and Xvfb,
+# Vite, TypeScript, PostgreSQL, Patroni and etcd, schemathesis, promtool,
+# cargo-deny), then runs every test, building with --locked (a Cargo.lock
+# that does not match the manifests fails): lints, the dependencies'
+# licences, bans and sources (cargo deny), the alerting rules' unit tests
+# (promtool), the server's
 # API, crash and rolling-deploy tests on SQLite and on a throwaway
 # PostgreSQL cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
@@ -13,7 +14,7 @@
 # through PgBouncer in transaction mode,
 # schemathesis against the server's OpenAPI document, the client's host
 # and browser tests, its npm package (size budget, types, a Vite build),
-# and the end-to-end stories in headless Chromium and Firefox.
+# and the end-to-end stories in headless Chromium and Firefox and in WebKit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -119,7 +120,7 @@ scripts/test-wasm.sh
 step "client package"
 scripts/test-package.sh
 
-step "end to end: the checkout page in headless Chromium and Firefox"
+step "end to end: the checkout page in headless Chromium and Firefox, and in WebKit"
 scripts/test-e2e.sh
 
 step "all tests passed"

@@ -138,9 +138,13 @@ async fn axe_finds_no_accessibility_violation_after_one_add_to_cart(
             source.display()
         )
     })?;
+    // axe reads colours as they are drawn: the Pay button fades in from
+    // its disabled opacity over 0.15 s, which WebKit was still drawing
+    // here (a contrast violation); it runs once the page is still.
     let violations: Vec<Violation> = page
         .eval_async(&format!(
             "{axe}\n;const engine = window.axe; \
+             await Promise.all(document.getAnimations().map(a => a.finished)); \
              const result = await engine.run(document, {{ resultTypes: ['violations'] }}); \
              return result.violations.map(v => ({{ id: v.id, impact: v.impact, help: v.help, \
                nodes: v.nodes.map(n => n.target.join(' ')) }}));"
