@@ -284,6 +284,7 @@ export function attempted(event) {
     state.finishing = { op: event.operation, until: Date.now() + FINISH_BUDGET_MS };
     announce("The shop is still finishing this payment: asking again with the same key…");
     changed();
+    return;
   }
   if (event.retryInMs == null) return;
   announce(`Attempt ${attempts.sentWith(event.key)}: retrying with the same key…`);
