@@ -56,6 +56,7 @@ pub struct Application {
     sweep_interval: Duration,
     complete_interval: Duration,
     relay: Option<(Mailer, RelaySettings)>,
+    limits: serve::Limits,
 }
 
 impl Application {
@@ -81,6 +82,7 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
+            limits: config.listener_limits(),
             relay: mailer.map(|mailer| {
                 let settings = RelaySettings {
                     claim: config.receipt_claim,
@@ -113,7 +115,10 @@ impl Application {
             tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
-        serve::serve(self.listener, self.router, shutdown).await;
+        if let Some(rate) = &self.state.caller_rate {
+            background.push(tokio::spawn(rate.forget_idle()));
+        }
+        serve::serve_with_limits(self.listener, self.router, shutdown, self.limits).await;
         for task in background {
             task.abort();
         }
@@ -212,6 +217,7 @@ pub fn state(
         chaos: config.chaos,
         provider,
         receipts,
+        caller_rate: crate::rate::CallerRate::new(config.caller_rate),
     })
 }
 
@@ -267,6 +273,8 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // Inside the router's layer, so it sees the matched route.
                 .layer(ObserveLayer::new(state.engine.metrics.clone()))
                 .option_layer(cors)
+                // Inside CORS, so that a page on another origin reads its 429.
+                .option_layer(state.caller_rate.clone())
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )

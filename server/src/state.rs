@@ -27,6 +27,8 @@ pub struct Shared {
     pub provider: Option<Arc<Provider>>,
     /// Whether receipts are written to the outbox (`--smtp-url`).
     pub receipts: bool,
+    /// `--caller-rate`'s limiter, unless it is 0.
+    pub caller_rate: Option<crate::rate::CallerRate>,
 }
 
 impl From<Shared> for AppState {

@@ -13,6 +13,7 @@ mod group_commit;
 mod helpers;
 mod idempotency;
 mod later_phases;
+mod listener;
 mod migration;
 mod openapi;
 mod operators;

@@ -213,6 +213,10 @@ fn every_api_error() -> Vec<ApiError> {
         ApiError::InvalidRequest("bad".into()),
         ApiError::MethodNotAllowed,
         ApiError::NotFound("none".into()),
+        ApiError::RateLimited {
+            per_second: 1,
+            retry_after: std::time::Duration::from_secs(1),
+        },
     ];
     for error in &errors {
         match error {
@@ -220,6 +224,7 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::InvalidRequest(_)
             | ApiError::MethodNotAllowed
             | ApiError::NotFound(_)
+            | ApiError::RateLimited { .. }
             | ApiError::Engine(_) => {}
         }
     }
