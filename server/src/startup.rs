@@ -7,6 +7,7 @@ use crate::mailer::{self, Mailer};
 use crate::metrics::{self, ShopMetrics};
 use crate::observe::ObserveLayer;
 use crate::openapi;
+use crate::operation::receipt::Receipts;
 use crate::provider::Provider;
 use crate::routes;
 use crate::state::{AppState, Shared};
@@ -115,6 +116,7 @@ impl Application {
             tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
+        background.push(tokio::spawn(self.state.receipts.clone().forget_idle()));
         if let Some(rate) = &self.state.caller_rate {
             background.push(tokio::spawn(rate.forget_idle()));
         }
@@ -202,13 +204,17 @@ pub fn state(
                 .expect("reqwest builds a client with a rustls configuration"),
         )
     });
-    let receipts = config.smtp_url.is_some();
+    let receipts = match config.smtp_url {
+        Some(_) => Receipts::on(config.caller_receipts, shop_metrics.receipts_withheld()),
+        None => Receipts::off(),
+    };
     let engine = Engine::builder(db.store())
         .metrics(Arc::new(metrics))
         .steps(ShopSteps {
             provider: provider.clone(),
-            receipts,
+            receipts: receipts.clone(),
         })
+        .max_unfinished_per_caller(config.caller_unfinished)
         .build();
     AppState::from(Shared {
         engine,

@@ -3,6 +3,7 @@
 //! started by the test kit and driven over HTTP; with the payment provider
 //! simulator and MailDev where a test needs them.
 
+mod caller_limits;
 mod chaos;
 mod charges;
 mod clocks;
@@ -20,6 +21,7 @@ mod operators;
 mod postgres;
 mod process;
 mod provider;
+mod rate_limits;
 mod receipts;
 mod recovery;
 mod releases;

@@ -178,6 +178,7 @@ fn every_api_error() -> Vec<ApiError> {
         Error::PayloadTooLarge(1),
         Error::IdempotencyKeyMismatch,
         Error::IdempotencyKeyInUse,
+        Error::TooManyUnfinished(1),
         server::steps::provider_unavailable("no answer"),
         Error::Unavailable("down".into()),
         Error::OutcomeUnknown("cut".into()),
@@ -198,6 +199,7 @@ fn every_api_error() -> Vec<ApiError> {
             | Error::PayloadTooLarge(_)
             | Error::IdempotencyKeyMismatch
             | Error::IdempotencyKeyInUse
+            | Error::TooManyUnfinished(_)
             | Error::StepUnavailable(_)
             | Error::Unavailable(_)
             | Error::OutcomeUnknown(_)

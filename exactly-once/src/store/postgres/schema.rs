@@ -32,6 +32,11 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
         "0003_operators",
         include_str!("../../../migrations/postgres/0003_operators.sql"),
     ),
+    Migration::expand(
+        4,
+        "0004_unfinished_by_caller",
+        include_str!("../../../migrations/postgres/0004_unfinished_by_caller.sql"),
+    ),
 ]);
 
 /// Any number, the same for every instance: the migration lock.

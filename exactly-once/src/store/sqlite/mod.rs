@@ -86,6 +86,11 @@ const MIGRATIONS: Migrations = Migrations(&[
         "0003_operators",
         include_str!("../../../migrations/sqlite/0003_operators.sql"),
     ),
+    Migration::expand(
+        4,
+        "0004_unfinished_by_caller",
+        include_str!("../../../migrations/sqlite/0004_unfinished_by_caller.sql"),
+    ),
 ]);
 
 /// Where and how to open the database.
@@ -307,12 +312,21 @@ impl Store<Sqlite> for SqliteStore {
                     request,
                     operation,
                     end,
+                    max_unfinished,
                 } = &phase;
                 if let Some(db_clock) = db_clock {
                     db_clock.refresh(batch.conn).map_err(classify)?;
                 }
                 let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
                     .map_err(classify)?;
+                // The writer runs one job at a time: the count is exact.
+                if let (Execution::Stopped(_), Some(cap)) = (&execution, *max_unfinished) {
+                    if queries::over_unfinished_cap(batch.conn, &request.caller, cap)
+                        .map_err(classify)?
+                    {
+                        return Ok((Execution::TooManyUnfinished(cap), Keep::No));
+                    }
+                }
                 Ok(match (execution, *end) {
                     (Execution::Ran(_) | Execution::Stopped(_), TransactionEnd::RollBack) => {
                         (Execution::RolledBack, Keep::No)
