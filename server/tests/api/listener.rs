@@ -111,20 +111,31 @@ async fn thousands_of_slow_connections_leave_a_checkout_answered_and_slow_header
         opening.spawn(async move { idle_connection(addr).await });
     }
     let idle = opening.join_all().await;
-    let mut slow = Vec::new();
+    // Each slow connection's clock starts between its connect and its
+    // first byte: the test knows both, not which. Many at once, so that
+    // they all start within a moment of each other.
+    let mut opening = tokio::task::JoinSet::new();
     for _ in 0..held / 2 {
-        let mut stream = TcpStream::connect(app.server.addr()).await.unwrap();
-        stream
-            .write_all(b"POST /charges HTTP/1.1\r\nHost: shop\r\n")
-            .await
-            .unwrap();
-        slow.push((Instant::now(), stream.into_split()));
+        let addr = app.server.addr();
+        opening.spawn(async move {
+            let connecting = Instant::now();
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"POST /charges HTTP/1.1\r\nHost: shop\r\n")
+                .await
+                .unwrap();
+            ((connecting, Instant::now()), stream.into_split())
+        });
     }
-    let (first_bytes, halves): (Vec<Instant>, Vec<_>) = slow.into_iter().unzip();
+    let slow = opening.join_all().await;
+    let (clocks, halves): (Vec<(Instant, Instant)>, Vec<_>) = slow.into_iter().unzip();
     let (mut readers, writers): (Vec<_>, Vec<_>) = halves.into_iter().unzip();
     let dribbling = dribble(writers);
 
-    for _ in 0..3 {
+    // The median of five, so that a machine busy with other tests does not
+    // decide it; the slowest is bounded too.
+    let mut took = Vec::new();
+    for _ in 0..5 {
         let started = Instant::now();
         let response = app
             .post(
@@ -134,25 +145,42 @@ async fn thousands_of_slow_connections_leave_a_checkout_answered_and_slow_header
             )
             .await;
         assert_ran(&response, "a checkout among slow connections");
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "a checkout took {:?} among {held} slow connections",
-            started.elapsed()
-        );
+        took.push(started.elapsed());
     }
+    took.sort();
+    assert!(
+        took[2] < Duration::from_secs(1) && took[4] < Duration::from_secs(3),
+        "checkouts among {held} slow connections took {took:?}"
+    );
 
-    // Not before the timeout...
-    let first_first_byte = *first_bytes.iter().min().unwrap();
-    tokio::time::sleep_until(first_first_byte + HEADERS_DUE - Duration::from_secs(1)).await;
-    let early = readers.iter().filter(|r| closed(|b| r.try_read(b))).count();
+    // Not before the timeout: every connection still within its 10 s is
+    // open (most of them, unless the machine stalled the test for seconds).
+    let first_connect = clocks
+        .iter()
+        .map(|(connecting, _)| *connecting)
+        .min()
+        .unwrap();
+    tokio::time::sleep_until(first_connect + HEADERS_DUE - Duration::from_secs(2)).await;
+    let looked = Instant::now();
+    let (mut within, mut early) = (0, 0);
+    for (reader, (connecting, _)) in readers.iter().zip(&clocks) {
+        if looked + Duration::from_millis(200) < *connecting + HEADERS_DUE {
+            within += 1;
+            early += usize::from(closed(|b| reader.try_read(b)));
+        }
+    }
     assert_eq!(early, 0, "slow connections cut before their 10 s were up");
+    assert!(
+        within > readers.len() / 2,
+        "only {within} looked at in time"
+    );
     // ...but soon after it.
-    for (reader, first_byte) in readers.iter_mut().zip(&first_bytes) {
+    for (reader, (connecting, first_byte)) in readers.iter_mut().zip(&clocks) {
         let cut = closed_by(reader, *first_byte + HEADERS_DUE + Duration::from_secs(3)).await;
         let cut = cut.unwrap_or_else(|| {
             panic!("a connection still trickling its headers was open 13 s after its first byte")
         });
-        assert!(cut >= *first_byte + HEADERS_DUE - Duration::from_millis(100));
+        assert!(cut >= *connecting + HEADERS_DUE - Duration::from_millis(100));
     }
     let idle_closed = idle.iter().filter(|s| closed(|b| s.try_read(b))).count();
     assert_eq!(
