@@ -4,6 +4,9 @@
 //!
 //! - [`accept`]: the accept loop (graceful drain on shutdown, a
 //!   [`ConnectionControl`] in every request), and [`shutdown_signal`];
+//! - [`watch`]: what a client may hold of the listener ([`Limits`]: the
+//!   header-read and idle timeouts, the connection cap) and how each
+//!   connection is held to it;
 //! - [`logs`]: structured logs on stderr;
 //! - [`main`](fn@main): a binary's `main`: flags (a bad one is one line on
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
@@ -20,17 +23,20 @@
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
+mod fds;
 pub mod flags;
 pub mod headers;
 pub mod logs;
 pub mod macros;
+pub mod watch;
 /// The numbered migrations of a SQLite file: the engine's runner.
 pub use exactly_once::store::migrations;
 /// Deleting expired records in batches, every interval: the engine's loop.
 pub use exactly_once::sweep;
 
-pub use accept::{serve, serve_tls, shutdown_signal, ConnectionControl};
+pub use accept::{serve, serve_tls, serve_with_limits, shutdown_signal, ConnectionControl};
 pub use tokio_rustls::TlsAcceptor;
+pub use watch::Limits;
 
 use std::future::Future;
 use std::net::SocketAddr;

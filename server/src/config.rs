@@ -136,6 +136,61 @@ pub struct Config {
     /// variable takes `1`/`0` as well as `true`/`false`.
     #[arg(long, env = "NO_MIGRATE", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_migrate: bool,
+
+    /// At most this many connections open at once; past it, new ones wait
+    /// until one closes (the requests running are not touched).
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = serve::watch::MAX_CONNECTIONS as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Requests a second per caller (its bearer token or `sid` cookie; the
+    /// peer's address for a request without), in bursts of up to twice
+    /// that; past it, 429 `rate-limited` with `Retry-After`. `/healthz` and
+    /// `/metrics` are exempt. 0: no limit.
+    #[arg(long, env = "CALLER_RATE", default_value_t = 100, value_name = "N")]
+    pub caller_rate: u32,
+
+    /// Beyond the contract: at most this many unfinished operations (started,
+    /// no final answer yet) per caller; a new key past it is answered 429
+    /// `rate-limited` with `Retry-After`, and nothing is stored. 0: no limit.
+    #[arg(
+        long,
+        env = "CALLER_UNFINISHED",
+        default_value_t = 100,
+        value_name = "N"
+    )]
+    pub caller_unfinished: u32,
+
+    /// Beyond the contract: at most this many receipts per caller in any
+    /// hour; a succeeded charge past it is answered as usual but sends no
+    /// receipt (logged, and counted in `receipts_withheld_total`). 0: no
+    /// limit.
+    #[arg(long, env = "CALLER_RECEIPTS", default_value_t = 10, value_name = "N")]
+    pub caller_receipts: u32,
+
+    /// Hidden, for tests: a request's headers must arrive within this
+    /// (the contract's 10s).
+    #[arg(long, hide = true, value_name = "DUR", value_parser = positive_duration)]
+    pub header_read_timeout: Option<Duration>,
+
+    /// Hidden, for tests: an idle keep-alive connection is closed after
+    /// this (the contract's 60s).
+    #[arg(long, hide = true, value_name = "DUR", value_parser = positive_duration)]
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Config {
+    /// What one client may hold of the listener: `--max-connections`, and
+    /// the contract's timeouts unless a test shortened them.
+    pub fn listener_limits(&self) -> serve::Limits {
+        let contract = serve::Limits::default();
+        serve::Limits {
+            header_read_timeout: self
+                .header_read_timeout
+                .unwrap_or(contract.header_read_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(contract.idle_timeout),
+            max_connections: self.max_connections as usize,
+        }
+    }
 }
 
 /// What the binary does instead of serving.
@@ -375,6 +430,9 @@ mod tests {
         assert_eq!(c.operation_lease, Duration::from_secs(30));
         assert_eq!(c.complete_interval, Duration::from_secs(10));
         assert_eq!(c.psp_timeout, Duration::from_secs(10));
+        assert_eq!(c.listener_limits(), serve::Limits::default());
+        assert_eq!(c.listener_limits().max_connections, 4096);
+        assert_eq!(c.caller_rate, 100);
     }
 
     #[test]
@@ -488,6 +546,8 @@ mod tests {
             &["--smtp-url", "smtp://user:pass@mail:25"],
             &["--smtp-url", "smtps://user@mail"],
             &["--operation-lease", "0s"],
+            &["--max-connections", "0"],
+            &["--caller-rate", "-1"],
             &["--no-such-flag"],
         ]);
     }

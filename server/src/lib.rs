@@ -38,7 +38,8 @@
 //!   the demo's `GET /operations` (with `--chaos`).
 //! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
 //!   [`observe`]: the middleware that records each request's latency and
-//!   logs its server error. Logs, the accept loop and the binary's `main`
+//!   logs its server error; [`rate`]: `--caller-rate`, requests a second
+//!   per caller. Logs, the accept loop and the binary's `main`
 //!   are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
@@ -60,6 +61,7 @@ pub mod openapi;
 pub mod operation;
 pub mod operations;
 pub mod provider;
+pub mod rate;
 pub mod routes;
 pub mod startup;
 pub mod state;

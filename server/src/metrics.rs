@@ -41,6 +41,7 @@ struct ProviderLabels {
 pub struct ShopMetrics {
     provider_calls: Family<ProviderLabels, Counter>,
     receipts_sent: Counter,
+    receipts_withheld: Counter,
     healthy: Gauge,
     database_reachable: Gauge,
 }
@@ -60,6 +61,11 @@ impl ShopMetrics {
                 "receipts_sent",
                 "Receipts the SMTP server accepted",
                 shop.receipts_sent.clone(),
+            );
+            registry.register(
+                "receipts_withheld",
+                "Receipts not sent because their caller had been sent --caller-receipts this hour",
+                shop.receipts_withheld.clone(),
             );
             registry.register(
                 "healthy",
@@ -89,6 +95,11 @@ impl ShopMetrics {
         self.provider_calls
             .get_or_create(&ProviderLabels { outcome })
             .inc();
+    }
+
+    /// The counter of receipts withheld (`--caller-receipts`).
+    pub fn receipts_withheld(&self) -> Counter {
+        self.receipts_withheld.clone()
     }
 
     /// The SMTP server accepted a receipt.

@@ -7,6 +7,7 @@ use crate::mailer::{self, Mailer};
 use crate::metrics::{self, ShopMetrics};
 use crate::observe::ObserveLayer;
 use crate::openapi;
+use crate::operation::receipt::Receipts;
 use crate::provider::Provider;
 use crate::routes;
 use crate::state::{AppState, Shared};
@@ -56,6 +57,7 @@ pub struct Application {
     sweep_interval: Duration,
     complete_interval: Duration,
     relay: Option<(Mailer, RelaySettings)>,
+    limits: serve::Limits,
 }
 
 impl Application {
@@ -81,6 +83,7 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
+            limits: config.listener_limits(),
             relay: mailer.map(|mailer| {
                 let settings = RelaySettings {
                     claim: config.receipt_claim,
@@ -113,7 +116,11 @@ impl Application {
             tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
-        serve::serve(self.listener, self.router, shutdown).await;
+        background.push(tokio::spawn(self.state.receipts.clone().forget_idle()));
+        if let Some(rate) = &self.state.caller_rate {
+            background.push(tokio::spawn(rate.forget_idle()));
+        }
+        serve::serve_with_limits(self.listener, self.router, shutdown, self.limits).await;
         for task in background {
             task.abort();
         }
@@ -197,13 +204,17 @@ pub fn state(
                 .expect("reqwest builds a client with a rustls configuration"),
         )
     });
-    let receipts = config.smtp_url.is_some();
+    let receipts = match config.smtp_url {
+        Some(_) => Receipts::on(config.caller_receipts, shop_metrics.receipts_withheld()),
+        None => Receipts::off(),
+    };
     let engine = Engine::builder(db.store())
         .metrics(Arc::new(metrics))
         .steps(ShopSteps {
             provider: provider.clone(),
-            receipts,
+            receipts: receipts.clone(),
         })
+        .max_unfinished_per_caller(config.caller_unfinished)
         .build();
     AppState::from(Shared {
         engine,
@@ -212,6 +223,7 @@ pub fn state(
         chaos: config.chaos,
         provider,
         receipts,
+        caller_rate: crate::rate::CallerRate::new(config.caller_rate),
     })
 }
 
@@ -267,6 +279,8 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // Inside the router's layer, so it sees the matched route.
                 .layer(ObserveLayer::new(state.engine.metrics.clone()))
                 .option_layer(cors)
+                // Inside CORS, so that a page on another origin reads its 429.
+                .option_layer(state.caller_rate.clone())
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )

@@ -8,6 +8,7 @@
 
 use crate::domain::{ChargeId, ProviderChargeId};
 use crate::operation::charge::{FinishCharge, PendingCharge, ProviderVerdict, CHARGE_CREATED};
+use crate::operation::receipt::Receipts;
 use crate::provider::{Provider, Reply};
 use async_trait::async_trait;
 use exactly_once::operator::{Refusal, Settlement};
@@ -31,8 +32,8 @@ pub fn provider_unavailable(reason: impl Into<String>) -> Error {
 pub struct ShopSteps {
     /// `--psp-url`, if any.
     pub provider: Option<Arc<Provider>>,
-    /// Whether receipts are sent (`--smtp-url`).
-    pub receipts: bool,
+    /// Whether receipts are sent (`--smtp-url`), and how many per caller.
+    pub receipts: Receipts,
 }
 
 /// `server operations settle --outcome charged`: the provider charged the
@@ -128,7 +129,7 @@ impl ShopSteps {
         Ok(Arc::new(FinishCharge {
             charge,
             verdict,
-            receipts: self.receipts,
+            receipts: self.receipts.clone(),
         }))
     }
 
@@ -261,7 +262,7 @@ impl ShopSteps {
                 Ok(Arc::new(FinishCharge {
                     charge,
                     verdict,
-                    receipts: self.receipts,
+                    receipts: self.receipts.clone(),
                 }))
             }
             Reply::Unavailable(why) => {

@@ -149,7 +149,7 @@ pub(super) async fn settle(
     if dry_run {
         let steps = ShopSteps {
             provider: app.provider.clone(),
-            receipts: app.receipts,
+            receipts: app.receipts.clone(),
         };
         let verdict = steps
             .settlement_verdict(&record.view(), settlement)
