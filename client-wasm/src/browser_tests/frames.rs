@@ -64,7 +64,8 @@ export function race_in_windows(server, options, operations, body) {
 
 // Opens two windows of this origin (as `race_in_windows`, Web Locks
 // left in place) that each count the console's warnings, load the client
-// and post `operation` at the same instant. Resolves with both windows'
+// and post `operation` at the same instant, and stay open until both
+// reported. Resolves with both windows'
 // results: `{ key, status, replayed, persistent, warnings }` or `{ error }`.
 export function pay_in_windows(server, options, operation, body) {
   const name = "pay-" + crypto.randomUUID();
@@ -89,7 +90,9 @@ export function pay_in_windows(server, options, operation, body) {
     } catch (e) {
       channel.postMessage({ error: String(e && e.stack || e) });
     }
-    window.close();
+    // Open until both windows reported: a tab that is still open is asked
+    // for what it keeps in memory.
+    channel.onmessage = (e) => { if (e.data.done) window.close(); };
   </script>`;
   const url = URL.createObjectURL(new Blob([page], { type: "text/html" }));
   const channel = new BroadcastChannel(name);
@@ -97,6 +100,7 @@ export function pay_in_windows(server, options, operation, body) {
     let ready = 0;
     const results = [];
     const timer = setTimeout(() => {
+      channel.postMessage({ done: true });
       channel.close();
       reject(new Error(`the windows did not report (${ready} ready): ${JSON.stringify(results)}`));
     }, 30000);
@@ -108,6 +112,7 @@ export function pay_in_windows(server, options, operation, body) {
       results.push(e.data);
       if (results.length === 2) {
         clearTimeout(timer);
+        channel.postMessage({ done: true });
         channel.close();
         URL.revokeObjectURL(url);
         resolve(results);
