@@ -98,6 +98,9 @@ fn printed(
     (out, text)
 }
 
+/// A binary, its arguments and its environment.
+type Run = (Binary, Vec<String>, Vec<(&'static str, String)>);
+
 /// The variables the server reads a URL from.
 const SERVER_URLS: &[&str] = &["DATABASE_URL", "PSP_URL", "SMTP_URL"];
 
@@ -142,7 +145,7 @@ fn no_password_from_a_url_or_a_variable_shows_in_help_or_a_refusal() {
     let www = dir.path().display().to_string();
     let serving = ["--listen", "127.0.0.1:0", "--www", &www];
     let bad = |url: &str| url.replace("postgres://", "mysql://");
-    let refused: Vec<(Binary, Vec<String>, Vec<(&str, String)>)> = vec![
+    let refused: Vec<Run> = vec![
         // Refused flags, by flag and by variable.
         (
             Binary::server(),
