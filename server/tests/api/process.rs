@@ -83,6 +83,31 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// Runs the server with `args`, which it must refuse: its exit code and
+/// stderr; a server still running after 10 s is stopped and fails the test.
+fn refused_within(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(Binary::server().path().unwrap())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: started instead of being refused");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs the server with `args` to its exit: asserts a non-zero exit and
 /// exactly one `error:` line on stderr, which names each cause once.
 fn assert_exits_non_zero_with_one_error_line(args: &[&str]) {
@@ -116,7 +141,7 @@ fn smtp_credentials_without_required_tls_are_refused_at_start_with_one_line() {
         "smtp://shop:secret@127.0.0.1:2525?tls=opportunistic",
         "smtp://shop:secret@127.0.0.1:2525",
     ] {
-        let (code, stderr) = run_to_exit(&["--listen", "127.0.0.1:0", "--smtp-url", url]);
+        let (code, stderr) = refused_within(&["--listen", "127.0.0.1:0", "--smtp-url", url]);
         assert_ne!(code, 0, "{url}");
         assert_eq!(stderr.trim().lines().count(), 1, "{url}: {stderr}");
         assert!(
