@@ -41,6 +41,8 @@
 //!   success the standby may not have. (The notice is matched on its
 //!   English text: the server's `lc_messages` must be English.)
 
+pub use super::sslmode::SslMode;
+use super::sslmode::{is_local, ssl_mode};
 use super::wire::{Activity, Socket, Tapped, Transport};
 use crate::tls::TlsError;
 use deadpool_postgres::Connect;
@@ -84,48 +86,6 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ParameterError(String);
-
-/// libpq's `sslmode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SslMode {
-    /// No TLS.
-    Disable,
-    /// TLS if the server offers it, unchecked; else plain.
-    Prefer,
-    /// TLS, unchecked (checked as `verify-ca` with an explicit `sslrootcert`).
-    Require,
-    /// TLS, the chain checked against the roots.
-    VerifyCa,
-    /// TLS, the chain and the host's name checked.
-    VerifyFull,
-}
-
-impl SslMode {
-    fn parse(value: &str) -> Result<Self, ParameterError> {
-        Ok(match value {
-            "disable" => Self::Disable,
-            "prefer" => Self::Prefer,
-            "require" => Self::Require,
-            "verify-ca" => Self::VerifyCa,
-            "verify-full" => Self::VerifyFull,
-            other => {
-                return Err(ParameterError(format!(
-                    "sslmode={other}: use disable, prefer, require, verify-ca or verify-full"
-                )))
-            }
-        })
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Disable => "disable",
-            Self::Prefer => "prefer",
-            Self::Require => "require",
-            Self::VerifyCa => "verify-ca",
-            Self::VerifyFull => "verify-full",
-        }
-    }
-}
 
 /// libpq's `target_session_attrs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +184,8 @@ impl Settings {
         };
         let local = config.get_hosts().iter().all(is_local)
             && config.get_hostaddrs().iter().all(|a| a.is_loopback());
-        let ssl_mode = ssl_mode(get("sslmode"), get("sslrootcert"), local)?;
+        let ssl_mode =
+            ssl_mode(get("sslmode"), get("sslrootcert"), local).map_err(ParameterError)?;
         let client_cert = match (get("sslcert"), get("sslkey")) {
             (None, None) => None,
             (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
@@ -306,45 +267,6 @@ impl Settings {
              (the default there is verify-full)",
             self.ssl_mode.as_str()
         ))
-    }
-}
-
-/// `sslmode` as given, or its default: `verify-full` to a host off
-/// loopback, `prefer` on loopback and Unix sockets. `sslrootcert=system`
-/// means `verify-full` and refuses a weaker mode, as libpq 16; `verify-ca`
-/// with the platform's roots (no `sslrootcert`) checks the name too.
-fn ssl_mode(
-    given: Option<&str>,
-    root_cert: Option<&str>,
-    local: bool,
-) -> Result<SslMode, ParameterError> {
-    let system = root_cert == Some("system");
-    match given.map(SslMode::parse).transpose()? {
-        Some(SslMode::VerifyFull) => Ok(SslMode::VerifyFull),
-        Some(weak) if system => Err(ParameterError(format!(
-            "sslmode={} cannot be used with sslrootcert=system: use sslmode=verify-full \
-             (or leave sslmode out)",
-            weak.as_str()
-        ))),
-        Some(SslMode::VerifyCa) if root_cert.is_none() => Ok(SslMode::VerifyFull),
-        Some(mode) => Ok(mode),
-        None if system || !local => Ok(SslMode::VerifyFull),
-        None => Ok(SslMode::Prefer),
-    }
-}
-
-/// Whether a host, by its name, is this machine: a Unix socket,
-/// `localhost` or a loopback address.
-fn is_local(host: &Host) -> bool {
-    match host {
-        Host::Unix(_) => true,
-        Host::Tcp(name) => {
-            let name = name.trim_start_matches('[').trim_end_matches(']');
-            name.eq_ignore_ascii_case("localhost")
-                || name
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
     }
 }
 
@@ -795,24 +717,6 @@ impl Connector {
             Ok(())
         } else {
             Err(format!("{why} (target_session_attrs)"))
-        }
-    }
-}
-
-impl PartialOrd for SslMode {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.rank().cmp(&other.rank()))
-    }
-}
-
-impl SslMode {
-    fn rank(self) -> u8 {
-        match self {
-            Self::Disable => 0,
-            Self::Prefer => 1,
-            Self::Require => 2,
-            Self::VerifyCa => 3,
-            Self::VerifyFull => 4,
         }
     }
 }

@@ -28,7 +28,8 @@
 //!   one-statement first phase; `batch`: many requests to a statement;
 //!   `outbox`: the messages' SQL; `operator`: an operator's listing,
 //!   takeover and settlement; `schema`: migrations under an advisory
-//!   lock; [`connect`]: libpq's URL parameters (TLS, timeouts), each
+//!   lock; `sslmode`: which TLS a URL gets (`verify-full` off loopback by
+//!   default); [`connect`]: libpq's URL parameters (TLS, timeouts), each
 //!   connection's bound on a silent server, and a commit whose wait for
 //!   the synchronous standby was cancelled; `wire`: the socket, TLS and
 //!   the tap that sees a server owe an answer.
@@ -205,6 +206,7 @@ mod protocol;
 mod schema;
 mod session;
 mod sql;
+mod sslmode;
 mod wire;
 
 pub use conn::{Conn, DbError, Index, Param, PgRow};
