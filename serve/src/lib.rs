@@ -38,6 +38,7 @@ pub use accept::{serve, serve_tls, serve_with_limits, shutdown_signal, Connectio
 pub use tokio_rustls::TlsAcceptor;
 pub use watch::Limits;
 
+use exactly_once::secrets::redact;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -70,7 +71,8 @@ pub trait App: Sized {
 /// A binary's `main`: parses the flags of `A`, starts logs with
 /// `default_filter` (`RUST_LOG` wins), builds and serves `A` until SIGTERM
 /// or Ctrl-C. A bad flag: its first line on stderr, exit 2; a failed start:
-/// one `error:` line with its causes, exit 1.
+/// one `error:` line with its causes, exit 1. Either line shows a URL's
+/// password as `***`.
 pub fn main<A: App>(default_filter: &str) -> ExitCode {
     let config = match <A::Config as clap::Parser>::try_parse() {
         Ok(config) => config,
@@ -82,7 +84,9 @@ pub fn main<A: App>(default_filter: &str) -> ExitCode {
         Err(e) => {
             // clap's first line names the problem; the usage lines add noise.
             let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            let line = text.lines().next().unwrap_or("error: bad arguments");
+            // clap repeats a refused value whole.
+            eprintln!("{}", redact(line));
             return ExitCode::from(2);
         }
     };
@@ -98,7 +102,7 @@ pub fn main<A: App>(default_filter: &str) -> ExitCode {
         let app = match A::build(config).await {
             Ok(app) => app,
             Err(e) => {
-                eprintln!("error: {}", Chain(&e));
+                eprintln!("error: {}", redact(&Chain(&e).to_string()));
                 return ExitCode::FAILURE;
             }
         };

@@ -11,7 +11,8 @@
 //!
 //! # Layout
 //!
-//! * [`config`]: flags and environment variables.
+//! * [`config`]: flags and environment variables; [`urls`]: the URLs they
+//!   name, parsed (a password shown as `***`).
 //! * [`startup`]: opens the engine's store with the shop's migrations,
 //!   builds the state, the router and the listener, and runs the engine's
 //!   background tasks (sweeper, completer, receipt relay).
@@ -66,6 +67,7 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 pub mod steps;
+pub mod urls;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};

@@ -47,6 +47,14 @@ pub enum StartupError {
     /// The provider's HTTP client could not be built.
     #[error("cannot set up the provider's client: {0}")]
     Provider(#[from] reqwest::Error),
+    /// `--chaos` on an address that is not loopback, without
+    /// `--chaos-on-any-address`.
+    #[error(
+        "--chaos is refused on {0}, which is not a loopback address: any client could kill the \
+         process and read every caller's unfinished operations; listen on 127.0.0.1, or add \
+         --chaos-on-any-address (CHAOS_ON_ANY_ADDRESS=1) on a network you trust"
+    )]
+    ChaosOffLoopback(String),
 }
 
 /// A bound, ready server.
@@ -64,6 +72,7 @@ impl Application {
     /// Opens the database (migrating it, unless `--no-migrate`), builds
     /// the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        refuse_chaos_off_loopback(&config).await?;
         let db = open_database(&config, !config.no_migrate).await?;
         let provider = provider(&config)?;
         let state = state(db, &config, provider);
@@ -124,6 +133,25 @@ impl Application {
         for task in background {
             task.abort();
         }
+    }
+}
+
+/// `--chaos` lets any client kill the process (`X-Chaos`) and read every
+/// caller's unfinished operations (`GET /operations`): refused unless
+/// every address `--listen` names is loopback, or `--chaos-on-any-address`.
+/// An address that does not resolve is left to the bind to report.
+pub async fn refuse_chaos_off_loopback(config: &Config) -> Result<(), StartupError> {
+    if !config.chaos || config.chaos_on_any_address {
+        return Ok(());
+    }
+    let Ok(addresses) = tokio::net::lookup_host(config.listen.as_str()).await else {
+        return Ok(());
+    };
+    let addresses: Vec<SocketAddr> = addresses.collect();
+    if addresses.iter().all(|a| a.ip().is_loopback()) {
+        Ok(())
+    } else {
+        Err(StartupError::ChaosOffLoopback(config.listen.clone()))
     }
 }
 
@@ -330,5 +358,31 @@ fn warn_of_short_lives(config: &Config) {
             "--attention-after is not shorter than the provider keeps its idempotency keys \
              (24h): a failing charge retried after that could be charged twice"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serve::flags::parse;
+
+    #[tokio::test]
+    async fn chaos_is_refused_off_loopback_unless_allowed_on_any_address() {
+        for (args, refused) in [
+            (&["--chaos", "--listen", "0.0.0.0:0"][..], true),
+            (&["--chaos", "--listen", "[::]:0"], true),
+            (
+                &["--chaos", "--listen", "0.0.0.0:0", "--chaos-on-any-address"],
+                false,
+            ),
+            (&["--chaos", "--listen", "127.0.0.1:0"], false),
+            (&["--chaos", "--listen", "[::1]:0"], false),
+            (&["--chaos", "--listen", "localhost:0"], false),
+            (&["--listen", "0.0.0.0:0"], false),
+        ] {
+            let config: Config = parse(args).unwrap();
+            let refusal = refuse_chaos_off_loopback(&config).await;
+            assert_eq!(refusal.is_err(), refused, "{args:?}: {refusal:?}");
+        }
     }
 }

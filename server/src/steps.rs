@@ -79,7 +79,7 @@ impl Steps<Any> for ShopSteps {
         let provider = self.provider()?;
         let charges = provider.charges_under(&key).await.map_err(Refusal)?;
         Ok(Some(serde_json::json!({
-            "ledger": provider.charges_url(),
+            "ledger": exactly_once::secrets::redact(provider.charges_url()),
             "idempotency_key": key,
             "metadata": pending.provider_metadata(lease),
             "amount": pending.amount,

@@ -36,6 +36,7 @@ const SERVER_ENV: &[&str] = &[
     "DURABILITY",
     "BODY_TIMEOUT",
     "CHAOS",
+    "CHAOS_ON_ANY_ADDRESS",
     "PSP_URL",
     "SMTP_URL",
     "OPERATION_LEASE",
