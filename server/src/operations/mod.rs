@@ -240,7 +240,8 @@ pub fn main() -> Option<ExitCode> {
         match run(&config, command).await {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e}");
+                // A database URL's password, or a token, never reaches the screen.
+                eprintln!("error: {}", exactly_once::secrets::redact(&e.to_string()));
                 ExitCode::FAILURE
             }
         }
