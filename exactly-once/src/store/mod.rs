@@ -228,6 +228,7 @@ pub enum Execution {
     TooManyUnfinished(u32),
 }
 
+#[cfg(feature = "postgres")]
 impl Execution {
     /// What a rolled-back execution answers: [`Execution::RolledBack`] for
     /// one that ran, the refusal itself for one over the cap.

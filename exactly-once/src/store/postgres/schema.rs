@@ -39,15 +39,16 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
         include_str!("../../../migrations/postgres/0004_operator_os_user.sql"),
     )
     .runs_beside(2),
-    // An index: the releases 0004 runs beside do not notice it. Built
-    // without holding writes up, as a rolling deploy needs on a large table.
+    // An index: the releases 0004 runs beside do not notice it. Built in
+    // the migration's transaction (not CONCURRENTLY), so that it migrates
+    // on the application's own pool and behind a pooler too: writes wait
+    // while it is built (docs/OPERATIONS.md, "A release deploy").
     Migration::expand(
         5,
         "0005_unfinished_by_caller",
         include_str!("../../../migrations/postgres/0005_unfinished_by_caller.sql"),
     )
-    .runs_beside(2)
-    .outside_transaction(),
+    .runs_beside(2),
 ]);
 
 /// Any number, the same for every instance: the migration lock.
