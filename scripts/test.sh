@@ -45,6 +45,16 @@ cargo clippy --locked --workspace --all-targets --all-features -q -- -D warnings
 cargo clippy --locked -p exactly-once --no-default-features --features sqlite -q -- -D warnings
 cargo clippy --locked -p exactly-once --no-default-features --features postgres -q -- -D warnings
 cargo clippy --locked -p exactly-once --no-default-features --features sqlx -q -- -D warnings
+# The sqlx backend standalone: one PostgreSQL driver, sqlx's. No
+# tokio-postgres or deadpool, and socket2 only as tokio's own (its `net`).
+sqlx_tree="$(cargo tree --locked -e normal -p exactly-once --no-default-features --features sqlx)"
+if grep -E 'tokio-postgres|postgres-protocol|deadpool' <<<"$sqlx_tree"; then
+  echo "the sqlx feature pulls a second PostgreSQL driver (above)" >&2; exit 1
+fi
+if cargo tree --locked -e normal -p exactly-once --no-default-features --features sqlx -i socket2 --depth 1 |
+  tail -n +2 | grep -v '^└── tokio v'; then
+  echo "the sqlx feature pulls socket2 other than through tokio (above)" >&2; exit 1
+fi
 RUSTDOCFLAGS="-D warnings" cargo doc --locked -p exactly-once --all-features --no-deps -q
 cargo package --locked -p exactly-once-retry -p exactly-once --allow-dirty -q
 

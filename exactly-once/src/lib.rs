@@ -74,8 +74,10 @@ pub use record::{Answer, Lease, PhaseEnd, Record, StoredResponse, IDEMPOTENT_REP
 pub use store::any::{Any, AnyStore};
 #[cfg(feature = "sqlx")]
 pub use store::postgres::on_sqlx::{Sqlx, SqlxStore};
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
+pub use store::postgres::PostgresOptions;
 #[cfg(feature = "postgres")]
-pub use store::postgres::{Postgres, PostgresOptions, PostgresStore};
+pub use store::postgres::{Postgres, PostgresStore};
 pub use store::schema::Migration;
 #[cfg(feature = "sqlite")]
 pub use store::sqlite::{Sqlite, SqliteOptions, SqliteStore};

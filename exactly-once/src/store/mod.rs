@@ -36,7 +36,7 @@
 
 /// The setters both stores' options share: migrations, durability, TTL,
 /// lease (fields of those names on the options type).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 macro_rules! store_option_setters {
     () => {
         /// Your migrations, from version 1 up, each applied once
@@ -113,7 +113,7 @@ mod error;
 #[cfg(feature = "sqlite")]
 pub mod migrations;
 pub mod operations;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
 pub mod postgres;
 pub mod schema;
 #[cfg(feature = "sqlite")]
@@ -228,7 +228,7 @@ pub enum Execution {
     TooManyUnfinished(u32),
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "sqlx"))]
 impl Execution {
     /// What a rolled-back execution answers: [`Execution::RolledBack`] for
     /// one that ran, the refusal itself for one over the cap.
@@ -515,7 +515,7 @@ pub struct Abandoned {
 
 /// Callers and keys from records' stored ones; a row that does not hold
 /// one (never written so) is skipped.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
     rows: impl IntoIterator<Item = (C, K)>,
 ) -> Vec<(Caller, IdempotencyKey)> {
@@ -531,7 +531,7 @@ pub(crate) fn stored_keys<C: AsRef<[u8]>, K: AsRef<str>>(
 /// The operations the completer may resume, from records' stored callers,
 /// keys and points; a row that does not hold a caller or a key (never
 /// written so) is skipped.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 pub(crate) fn stored_abandoned<C: AsRef<[u8]>, K: AsRef<str>>(
     rows: impl IntoIterator<Item = (C, K, String)>,
 ) -> Vec<Abandoned> {
@@ -545,7 +545,7 @@ pub(crate) fn stored_abandoned<C: AsRef<[u8]>, K: AsRef<str>>(
 }
 
 /// Unix time in milliseconds.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

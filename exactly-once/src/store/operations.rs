@@ -176,7 +176,7 @@ impl OperationRecord {
 
 /// The stored columns of a record, as both backends read them, before
 /// they are judged.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 pub(crate) struct StoredRecord {
     pub(crate) caller: Vec<u8>,
     pub(crate) key: String,
@@ -196,7 +196,7 @@ pub(crate) struct StoredRecord {
     pub(crate) expires_in_ms: i64,
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 impl StoredRecord {
     /// The record, judged; `None` when its caller, key or fingerprint
     /// cannot be read (never written so).

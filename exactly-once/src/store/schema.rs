@@ -226,7 +226,7 @@ impl Migrations {
 
 /// Logs, at a store's start, each ledger that a later release migrated
 /// ahead of this one (each later migration runs beside this release).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
 pub(crate) fn report(fits: &[(&'static str, Fit)]) {
     for (ledger, fit) in fits {
         if let Fit::Ahead(version) = fit {

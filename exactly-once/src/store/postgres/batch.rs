@@ -12,16 +12,17 @@
 //! the request it belongs to. A connection that breaks while a statement
 //! runs leaves the outcome of all its requests unknown, as during a COMMIT.
 
+use super::error::{classify, classify_commit, LOCK_NOT_AVAILABLE};
+use super::one_statement::OneStatement;
 use super::one_statement::{self, Row, StatementError, MAX_ROWS};
-use super::protocol::{classify_commit, decide, tokio_backend_lost, Clock};
-use super::{classify, OneStatement, LOCK_TIMEOUT};
+use super::options::LOCK_TIMEOUT;
+use super::protocol::{decide, Clock};
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
 use deadpool_postgres::{Object, Pool};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio_postgres::error::SqlState;
 
 /// Statements running at once, each on a pooled connection of its own.
 /// Measured on 2 cores with PostgreSQL beside the server (docs/BENCHMARKS.md,
@@ -181,7 +182,7 @@ async fn many(client: &Object, jobs: Vec<Job>) {
                 answer(client, job, claimed).await;
             }
         }
-        Err(StatementError::Failed(e)) if tokio_backend_lost(&e) => {
+        Err(StatementError::Failed(e)) if backend_lost(&e) => {
             let error = outcome_unknown(e);
             for job in jobs {
                 let _ = job.reply.send(Err(error.clone()));
@@ -191,7 +192,9 @@ async fn many(client: &Object, jobs: Vec<Job>) {
         // row has waited `lock_timeout` for it already: each runs again on
         // its own, waiting only a moment more, so the blocked row's 409
         // comes after one `lock_timeout`, not two.
-        Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+        Err(StatementError::Failed(e))
+            if e.code().map(|state| state.code()) == Some(LOCK_NOT_AVAILABLE) =>
+        {
             for job in jobs {
                 alone(client, job, RETRY_LOCK_TIMEOUT).await;
             }
@@ -220,8 +223,10 @@ async fn alone(client: &Object, job: Job, lock_timeout: &str) {
     let error = match result {
         Ok(claimed) => return answer(client, job, claimed[0]).await,
         Err(StatementError::NotRun(e)) => classify(e),
-        Err(StatementError::Failed(e)) if tokio_backend_lost(&e) => outcome_unknown(e),
-        Err(StatementError::Failed(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+        Err(StatementError::Failed(e)) if backend_lost(&e) => outcome_unknown(e),
+        Err(StatementError::Failed(e))
+            if e.code().map(|state| state.code()) == Some(LOCK_NOT_AVAILABLE) =>
+        {
             let _ = job.reply.send(Ok(Execution::InUse));
             return;
         }
@@ -238,6 +243,12 @@ async fn answer(client: &Object, job: Job, claimed: bool) {
         false => decide(client, &job.request, job.clock).await,
     };
     let _ = job.reply.send(execution);
+}
+
+/// Whether the statement's backend was lost: it may have committed.
+fn backend_lost(e: &tokio_postgres::Error) -> bool {
+    e.code()
+        .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
 }
 
 fn outcome_unknown(e: tokio_postgres::Error) -> StoreError {

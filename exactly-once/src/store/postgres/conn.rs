@@ -1,18 +1,17 @@
-//! What the PostgreSQL protocol's statements run on, whatever the driver:
-//! a tokio-postgres client or transaction (the [`Postgres`](super::Postgres)
-//! backend), or a sqlx connection (the [`Sqlx`](crate::Sqlx) backend,
-//! feature `sqlx`). The protocol is written once, against [`Conn`]: its
-//! statements are typed ([`super::Sql`]), their parameters tokio-postgres
-//! values and their rows read as tokio-postgres reads them ([`PgRow`]).
-//! Both drivers speak the same binary wire format, so a sqlx connection
-//! carries a tokio-postgres value's bytes unchanged, and hands back the
-//! bytes of each column for tokio-postgres to decode.
+//! What your statements run on with the tokio-postgres driver (the
+//! [`Postgres`](super::Postgres) backend): a tokio-postgres client or
+//! transaction, or deadpool's wrappers of them ([`Conn`]), with
+//! tokio-postgres values ([`Param`]) and rows ([`PgRow`]); and the engine's
+//! own statements ([`Exec`]) carried on the same connections, their
+//! values encoded by tokio-postgres ([`Arg`]'s `ToSql`).
 
-use crate::backend::{Backend, BoxFuture, Operation, RunContext};
-use crate::record::PhaseEnd;
+use super::error::DbError;
+use super::statement::Exec;
+use super::value::{Arg, Row};
+use crate::backend::BoxFuture;
+use crate::Caller;
 use std::fmt;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{FromSql, ToSql, Type};
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::GenericClient;
 
 /// A statement's parameter and its type.
@@ -37,20 +36,6 @@ pub trait Conn: Send + Sync + sealed::Sealed {
 
     /// Runs statements with no parameters (settings, DDL), as one.
     fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>>;
-}
-
-/// A PostgreSQL driver as the protocol uses it: its transaction (a
-/// [`Conn`]), and how an operation of its backend runs in one.
-pub(crate) trait Driver: Backend {
-    /// A transaction with the engine's settings.
-    type Tx<'c>: Conn;
-
-    /// Runs `operation`'s phase in `tx`.
-    fn run<'a>(
-        operation: &'a dyn Operation<Self>,
-        tx: &'a Self::Tx<'_>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, crate::store::Result<PhaseEnd>>;
 }
 
 pub(crate) mod sealed {
@@ -222,28 +207,11 @@ async fn unnamed_changed(
     Ok(stream.rows_affected().unwrap_or(0))
 }
 
-/// Runs `sql` on `client`; its one row (none, or more, is an error).
-pub(crate) async fn one(
-    client: &impl Conn,
-    sql: &str,
-    params: Vec<Param<'_>>,
-) -> Result<PgRow, DbError> {
-    let mut rows = client.rows(sql, params).await?;
-    match rows.len() {
-        1 => Ok(rows.pop().expect("one row")),
-        n => Err(DbError::Value(format!(
-            "{n} rows where one was expected: {sql}"
-        ))),
-    }
-}
-
-/// A row, read as tokio-postgres reads one, whichever driver brought it.
+/// A row of your statement ([`super::Sql`]), read as tokio-postgres reads
+/// one.
 pub enum PgRow {
     /// From tokio-postgres.
     Tokio(tokio_postgres::Row),
-    /// From sqlx: each column's type and binary value.
-    #[cfg(feature = "sqlx")]
-    Sqlx(sqlx::postgres::PgRow),
 }
 
 /// A column's position in a row.
@@ -277,8 +245,6 @@ impl PgRow {
     pub fn try_get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Result<T, DbError> {
         match self {
             Self::Tokio(row) => Ok(row.try_get(idx)?),
-            #[cfg(feature = "sqlx")]
-            Self::Sqlx(row) => super::on_sqlx::column(row, idx),
         }
     }
 }
@@ -287,57 +253,112 @@ impl fmt::Debug for PgRow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Tokio(row) => row.fmt(f),
-            #[cfg(feature = "sqlx")]
-            Self::Sqlx(_) => f.write_str("PgRow(sqlx)"),
         }
     }
 }
 
-/// A driver's error, as the protocol sorts it ([`super::classify`]).
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    /// tokio-postgres's.
-    #[error(transparent)]
-    Tokio(#[from] tokio_postgres::Error),
-    /// sqlx's.
-    #[cfg(feature = "sqlx")]
-    #[error(transparent)]
-    Sqlx(#[from] sqlx::Error),
-    /// A value that did not decode or encode.
-    #[error("{0}")]
-    Value(String),
+/// The engine's own statements on a tokio-postgres connection: its
+/// values encoded by tokio-postgres, named or unnamed as the connection's
+/// statements are ([`cached_statements`]).
+impl<C: Conn> Exec for C {
+    fn rows<'a>(
+        &'a self,
+        sql: &'a str,
+        args: Vec<Arg<'a>>,
+    ) -> BoxFuture<'a, Result<Vec<Row>, DbError>> {
+        Box::pin(async move {
+            let rows = Conn::rows(self, sql, params(&args)).await?;
+            Ok(rows
+                .into_iter()
+                .map(|PgRow::Tokio(row)| Row::Tokio(row))
+                .collect())
+        })
+    }
+
+    fn changed<'a>(
+        &'a self,
+        sql: &'a str,
+        args: Vec<Arg<'a>>,
+    ) -> BoxFuture<'a, Result<u64, DbError>> {
+        Box::pin(async move { Conn::changed(self, sql, params(&args)).await })
+    }
+
+    fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>> {
+        Conn::batch(self, sql)
+    }
 }
 
-impl DbError {
-    /// The server's SQLSTATE, when the server answered with one.
-    pub fn code(&self) -> Option<SqlState> {
-        match self {
-            Self::Tokio(e) => e.code().cloned(),
-            #[cfg(feature = "sqlx")]
-            Self::Sqlx(e) => e
-                .as_database_error()
-                .and_then(|db| db.code())
-                .map(|code| SqlState::from_code(&code)),
-            Self::Value(_) => None,
+/// The engine's values as tokio-postgres parameters.
+fn params<'a>(args: &'a [Arg<'a>]) -> Vec<Param<'a>> {
+    args.iter()
+        .map(|arg| (arg as &(dyn ToSql + Sync), sql_type(arg)))
+        .collect()
+}
+
+/// An engine value's type, as tokio-postgres names it.
+fn sql_type(arg: &Arg<'_>) -> Type {
+    use super::value::Kind;
+    match arg.kind() {
+        Kind::Bytea => Type::BYTEA,
+        Kind::Text => Type::TEXT,
+        Kind::Int2 => Type::INT2,
+        Kind::Int4 => Type::INT4,
+        Kind::Int8 => Type::INT8,
+        Kind::Float8 => Type::FLOAT8,
+        Kind::Bool => Type::BOOL,
+        Kind::TextArray => Type::TEXT_ARRAY,
+    }
+}
+
+/// An engine value, encoded by tokio-postgres.
+impl ToSql for Arg<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match *self {
+            Arg::Bytea(value) => value.to_sql(ty, out),
+            Arg::Text(value) => value.to_sql(ty, out),
+            Arg::Int2(value) => value.to_sql(ty, out),
+            Arg::Int4(value) => value.to_sql(ty, out),
+            Arg::Int8(value) => value.to_sql(ty, out),
+            Arg::Float8(value) => value.to_sql(ty, out),
+            Arg::Bool(value) => value.to_sql(ty, out),
+            Arg::TextArray(value) => value.to_sql(ty, out),
         }
     }
 
-    /// Whether the statement's connection (its backend) was lost or never
-    /// reached: the server said nothing about the statement itself.
-    pub fn connection_lost(&self) -> bool {
-        match self {
-            Self::Tokio(e) => e.code().is_none(),
-            #[cfg(feature = "sqlx")]
-            Self::Sqlx(e) => matches!(
-                e,
-                sqlx::Error::Io(_)
-                    | sqlx::Error::Tls(_)
-                    | sqlx::Error::Protocol(_)
-                    | sqlx::Error::PoolTimedOut
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::WorkerCrashed
-            ),
-            Self::Value(_) => false,
-        }
+    fn accepts(ty: &Type) -> bool {
+        [
+            Type::BYTEA,
+            Type::TEXT,
+            Type::INT2,
+            Type::INT4,
+            Type::INT8,
+            Type::FLOAT8,
+            Type::BOOL,
+            Type::TEXT_ARRAY,
+        ]
+        .contains(ty)
     }
+
+    to_sql_checked!();
+}
+
+/// A caller is stored as its hash, a 32-byte BYTEA.
+impl ToSql for Caller {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        (&self.as_bytes()[..]).to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&[u8] as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
 }

@@ -1,8 +1,19 @@
 //! [`Sqlx`]: PostgreSQL through the application's own `sqlx::PgPool`
-//! (feature `sqlx`). The engine's statements are the PostgreSQL backend's
-//! ([`Conn`]), carried over the pool's connections; an [`Operation<Sqlx>`]
-//! writes with sqlx queries on the same connection, inside the engine's
-//! transaction.
+//! (feature `sqlx`, which needs no other PostgreSQL driver). The engine's
+//! statements are the PostgreSQL backend's, their values bound natively
+//! by sqlx; an [`Operation<Sqlx>`] writes with sqlx queries on the same
+//! connection, inside the engine's transaction.
+//!
+//! Statements are sqlx's own kind: named, prepared once per connection and
+//! kept in the connection's statement cache, as your own sqlx queries on
+//! that pool are. sqlx sends an unnamed statement only with
+//! `persistent(false)`, and then as two exchanges (parse and describe, a
+//! sync; bind and execute, another), which a pooler in transaction mode may
+//! hand to two server connections outside a transaction; so behind
+//! PgBouncer in transaction mode the engine on sqlx needs what sqlx itself
+//! needs there: PgBouncer 1.21 or later with `max_prepared_statements`.
+//! Settings are set in each of the engine's transactions (`SET LOCAL`), so
+//! none stays on a connection the pool hands your handlers.
 //!
 //! ```no_run
 //! use exactly_once::backend::BoxFuture;
@@ -42,13 +53,15 @@
 //! # let _ = engine; Ok(()) }
 //! ```
 
-use super::conn::{sealed, Conn, DbError, Driver, Param, PgRow};
+use super::error::{classify, classify_commit, DbError};
 use super::operator;
+use super::options::{PostgresOptions, LOCK_TIMEOUT};
 use super::outbox;
-use super::protocol::{self, classify_commit, rolls_back, Clock};
+use super::protocol::{self, rolls_back, Clock};
 use super::schema;
 use super::session::Session;
-use super::{classify, PostgresOptions, LOCK_TIMEOUT};
+use super::statement::{Driver, Exec};
+use super::value::{Arg, Row};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
@@ -57,11 +70,10 @@ use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, Lifetimes, Message, Result, StoreError,
 };
 use crate::{Caller, IdempotencyKey};
-use sqlx::postgres::{PgArgumentBuffer, PgConnection, PgPool, PgTypeInfo, PgValueFormat};
-use sqlx::{Postgres as SqlxPostgres, Row, TypeInfo, ValueRef};
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::Postgres as SqlxPostgres;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-use tokio_postgres::types::{FromSql, ToSql, Type};
 
 /// PostgreSQL through sqlx, from the application's own `sqlx::PgPool`: an
 /// [`Operation<Sqlx>`](crate::Operation) writes with sqlx queries on the
@@ -102,7 +114,7 @@ impl From<sqlx::Error> for StoreError {
 }
 
 /// A sqlx connection (the connection of a sqlx transaction, or one of the
-/// pool's) as the protocol's [`Conn`]: one statement at a time.
+/// pool's) as what runs the protocol's statements: one at a time.
 pub struct SqlxConn<'c>(Mutex<Held<'c>>);
 
 /// The connection a [`SqlxConn`] runs on.
@@ -129,29 +141,27 @@ impl<'c> SqlxConn<'c> {
     }
 }
 
-impl sealed::Sealed for SqlxConn<'_> {}
-
-impl Conn for SqlxConn<'_> {
+impl Exec for SqlxConn<'_> {
     fn rows<'a>(
         &'a self,
         sql: &'a str,
-        params: Vec<Param<'a>>,
-    ) -> BoxFuture<'a, std::result::Result<Vec<PgRow>, DbError>> {
+        args: Vec<Arg<'a>>,
+    ) -> BoxFuture<'a, std::result::Result<Vec<Row>, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            let rows = fetch_all(conn.connection(), bound(sql, params)).await?;
-            Ok(rows.into_iter().map(PgRow::Sqlx).collect())
+            let rows = fetch_all(conn.connection(), bound(sql, args)).await?;
+            Ok(rows.into_iter().map(Row::Sqlx).collect())
         })
     }
 
     fn changed<'a>(
         &'a self,
         sql: &'a str,
-        params: Vec<Param<'a>>,
+        args: Vec<Arg<'a>>,
     ) -> BoxFuture<'a, std::result::Result<u64, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            Ok(execute(conn.connection(), bound(sql, params))
+            Ok(execute(conn.connection(), bound(sql, args))
                 .await?
                 .rows_affected())
         })
@@ -196,83 +206,19 @@ fn raw<'a>(
     sqlx::Executor::execute(conn, sql)
 }
 
-/// `sql` with its parameters bound as tokio-postgres encodes them.
-fn bound<'a>(sql: &'a str, params: Vec<Param<'a>>) -> Query<'a> {
-    params
-        .into_iter()
-        .fold(sqlx::query(sql), |query, (value, ty)| {
-            query.bind(Encoded { value, ty })
+/// `sql` with the engine's values bound as sqlx binds them.
+fn bound<'a>(sql: &'a str, args: Vec<Arg<'a>>) -> Query<'a> {
+    args.into_iter()
+        .fold(sqlx::query(sql), |query, arg| match arg {
+            Arg::Bytea(value) => query.bind(value),
+            Arg::Text(value) => query.bind(value),
+            Arg::Int2(value) => query.bind(value),
+            Arg::Int4(value) => query.bind(value),
+            Arg::Int8(value) => query.bind(value),
+            Arg::Float8(value) => query.bind(value),
+            Arg::Bool(value) => query.bind(value),
+            Arg::TextArray(value) => query.bind(value),
         })
-}
-
-/// A tokio-postgres value, bound to a sqlx query as its binary encoding
-/// with its type's OID: the wire format is the same.
-struct Encoded<'a> {
-    value: &'a (dyn ToSql + Sync),
-    ty: Type,
-}
-
-impl sqlx::Type<SqlxPostgres> for Encoded<'_> {
-    /// Unused: each value says its own type ([`Encoded::produces`]).
-    fn type_info() -> PgTypeInfo {
-        PgTypeInfo::with_oid(sqlx::postgres::types::Oid(0))
-    }
-}
-
-impl<'q> sqlx::Encode<'q, SqlxPostgres> for Encoded<'_> {
-    fn encode_by_ref(
-        &self,
-        buf: &mut PgArgumentBuffer,
-    ) -> std::result::Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-        let mut bytes = bytes::BytesMut::new();
-        match self.value.to_sql_checked(&self.ty, &mut bytes)? {
-            tokio_postgres::types::IsNull::Yes => Ok(sqlx::encode::IsNull::Yes),
-            tokio_postgres::types::IsNull::No => {
-                buf.extend_from_slice(&bytes);
-                Ok(sqlx::encode::IsNull::No)
-            }
-        }
-    }
-
-    fn produces(&self) -> Option<PgTypeInfo> {
-        Some(PgTypeInfo::with_oid(sqlx::postgres::types::Oid(
-            self.ty.oid(),
-        )))
-    }
-}
-
-/// Column `idx` of a sqlx row, decoded by tokio-postgres from its binary
-/// value and its type.
-pub(super) fn column<'a, T: FromSql<'a>>(
-    row: &'a sqlx::postgres::PgRow,
-    idx: usize,
-) -> std::result::Result<T, DbError> {
-    let value = row.try_get_raw(idx)?;
-    let info = value.type_info();
-    let oid = info.oid().map_or(0, |oid| oid.0);
-    let ty = Type::from_oid(oid).ok_or_else(|| {
-        DbError::Value(format!(
-            "column {idx} is of a type this driver does not know ({}, oid {oid})",
-            info.name()
-        ))
-    })?;
-    let wrong = |e: Box<dyn std::error::Error + Send + Sync>| {
-        DbError::Value(format!("column {idx} ({ty}): {e}"))
-    };
-    if !T::accepts(&ty) {
-        return Err(DbError::Value(format!(
-            "column {idx} is {ty}, not {}",
-            std::any::type_name::<T>()
-        )));
-    }
-    if value.is_null() {
-        return T::from_sql_null(&ty).map_err(wrong);
-    }
-    if value.format() != PgValueFormat::Binary {
-        return Err(DbError::Value(format!("column {idx} came as text")));
-    }
-    let bytes = value.as_bytes().map_err(wrong)?;
-    T::from_sql(&ty, bytes).map_err(wrong)
 }
 
 /// The engine's records on the application's `sqlx::PgPool`.
@@ -311,9 +257,7 @@ impl SqlxStore {
         if options.migrate {
             schema::migrate_in(&conn, store.app).await?;
         }
-        for (ledger, fit) in schema::check(&conn, store.app).await?.fits {
-            tracing::info!(ledger, ?fit, "schema");
-        }
+        crate::store::schema::report(&schema::check(&conn, store.app).await?.fits);
         tx.commit().await.map_err(classify)?;
         Ok(store)
     }

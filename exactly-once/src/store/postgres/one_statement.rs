@@ -6,8 +6,8 @@
 //! per statement and per commit far more than per row.
 
 use super::conn::Prepared;
+use super::options::LOCK_TIMEOUT;
 use super::protocol::Clock;
-use super::LOCK_TIMEOUT;
 use crate::record::StoredResponse;
 use crate::store::IdempotentRequest;
 use std::sync::OnceLock;

@@ -5,10 +5,9 @@
 //! database), taking an operation over and settling it with its audit row.
 //! Every time is the database's `now()`.
 
-use super::conn::{Conn, Driver, PgRow as Row};
-use super::protocol::{self, begin, Clock};
-use super::sql::Sql;
-use super::Postgres;
+use super::protocol::{self, Clock};
+use super::statement::{Driver, Exec, Statement};
+use super::value::{Kind, Row};
 use crate::backend::Operation;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::operations::{
@@ -18,7 +17,6 @@ use crate::store::operations::{
 use crate::store::{stored_keys, Advanced, Result, StoreError};
 use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
-use tokio_postgres::types::Type;
 
 /// A record's columns as [`stored`] reads them, times in ms from now.
 macro_rules! columns {
@@ -54,10 +52,10 @@ fn stored(row: &Row) -> StoredRecord {
 
 /// Unfinished operations as `filter` says, oldest first.
 pub(super) async fn operations(
-    client: &impl Conn,
+    client: &impl Exec,
     filter: &ListFilter,
 ) -> Result<Vec<OperationRecord>> {
-    const LIST: Sql = Sql::new(
+    const LIST: Statement = Statement::new(
         concat!(
             "SELECT ",
             columns!(),
@@ -69,7 +67,7 @@ pub(super) async fn operations(
                  OR ($4 AND attention IS NULL AND coalesce(leased_until <= now(), true)))
              ORDER BY created_at LIMIT $5"
         ),
-        &[Type::FLOAT8, Type::BOOL, Type::BOOL, Type::BOOL, Type::INT8],
+        &[Kind::Float8, Kind::Bool, Kind::Bool, Kind::Bool, Kind::Int8],
     );
     let rows = LIST
         .query(
@@ -92,17 +90,17 @@ pub(super) async fn operations(
 
 /// The record of `key` for `caller`.
 pub(super) async fn operation(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<OperationRecord>> {
-    const ONE: Sql = Sql::new(
+    const ONE: Statement = Statement::new(
         concat!(
             "SELECT ",
             columns!(),
             " FROM idempotency_keys WHERE caller = $1 AND key = $2"
         ),
-        &[Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text],
     );
     let row = ONE.query_opt(client, &[caller, &key.as_ref()]).await?;
     Ok(row.as_ref().map(stored).and_then(StoredRecord::judged))
@@ -115,19 +113,19 @@ const OPERATION_DOMAIN: &[u8] = b"exactly-once operation\0";
 /// by the database: the unfinished ones first (their index), every record
 /// only when none matches.
 pub(super) async fn find(
-    client: &impl Conn,
+    client: &impl Exec,
     prefix: &[u8],
 ) -> Result<Vec<(Caller, IdempotencyKey)>> {
-    const UNFINISHED: Sql = Sql::new(
+    const UNFINISHED: Statement = Statement::new(
         "SELECT caller, key FROM idempotency_keys
          WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
            AND substring(sha256($1 || caller || convert_to(key, 'UTF8')) FROM 1 FOR $3) = $2",
-        &[Type::BYTEA, Type::BYTEA, Type::INT4],
+        &[Kind::Bytea, Kind::Bytea, Kind::Int4],
     );
-    const ALL: Sql = Sql::new(
+    const ALL: Statement = Statement::new(
         "SELECT caller, key FROM idempotency_keys
          WHERE substring(sha256($1 || caller || convert_to(key, 'UTF8')) FROM 1 FOR $3) = $2",
-        &[Type::BYTEA, Type::BYTEA, Type::INT4],
+        &[Kind::Bytea, Kind::Bytea, Kind::Int4],
     );
     let length = i32::try_from(prefix.len()).unwrap_or(i32::MAX);
     for sql in [UNFINISHED, ALL] {
@@ -145,8 +143,8 @@ pub(super) async fn find(
 }
 
 /// Unfinished operations by state, with the oldest of each.
-pub(super) async fn census(client: &impl Conn) -> Result<Census> {
-    const CENSUS: Sql = Sql::new(
+pub(super) async fn census(client: &impl Exec) -> Result<Census> {
+    const CENSUS: Statement = Statement::new(
         "SELECT CASE WHEN attention IS NOT NULL THEN 2 WHEN leased_until > now() THEN 0 ELSE 1 END,
                 count(*), max(extract(epoch FROM now() - created_at))::float8
          FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
@@ -164,8 +162,8 @@ pub(super) async fn census(client: &impl Conn) -> Result<Census> {
 }
 
 /// What the outbox holds.
-pub(super) async fn outbox_census(client: &impl Conn) -> Result<OutboxCensus> {
-    const OUTBOX: Sql = Sql::new(
+pub(super) async fn outbox_census(client: &impl Exec) -> Result<OutboxCensus> {
+    const OUTBOX: Statement = Statement::new(
         "SELECT count(*) FILTER (WHERE dead_at IS NULL), count(*) FILTER (WHERE dead_at IS NOT NULL),
                 coalesce(extract(epoch FROM now() - min(coalesce(created_at, next_attempt_at))
                                  FILTER (WHERE dead_at IS NULL)), 0)::float8
@@ -205,15 +203,15 @@ impl Standing {
 }
 
 async fn standing(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<Standing>> {
-    const STANDING: Sql = Sql::new(
+    const STANDING: Statement = Statement::new(
         "SELECT recovery_point, state, coalesce(leased_until > now(), false), attention,
                 last_error, fingerprint, generation
          FROM idempotency_keys WHERE caller = $1 AND key = $2 FOR UPDATE",
-        &[Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text],
     );
     let row = STANDING.query_opt(client, &[caller, &key.as_ref()]).await?;
     Ok(row.map(|row| Standing {
@@ -227,6 +225,7 @@ async fn standing(
     }))
 }
 
+#[cfg(feature = "postgres")]
 /// Takes the key's operation over for an operator, in one transaction.
 pub(super) async fn take(
     client: &mut deadpool_postgres::Object,
@@ -236,7 +235,7 @@ pub(super) async fn take(
     by: Option<&Intervention>,
     clock: Clock,
 ) -> Result<Taken> {
-    let tx = begin(client, clock).await?;
+    let tx = protocol::begin(client, clock).await?;
     let taken = take_in(&tx, caller, key, takeover, by, clock).await?;
     if matches!(taken, Taken::Lease(_)) {
         protocol::commit(tx).await?;
@@ -246,24 +245,24 @@ pub(super) async fn take(
 
 /// [`take`] inside `tx`, which the caller commits when it took a lease.
 pub(super) async fn take_in(
-    tx: &impl Conn,
+    tx: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
     takeover: Takeover,
     by: Option<&Intervention>,
     clock: Clock,
 ) -> Result<Taken> {
-    const TAKE: Sql = Sql::new(
+    const TAKE: Statement = Statement::new(
         "UPDATE idempotency_keys
          SET lease_token = $3, leased_until = now() + $4 * interval '1 second',
              attention = CASE WHEN $5 THEN NULL ELSE attention END
          WHERE caller = $1 AND key = $2",
         &[
-            Type::BYTEA,
-            Type::TEXT,
-            Type::BYTEA,
-            Type::FLOAT8,
-            Type::BOOL,
+            Kind::Bytea,
+            Kind::Text,
+            Kind::Bytea,
+            Kind::Float8,
+            Kind::Bool,
         ],
     );
     let Some(standing) = standing(tx, caller, key).await? else {
@@ -327,31 +326,31 @@ struct Audit<'a> {
 }
 
 async fn audit(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
     standing: &Standing,
     action: &Audit<'_>,
 ) -> Result<()> {
-    const AUDIT: Sql = Sql::new(
+    const AUDIT: Statement = Statement::new(
         "INSERT INTO operator_actions (action, operation, caller, key, generation, recovery_point,
                                        attention, last_error, outcome, status, reason, operator,
                                        os_user)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         &[
-            Type::TEXT,
-            Type::TEXT,
-            Type::BYTEA,
-            Type::TEXT,
-            Type::INT8,
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
-            Type::INT2,
-            Type::TEXT,
-            Type::TEXT,
-            Type::TEXT,
+            Kind::Text,
+            Kind::Text,
+            Kind::Bytea,
+            Kind::Text,
+            Kind::Int8,
+            Kind::Text,
+            Kind::Text,
+            Kind::Text,
+            Kind::Text,
+            Kind::Int2,
+            Kind::Text,
+            Kind::Text,
+            Kind::Text,
         ],
     );
     let status = action.status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
@@ -378,17 +377,18 @@ async fn audit(
     Ok(())
 }
 
+#[cfg(feature = "postgres")]
 /// Settles the lease's operation: its phase, its answer, its audit row,
 /// one transaction.
 pub(super) async fn settle(
     client: &mut deadpool_postgres::Object,
     lease: &Lease,
-    phase: &dyn Operation<Postgres>,
+    phase: &dyn Operation<super::Postgres>,
     settlement: &Settlement,
     clock: Clock,
 ) -> Result<Option<StoredResponse>> {
-    let tx = begin(client, clock).await?;
-    let settled = settle_in::<Postgres>(&tx, lease, phase, settlement, clock).await?;
+    let tx = protocol::begin(client, clock).await?;
+    let settled = settle_in::<super::Postgres>(&tx, lease, phase, settlement, clock).await?;
     if settled.is_some() {
         protocol::commit(tx).await?;
     }
@@ -404,9 +404,9 @@ pub(super) async fn settle_in<D: Driver>(
     settlement: &Settlement,
     clock: Clock,
 ) -> Result<Option<StoredResponse>> {
-    const CLEAR: Sql = Sql::new(
+    const CLEAR: Statement = Statement::new(
         "UPDATE idempotency_keys SET attention = NULL WHERE caller = $1 AND key = $2",
-        &[Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text],
     );
     let Some(standing) = standing(tx, &lease.caller, &lease.key).await? else {
         return Ok(None);
@@ -436,14 +436,14 @@ pub(super) async fn settle_in<D: Driver>(
 
 /// The audit rows of `operation`, oldest first.
 pub(super) async fn actions(
-    client: &impl Conn,
+    client: &impl Exec,
     operation: &OperationId,
 ) -> Result<Vec<ActionRecord>> {
-    const ACTIONS: Sql = Sql::new(
+    const ACTIONS: Statement = Statement::new(
         "SELECT (extract(epoch FROM at) * 1000)::int8, action, outcome, status, reason, operator,
                 os_user
          FROM operator_actions WHERE operation = $1 ORDER BY id",
-        &[Type::TEXT],
+        &[Kind::Text],
     );
     let rows = ACTIONS
         .query(client, &[&hex::encode(operation.as_bytes())])

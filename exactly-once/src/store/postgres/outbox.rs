@@ -2,27 +2,26 @@
 //! by one relay at a time (`FOR UPDATE SKIP LOCKED`), then marked sent or
 //! failed.
 
-use super::conn::Conn;
-use super::sql::Sql;
+use super::statement::{Exec, Statement};
+use super::value::Kind;
 use crate::store::Message;
 use crate::store::{ClaimToken, OutboxItem, Result};
-use deadpool_postgres::Transaction;
 use std::time::Duration;
-use tokio_postgres::types::Type;
 
+#[cfg(feature = "postgres")]
 /// Writes `message` to the outbox from inside an operation's phase, due at
 /// once: it is sent if and only if the transaction commits. A second
 /// message with the same [`Message::id`] is never written.
-pub async fn enqueue(tx: &Transaction<'_>, message: &Message) -> Result<()> {
+pub async fn enqueue(tx: &deadpool_postgres::Transaction<'_>, message: &Message) -> Result<()> {
     enqueue_on(tx, message).await
 }
 
 /// [`enqueue`] on any driver's transaction.
-pub(super) async fn enqueue_on(tx: &impl Conn, message: &Message) -> Result<()> {
-    const ENQUEUE: Sql = Sql::new(
+pub(super) async fn enqueue_on(tx: &impl Exec, message: &Message) -> Result<()> {
+    const ENQUEUE: Statement = Statement::new(
         "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)
          VALUES ($1, $2, $3, $4, now()) ON CONFLICT (message_id) DO NOTHING",
-        &[Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT],
+        &[Kind::Text, Kind::Text, Kind::Text, Kind::Text],
     );
     ENQUEUE
         .execute(
@@ -46,11 +45,11 @@ macro_rules! token {
 /// deadline is past, and until `now()` plus `claim` (at least a second),
 /// so every claim of a row has a deadline of its own: its token.
 pub(super) async fn claim(
-    client: &impl Conn,
+    client: &impl Exec,
     limit: u32,
     claim: Duration,
 ) -> Result<Vec<OutboxItem>> {
-    const CLAIM: Sql = Sql::new(
+    const CLAIM: Statement = Statement::new(
         concat!(
             "UPDATE outbox SET claimed_until = now() + $2 * interval '1 second'
              WHERE id IN (SELECT id FROM outbox
@@ -62,7 +61,7 @@ pub(super) async fn claim(
              RETURNING id, attempts, message_id, recipient, subject, body, ",
             token!()
         ),
-        &[Type::INT8, Type::FLOAT8],
+        &[Kind::Int8, Kind::Float8],
     );
     let rows = CLAIM
         .query(client, &[&i64::from(limit), &claim.as_secs_f64()])
@@ -87,20 +86,20 @@ pub(super) async fn claim(
 /// duration (none: never, the receiver refused it for good), with the error
 /// kept; only while the item's claim is the row's. Whether it was.
 pub(super) async fn settle(
-    client: &impl Conn,
+    client: &impl Exec,
     item: &OutboxItem,
     failed: Option<(Option<Duration>, &str)>,
 ) -> Result<bool> {
-    const SENT: Sql = Sql::new(
+    const SENT: Statement = Statement::new(
         concat!(
             "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = $1 AND ",
             token!(),
             " = $2"
         ),
-        &[Type::INT8, Type::INT8],
+        &[Kind::Int8, Kind::Int8],
     );
     // Last in the schedule, so the relay's claims never scan it.
-    const DEAD: Sql = Sql::new(
+    const DEAD: Statement = Statement::new(
         concat!(
             "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $3,
                                dead_at = now(), next_attempt_at = 'infinity'
@@ -108,9 +107,9 @@ pub(super) async fn settle(
             token!(),
             " = $2"
         ),
-        &[Type::INT8, Type::INT8, Type::TEXT],
+        &[Kind::Int8, Kind::Int8, Kind::Text],
     );
-    const RETRY: Sql = Sql::new(
+    const RETRY: Statement = Statement::new(
         concat!(
             "UPDATE outbox SET attempts = attempts + 1, claimed_until = NULL, last_error = $4,
                                next_attempt_at = now() + $3 * interval '1 second'
@@ -118,7 +117,7 @@ pub(super) async fn settle(
             token!(),
             " = $2"
         ),
-        &[Type::INT8, Type::INT8, Type::FLOAT8, Type::TEXT],
+        &[Kind::Int8, Kind::Int8, Kind::Float8, Kind::Text],
     );
     let (id, claim) = (&item.id, &item.claim.0);
     let changed = match failed {
@@ -134,8 +133,8 @@ pub(super) async fn settle(
 }
 
 /// How many messages wait to be sent.
-pub(super) async fn waiting(client: &impl Conn) -> Result<u64> {
-    const WAITING: Sql = Sql::new(
+pub(super) async fn waiting(client: &impl Exec) -> Result<u64> {
+    const WAITING: Statement = Statement::new(
         "SELECT count(*) FROM outbox WHERE sent_at IS NULL AND dead_at IS NULL",
         &[],
     );
@@ -143,24 +142,25 @@ pub(super) async fn waiting(client: &impl Conn) -> Result<u64> {
 }
 
 /// How many messages the receiver refused for good.
-pub(super) async fn dead(client: &impl Conn) -> Result<u64> {
-    const DEAD: Sql = Sql::new("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL", &[]);
+pub(super) async fn dead(client: &impl Exec) -> Result<u64> {
+    const DEAD: Statement =
+        Statement::new("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL", &[]);
     count(client, &DEAD).await
 }
 
-async fn count(client: &impl Conn, sql: &Sql) -> Result<u64> {
+async fn count(client: &impl Exec, sql: &Statement) -> Result<u64> {
     let row = sql.query_one(client, &[]).await?;
     Ok(row.get::<_, i64>(0).unsigned_abs())
 }
 
 /// Deletes at most `limit` messages sent longer than `retention` ago.
-pub(super) async fn prune_sent(client: &impl Conn, retention: Duration, limit: u32) -> Result<u64> {
-    const PRUNE: Sql = Sql::new(
+pub(super) async fn prune_sent(client: &impl Exec, retention: Duration, limit: u32) -> Result<u64> {
+    const PRUNE: Statement = Statement::new(
         "DELETE FROM outbox WHERE id IN (
            SELECT id FROM outbox
            WHERE sent_at IS NOT NULL AND sent_at <= now() - $1 * interval '1 second'
            ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        &[Type::FLOAT8, Type::INT8],
+        &[Kind::Float8, Kind::Int8],
     );
     PRUNE
         .execute(client, &[&retention.as_secs_f64(), &i64::from(limit)])

@@ -3,11 +3,10 @@
 //! decide; later phases under a lease; taking an abandoned operation over.
 //! Every expiry and lease is the database's `now()`.
 
-use super::conn::{Conn, DbError, Driver, PgRow};
+use super::error::in_use_or;
 use super::session::Session;
-use super::sql::Sql;
-use super::Postgres;
-use super::{classify, LOCK_TIMEOUT};
+use super::statement::{Driver, Exec, Statement};
+use super::value::{Kind, Row};
 use crate::backend::{Operation, RunContext};
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
@@ -16,10 +15,7 @@ use crate::store::{
     Lifetimes, LiveRecord, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
-use deadpool_postgres::Transaction;
 use std::time::Duration;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
 
 /// The times one call works with: the process's clock only for the
 /// `created` seconds of new rows; every expiry and lease is the database's.
@@ -62,15 +58,16 @@ impl Clock {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// Opens a transaction with the engine's settings: behind a pooler it sets
 /// them itself (`SET LOCAL`), elsewhere the connection's session has them.
 pub(super) async fn begin(
     client: &mut deadpool_postgres::Object,
     clock: Clock,
-) -> Result<Transaction<'_>> {
-    let tx = client.transaction().await.map_err(classify)?;
-    if let Some(settings) = clock.session.per_transaction(LOCK_TIMEOUT) {
-        tx.batch(&settings).await.map_err(classify)?;
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    let tx = client.transaction().await.map_err(super::error::classify)?;
+    if let Some(settings) = clock.session.per_transaction(super::options::LOCK_TIMEOUT) {
+        tx.batch(&settings).await.map_err(super::error::classify)?;
     }
     Ok(tx)
 }
@@ -78,7 +75,7 @@ pub(super) async fn begin(
 /// The claim: a new record of the key, or the next generation over a
 /// finished, expired record (or its tombstone), which count as absent.
 /// Another transaction holding the key makes it wait for its outcome.
-const CLAIM: Sql = Sql::new(
+const CLAIM: Statement = Statement::new(
     "INSERT INTO idempotency_keys
                    (caller, key, fingerprint, recovery_point, created_at, expires_at)
                  VALUES ($1, $2, $3, 'claimed', now(), now() + $4 * interval '1 second')
@@ -92,22 +89,23 @@ const CLAIM: Sql = Sql::new(
                           AND idempotency_keys.expires_at <= now())
                       OR idempotency_keys.recovery_point = 'expired'
                  RETURNING generation",
-    &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+    &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
 );
 
+#[cfg(feature = "postgres")]
 /// Claims the key (waiting for a transaction that holds it) and runs the
 /// operation's first phase, or finds the key's record and decides; commits
 /// (or, as the phase asks, rolls back).
 pub(super) async fn execute(
     client: &mut deadpool_postgres::Object,
-    phase: &FirstPhase<Postgres>,
+    phase: &FirstPhase<super::Postgres>,
     clock: Clock,
 ) -> Result<Execution> {
     let tx = begin(client, clock).await?;
-    match execute_in::<Postgres>(&tx, phase, clock).await? {
+    match execute_in::<super::Postgres>(&tx, phase, clock).await? {
         Execution::InUse => Ok(Execution::InUse),
         execution if rolls_back(&execution, phase.end) => {
-            tx.rollback().await.map_err(classify)?;
+            tx.rollback().await.map_err(super::error::classify)?;
             Ok(execution.rolled_back())
         }
         execution => {
@@ -216,18 +214,18 @@ const CALLER_LOCK: i32 = 0x1de3_9072;
 /// stop of that caller's counts after this transaction's is committed.
 /// (Callers whose hashes share their first four bytes share it: they only
 /// wait for each other.)
-const LOCK_CALLER: Sql = Sql::new(
+const LOCK_CALLER: Statement = Statement::new(
     "SELECT pg_advisory_xact_lock($1, $2)",
-    &[Type::INT4, Type::INT4],
+    &[Kind::Int4, Kind::Int4],
 );
 
 /// A caller's unfinished operations, at most `$2`, through the index of
 /// them by caller.
-const UNFINISHED_OF_CALLER: Sql = Sql::new(
+const UNFINISHED_OF_CALLER: Statement = Statement::new(
     "SELECT count(*) FROM (SELECT 1 FROM idempotency_keys
        WHERE caller = $1 AND recovery_point NOT IN ('finished', 'expired', 'claimed')
        LIMIT $2) AS open",
-    &[Type::BYTEA, Type::INT8],
+    &[Kind::Bytea, Kind::Int8],
 );
 
 /// Whether `caller` has more than `cap` unfinished operations, counting
@@ -235,7 +233,7 @@ const UNFINISHED_OF_CALLER: Sql = Sql::new(
 /// read by a statement that starts after it is granted (so it sees every
 /// stop committed before), two instances' stops of one caller are counted
 /// one after the other: the cap holds across instances.
-async fn over_unfinished_cap(tx: &impl Conn, caller: &Caller, cap: u32) -> Result<bool> {
+async fn over_unfinished_cap(tx: &impl Exec, caller: &Caller, cap: u32) -> Result<bool> {
     let bytes = caller.as_bytes();
     let key = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
     LOCK_CALLER.execute(tx, &[&CALLER_LOCK, &key]).await?;
@@ -246,35 +244,35 @@ async fn over_unfinished_cap(tx: &impl Conn, caller: &Caller, cap: u32) -> Resul
 }
 
 /// The first phase stopped at a recovery point, under a new lease.
-const STOP_FIRST: Sql = Sql::new(
+const STOP_FIRST: Statement = Statement::new(
     "UPDATE idempotency_keys SET recovery_point = $3, state = $4, lease_token = $5,
             leased_until = now() + $6 * interval '1 second'
      WHERE caller = $1 AND key = $2",
     &[
-        Type::BYTEA,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::BYTEA,
-        Type::FLOAT8,
+        Kind::Bytea,
+        Kind::Text,
+        Kind::Text,
+        Kind::Text,
+        Kind::Bytea,
+        Kind::Float8,
     ],
 );
 
 /// A key's record as [`decide`] reads it: the columns [`record`] reads
 /// (fingerprint, status, headers, body), then where it stands.
-const READ: Sql = Sql::new(
+const READ: Statement = Statement::new(
     "SELECT fingerprint, status, headers, body, recovery_point,
             coalesce(leased_until > now(), false),
             greatest(extract(epoch FROM expires_at - now()), 0)::float8, attention
      FROM idempotency_keys WHERE caller = $1 AND key = $2",
-    &[Type::BYTEA, Type::TEXT],
+    &[Kind::Bytea, Kind::Text],
 );
 
 /// A live record of the key: finished (replay or refuse), or stopped at a
 /// recovery point (refuse another request, wait for the lease's holder,
 /// or take an abandoned operation over).
 pub(super) async fn decide(
-    tx: &impl Conn,
+    tx: &impl Exec,
     request: &IdempotentRequest,
     clock: Clock,
 ) -> Result<Execution> {
@@ -309,63 +307,21 @@ pub(super) async fn decide(
     )
 }
 
+#[cfg(feature = "postgres")]
 /// Commits. A commit that fails by losing its backend leaves its outcome
 /// unknown: it may have committed. That is never answered as "nothing was
 /// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
-pub(super) async fn commit(tx: Transaction<'_>) -> Result<()> {
-    tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
-}
-
-/// Sorts an error of a statement that commits (`COMMIT`, or a statement
-/// that commits on its own, `what`). When the backend was lost (no
-/// SQLSTATE: the connection broke; class 08, connection exception; class
-/// 57, operator intervention), the commit may have happened: a backend
-/// killed while its COMMIT waits for a synchronous standby has committed
-/// locally and answers 57P01. That is outcome unknown. Any other error is
-/// the server's refusal, and nothing was committed.
-pub(super) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
-    let e = e.into();
-    if backend_lost(&e) {
-        StoreError::outcome_unknown(format!("the database backend was lost during {what}"))
-            .caused_by(e)
-    } else {
-        classify(e)
-    }
-}
-
-/// True when `e` says the statement's backend was lost (see
-/// [`classify_commit`]).
-pub(super) fn backend_lost(e: &DbError) -> bool {
-    match e {
-        DbError::Tokio(e) => tokio_backend_lost(e),
-        _ => match e.code() {
-            None => e.connection_lost(),
-            Some(state) => matches!(&state.code()[..2], "08" | "57"),
-        },
-    }
-}
-
-/// [`backend_lost`] of a tokio-postgres error.
-pub(super) fn tokio_backend_lost(e: &tokio_postgres::Error) -> bool {
-    e.code()
-        .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
-}
-
-/// `None` when the statement gave up waiting for a lock another
-/// transaction holds (`lock_timeout`): the key is in use.
-pub(super) fn in_use_or<T>(result: Result<T, DbError>) -> Result<Option<T>> {
-    match result {
-        Ok(value) => Ok(Some(value)),
-        Err(e) if e.code() == Some(SqlState::LOCK_NOT_AVAILABLE) => Ok(None),
-        Err(e) => Err(classify(e)),
-    }
+pub(super) async fn commit(tx: deadpool_postgres::Transaction<'_>) -> Result<()> {
+    tx.commit()
+        .await
+        .map_err(|e| super::error::classify_commit(e, "COMMIT"))
 }
 
 /// Records the answer; the record lives `ttl_secs` from now, the moment
 /// its answer is recorded (an operation the completer finishes after an
 /// outage longer than the TTL is not born expired).
 async fn record_response(
-    tx: &impl Conn,
+    tx: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
     response: &StoredResponse,
@@ -387,55 +343,56 @@ async fn record_response(
     Ok(())
 }
 
-const RECORD_RESPONSE: Sql = Sql::new(
+const RECORD_RESPONSE: Statement = Statement::new(
     "UPDATE idempotency_keys
      SET recovery_point = 'finished', state = NULL, lease_token = NULL, leased_until = NULL,
          status = $3, headers = $4, body = $5,
          expires_at = now() + $6 * interval '1 second'
      WHERE caller = $1 AND key = $2",
     &[
-        Type::BYTEA,
-        Type::TEXT,
-        Type::INT2,
-        Type::TEXT,
-        Type::BYTEA,
-        Type::FLOAT8,
+        Kind::Bytea,
+        Kind::Text,
+        Kind::Int2,
+        Kind::Text,
+        Kind::Bytea,
+        Kind::Float8,
     ],
 );
 
 /// The lease's record, locked until the transaction ends, if the lease is
 /// still its holder's.
-const HOLD: Sql = Sql::new(
+const HOLD: Statement = Statement::new(
     "SELECT 1 FROM idempotency_keys
      WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'
      FOR UPDATE",
-    &[Type::BYTEA, Type::TEXT, Type::BYTEA],
+    &[Kind::Bytea, Kind::Text, Kind::Bytea],
 );
 
 /// A later phase stopped at the next recovery point; the lease goes on.
-const STOP_LATER: Sql = Sql::new(
+const STOP_LATER: Statement = Statement::new(
     "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
             leased_until = now() + $5 * interval '1 second'
      WHERE caller = $1 AND key = $2",
     &[
-        Type::BYTEA,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::FLOAT8,
+        Kind::Bytea,
+        Kind::Text,
+        Kind::Text,
+        Kind::Text,
+        Kind::Float8,
     ],
 );
 
+#[cfg(feature = "postgres")]
 /// The next phase of the lease's operation, if the lease is still its
 /// holder's (the row stays locked until the commit, so nobody takes it
 /// over meanwhile); records how the phase ended.
 pub(super) async fn advance(
-    tx: Transaction<'_>,
+    tx: deadpool_postgres::Transaction<'_>,
     lease: &Lease,
-    phase: &dyn Operation<Postgres>,
+    phase: &dyn Operation<super::Postgres>,
     clock: Clock,
 ) -> Result<Advanced> {
-    let advanced = advance_in::<Postgres>(&tx, lease, phase, clock).await?;
+    let advanced = advance_in::<super::Postgres>(&tx, lease, phase, clock).await?;
     if !matches!(advanced, Advanced::LeaseLost) {
         commit(tx).await?;
     }
@@ -493,19 +450,19 @@ pub(super) async fn advance_in<D: Driver>(
     Ok(advanced)
 }
 
-const TAKE_OVER: Sql = Sql::new(
+const TAKE_OVER: Statement = Statement::new(
     "UPDATE idempotency_keys
      SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
      WHERE caller = $1 AND key = $2
        AND recovery_point NOT IN ('finished', 'expired', 'claimed')
        AND leased_until <= now() AND attention IS NULL
      RETURNING recovery_point, state, fingerprint, generation",
-    &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+    &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
 );
 
 /// Takes over the key's abandoned operation (its lease ran out).
 pub(super) async fn take_over(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
     lease_secs: f64,
@@ -530,11 +487,11 @@ pub(super) async fn take_over(
 
 /// Extends the lease by its whole length from now, if it is still the
 /// holder's.
-pub(super) async fn renew(client: &impl Conn, lease: &Lease, lease_secs: f64) -> Result<bool> {
-    const RENEW: Sql = Sql::new(
+pub(super) async fn renew(client: &impl Exec, lease: &Lease, lease_secs: f64) -> Result<bool> {
+    const RENEW: Statement = Statement::new(
         "UPDATE idempotency_keys SET leased_until = now() + $4 * interval '1 second'
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
     );
     let changed = RENEW
         .execute(
@@ -554,12 +511,12 @@ pub(super) async fn renew(client: &impl Conn, lease: &Lease, lease_secs: f64) ->
 /// aside when it has been unfinished longer than `attention_after`: one
 /// statement, judged by the database's clock.
 pub(super) async fn step_failed(
-    client: &impl Conn,
+    client: &impl Exec,
     lease: &Lease,
     error: &str,
     clock: Clock,
 ) -> Result<AfterFailure> {
-    const FAILED: Sql = Sql::new(
+    const FAILED: Statement = Statement::new(
         "UPDATE idempotency_keys SET
                    attempts = attempts + 1, last_error = $4,
                    attention = CASE WHEN created_at <= now() - $5 * interval '1 second'
@@ -572,7 +529,7 @@ pub(super) async fn step_failed(
                  WHERE caller = $1 AND key = $2 AND lease_token = $3
                    AND recovery_point <> 'finished'
                  RETURNING attention IS NOT NULL",
-        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT, Type::FLOAT8],
+        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text, Kind::Float8],
     );
     let row = FAILED
         .query_opt(
@@ -594,11 +551,11 @@ pub(super) async fn step_failed(
 }
 
 /// Gives the lease up now, counting nothing.
-pub(super) async fn release(client: &impl Conn, lease: &Lease) -> Result<bool> {
-    const RELEASE: Sql = Sql::new(
+pub(super) async fn release(client: &impl Exec, lease: &Lease) -> Result<bool> {
+    const RELEASE: Statement = Statement::new(
         "UPDATE idempotency_keys SET leased_until = now()
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Type::BYTEA, Type::TEXT, Type::BYTEA],
+        &[Kind::Bytea, Kind::Text, Kind::Bytea],
     );
     let changed = RELEASE
         .execute(
@@ -610,13 +567,13 @@ pub(super) async fn release(client: &impl Conn, lease: &Lease) -> Result<bool> {
 }
 
 /// Sets the lease's operation aside for an operator: nothing resumes it.
-pub(super) async fn set_aside(client: &impl Conn, lease: &Lease, reason: &str) -> Result<bool> {
-    const SET_ASIDE: Sql = Sql::new(
+pub(super) async fn set_aside(client: &impl Exec, lease: &Lease, reason: &str) -> Result<bool> {
+    const SET_ASIDE: Statement = Statement::new(
         "UPDATE idempotency_keys
          SET attention = $4, attempts = attempts + 1, last_error = $4,
              lease_token = NULL, leased_until = NULL
          WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text],
     );
     let changed = SET_ASIDE
         .execute(
@@ -635,7 +592,7 @@ pub(super) async fn set_aside(client: &impl Conn, lease: &Lease, reason: &str) -
 /// The sweeper's round: sent outbox messages older than `retention`, then
 /// [`sweep_records`]. How many records expired.
 pub(super) async fn sweep(
-    client: &impl Conn,
+    client: &impl Exec,
     clock: Clock,
     limit: u32,
     retention: Duration,
@@ -647,8 +604,8 @@ pub(super) async fn sweep(
 /// Turns at most `limit` finished records expired by now into tombstones
 /// (the answer goes, the generation stays until the tombstone's own time),
 /// and deletes as many tombstones whose time is up. How many expired.
-async fn sweep_records(client: &impl Conn, clock: Clock, limit: u32) -> Result<u64> {
-    const EXPIRE: Sql = Sql::new(
+async fn sweep_records(client: &impl Exec, clock: Clock, limit: u32) -> Result<u64> {
+    const EXPIRE: Statement = Statement::new(
         "UPDATE idempotency_keys
          SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
              expires_at = expires_at + $2 * interval '1 second'
@@ -656,14 +613,14 @@ async fn sweep_records(client: &impl Conn, clock: Clock, limit: u32) -> Result<u
            SELECT ctid FROM idempotency_keys
            WHERE expires_at <= now() AND recovery_point = 'finished'
            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[Type::INT8, Type::FLOAT8],
+        &[Kind::Int8, Kind::Float8],
     );
-    const FORGET: Sql = Sql::new(
+    const FORGET: Statement = Statement::new(
         "DELETE FROM idempotency_keys WHERE ctid IN (
            SELECT ctid FROM idempotency_keys
            WHERE expires_at <= now() AND recovery_point = 'expired'
            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[Type::INT8],
+        &[Kind::Int8],
     );
     let expired = EXPIRE
         .execute(client, &[&i64::from(limit), &clock.tombstone_secs])
@@ -690,7 +647,7 @@ fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
 
 /// A record from a row whose first columns are fingerprint, status,
 /// headers, body (the status is 0 for an unfinished record).
-pub(super) fn record(row: &PgRow) -> Result<Record> {
+pub(super) fn record(row: &Row) -> Result<Record> {
     let status: Option<i16> = row.get(1);
     let body: Option<&[u8]> = row.get(3);
     Ok(Record {
@@ -705,17 +662,17 @@ pub(super) fn record(row: &PgRow) -> Result<Record> {
 
 /// A finished, unexpired record of the key, and its remaining life.
 pub(super) async fn lookup(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<LiveRecord>> {
-    const LIVE: Sql = Sql::new(
+    const LIVE: Statement = Statement::new(
         "SELECT fingerprint, status, headers, body,
                 extract(epoch FROM expires_at - now())::float8
          FROM idempotency_keys
          WHERE caller = $1 AND key = $2 AND expires_at > now()
            AND recovery_point = 'finished'",
-        &[Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text],
     );
     let row = LIVE.query_opt(client, &[caller, &key.as_ref()]).await?;
     row.map(|row| {
@@ -729,15 +686,15 @@ pub(super) async fn lookup(
 
 /// The fingerprint of the key's operation while it is unfinished.
 pub(super) async fn unfinished(
-    client: &impl Conn,
+    client: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
 ) -> Result<Option<Fingerprint>> {
-    const UNFINISHED: Sql = Sql::new(
+    const UNFINISHED: Statement = Statement::new(
         "SELECT fingerprint FROM idempotency_keys
          WHERE caller = $1 AND key = $2
            AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
-        &[Type::BYTEA, Type::TEXT],
+        &[Kind::Bytea, Kind::Text],
     );
     let row = UNFINISHED
         .query_opt(client, &[caller, &key.as_ref()])
@@ -748,8 +705,8 @@ pub(super) async fn unfinished(
 /// How many operations are set aside for an operator: through the index
 /// of unfinished records (a set-aside one is always unfinished), not a
 /// scan of the table.
-pub(super) async fn needing_attention(client: &impl Conn) -> Result<u64> {
-    const COUNT: Sql = Sql::new(
+pub(super) async fn needing_attention(client: &impl Exec) -> Result<u64> {
+    const COUNT: Statement = Statement::new(
         "SELECT count(*) FROM idempotency_keys
          WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
            AND attention IS NOT NULL",
@@ -762,16 +719,16 @@ pub(super) async fn needing_attention(client: &impl Conn) -> Result<u64> {
 /// Up to `limit` operations whose lease ran out, but those at a point in
 /// `skip`.
 pub(super) async fn abandoned(
-    client: &impl Conn,
+    client: &impl Exec,
     limit: u32,
     skip: &[String],
 ) -> Result<Vec<Abandoned>> {
-    const ABANDONED: Sql = Sql::new(
+    const ABANDONED: Statement = Statement::new(
         "SELECT caller, key, recovery_point FROM idempotency_keys
          WHERE recovery_point <> 'finished' AND leased_until <= now()
            AND recovery_point <> ALL($2)
          ORDER BY leased_until LIMIT $1",
-        &[Type::INT8, Type::TEXT_ARRAY],
+        &[Kind::Int8, Kind::TextArray],
     );
     let rows = ABANDONED.query(client, &[&i64::from(limit), &skip]).await?;
     Ok(stored_abandoned(rows.iter().map(|row| {

@@ -3,14 +3,13 @@
 //! ledgers a release serves on (`schema` of the store: expand and
 //! contract).
 
-use super::classify;
-use super::conn::{one, Conn};
-use super::sql::Sql;
+use super::error::classify;
+use super::statement::{one_row as one, Exec, Statement};
+use super::value::{Kind, ToArg};
 use crate::store::schema::{
     ledger_columns, version_query, Applied, Fit, Migration, Migrations, APP_LEDGER, ENGINE_LEDGER,
 };
 use crate::store::{now_ms, Result, StoreError};
-use tokio_postgres::types::Type;
 
 /// The engine's own schema, in order (ledger `exactly_once_migrations`).
 /// The second adds columns only, but what rows mean changed with it (an
@@ -51,9 +50,17 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
     .runs_beside(2),
 ]);
 
+/// The server a connection reached, as `host:port` (NULL over a Unix
+/// socket): with several hosts in the URL, the one that took writes.
+pub(super) const SERVER_ADDRESS: Statement = Statement::new(
+    "SELECT host(inet_server_addr()) || ':' || inet_server_port()",
+    &[],
+);
+
 /// Any number, the same for every instance: the migration lock.
 const MIGRATION_LOCK: i64 = 0x1de3_9071;
 
+#[cfg(feature = "postgres")]
 /// Applies the migrations the database still needs (the application's,
 /// then the engine's) while holding the migration lock (a session lock:
 /// a migration that runs outside a transaction is applied under it too).
@@ -99,9 +106,9 @@ pub(super) async fn migrate(
 /// a pooler, and on a pool that is not the store's (sqlx's). A migration
 /// that runs outside a transaction is refused: its job needs a direct
 /// connection of the store's own.
-pub(super) async fn migrate_in(tx: &impl Conn, app: Migrations) -> Result<()> {
+pub(super) async fn migrate_in(tx: &impl Exec, app: Migrations) -> Result<()> {
     const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
-    tx.rows(LOCK, vec![(&MIGRATION_LOCK, Type::INT8)])
+    tx.rows(LOCK, vec![ToArg::arg(&MIGRATION_LOCK)])
         .await
         .map_err(classify)?;
     for (ledger, migrations) in [(APP_LEDGER, app), (ENGINE_LEDGER, MIGRATIONS)] {
@@ -126,17 +133,18 @@ pub(super) async fn migrate_in(tx: &impl Conn, app: Migrations) -> Result<()> {
 /// The health check inside `tx`: this build serves on the schema, and a
 /// write commits (a probe of the engine's ledger, which the caller
 /// commits). The `host:port` the transaction reached.
-pub(super) async fn probe(tx: &impl Conn, app: Migrations) -> Result<Option<String>> {
-    const PROBE: Sql = Sql::new(
+pub(super) async fn probe(tx: &impl Exec, app: Migrations) -> Result<Option<String>> {
+    const PROBE: Statement = Statement::new(
         "UPDATE exactly_once_migrations SET applied_at = applied_at WHERE version = $1",
-        &[Type::INT8],
+        &[Kind::Int8],
     );
     let version = check(tx, app).await?.engine;
     PROBE.execute(tx, &[&version]).await?;
-    let address = super::SERVER_ADDRESS.query_one(tx, &[]).await?;
+    let address = SERVER_ADDRESS.query_one(tx, &[]).await?;
     Ok(address.get(0))
 }
 
+#[cfg(feature = "postgres")]
 async fn migrate_ledger(
     client: &mut tokio_postgres::Client,
     ledger: &str,
@@ -171,7 +179,7 @@ async fn migrate_ledger(
 /// columns it now records. Nothing is altered when they are there (an
 /// `ALTER TABLE` would lock the ledger against the health checks of the
 /// instances serving meanwhile).
-async fn prepare_ledger(client: &impl Conn, ledger: &str) -> Result<()> {
+async fn prepare_ledger(client: &impl Exec, ledger: &str) -> Result<()> {
     client
         .batch(&format!(
             "CREATE TABLE IF NOT EXISTS {ledger} ({})",
@@ -184,7 +192,7 @@ async fn prepare_ledger(client: &impl Conn, ledger: &str) -> Result<()> {
         "SELECT count(*) FROM information_schema.columns
          WHERE table_schema = current_schema() AND table_name = $1
            AND column_name IN ('runs_beside', 'name')",
-        vec![(&ledger, Type::TEXT)],
+        vec![ToArg::arg(&ledger)],
     )
     .await
     .map_err(classify)?
@@ -202,10 +210,11 @@ async fn prepare_ledger(client: &impl Conn, ledger: &str) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "postgres")]
 /// A concurrent index build that failed leaves an invalid index behind,
 /// which `IF NOT EXISTS` would then take for done: such a migration is
 /// not recorded, and the error names the index to drop.
-async fn refuse_invalid_indexes(client: &impl Conn, migration: &Migration) -> Result<()> {
+async fn refuse_invalid_indexes(client: &impl Exec, migration: &Migration) -> Result<()> {
     let invalid: Option<String> = one(
         client,
         "SELECT string_agg(indexrelid::regclass::text, ', ') FROM pg_index WHERE NOT indisvalid",
@@ -224,7 +233,7 @@ async fn refuse_invalid_indexes(client: &impl Conn, migration: &Migration) -> Re
     }
 }
 
-async fn record(client: &impl Conn, ledger: &str, migration: &Migration) -> Result<()> {
+async fn record(client: &impl Exec, ledger: &str, migration: &Migration) -> Result<()> {
     client
         .changed(
             &format!(
@@ -232,10 +241,10 @@ async fn record(client: &impl Conn, ledger: &str, migration: &Migration) -> Resu
                  VALUES ($1, $2, $3, $4)"
             ),
             vec![
-                (&migration.version, Type::INT8),
-                (&now_ms(), Type::INT8),
-                (&migration.runs_beside, Type::INT8),
-                (&migration.name, Type::TEXT),
+                ToArg::arg(&migration.version),
+                ToArg::arg(&now_ms()),
+                ToArg::arg(&migration.runs_beside),
+                ToArg::arg(&migration.name),
             ],
         )
         .await
@@ -247,7 +256,7 @@ async fn record(client: &impl Conn, ledger: &str, migration: &Migration) -> Resu
 /// of them with later migrations that run beside it
 /// ([`Migrations::check_in`]). What it found of each ledger, and the
 /// engine's version.
-pub(super) async fn check(client: &impl Conn, app: Migrations) -> Result<Checked> {
+pub(super) async fn check(client: &impl Exec, app: Migrations) -> Result<Checked> {
     let (app_found, later) = ledger_state(client, APP_LEDGER, app.latest()).await?;
     let app_fit = app.check_in(APP_LEDGER, app_found, &later)?;
     let (engine, later) = ledger_state(client, ENGINE_LEDGER, MIGRATIONS.latest()).await?;
@@ -270,11 +279,11 @@ pub(super) struct Checked {
 /// it records of the migrations above `above`. A ledger that predates
 /// `runs_beside` and `name` has them as `None` (read through `to_jsonb`,
 /// which has no error for a column that is not there).
-async fn ledger_state(client: &impl Conn, ledger: &str, above: i64) -> Result<(i64, Vec<Applied>)> {
+async fn ledger_state(client: &impl Exec, ledger: &str, above: i64) -> Result<(i64, Vec<Applied>)> {
     let exists: bool = one(
         client,
         "SELECT to_regclass($1) IS NOT NULL",
-        vec![(&ledger, Type::TEXT)],
+        vec![ToArg::arg(&ledger)],
     )
     .await
     .map_err(classify)?
@@ -292,7 +301,7 @@ async fn ledger_state(client: &impl Conn, ledger: &str, above: i64) -> Result<(i
                 "SELECT version, (to_jsonb(l) ->> 'runs_beside')::bigint, to_jsonb(l) ->> 'name'
                  FROM {ledger} l WHERE version > $1 ORDER BY version"
             ),
-            vec![(&above, Type::INT8)],
+            vec![ToArg::arg(&above)],
         )
         .await
         .map_err(classify)?;
@@ -308,7 +317,7 @@ async fn ledger_state(client: &impl Conn, ledger: &str, above: i64) -> Result<(i
 }
 
 /// The latest migration `ledger` records (0 for none).
-async fn version(client: &impl Conn, ledger: &str) -> Result<i64> {
+async fn version(client: &impl Exec, ledger: &str) -> Result<i64> {
     Ok(one(client, &version_query(ledger), vec![])
         .await
         .map_err(classify)?

@@ -15,8 +15,7 @@
 //! from its start, and its statements named and cached: each parsed once
 //! per connection rather than once per use.
 
-use super::LOCK_TIMEOUT;
-use crate::store::{Durability, Result, StoreError};
+use crate::store::Durability;
 
 /// Where a connection's settings come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +44,7 @@ impl Session {
         self.pooled
     }
 
+    #[cfg(feature = "postgres")]
     /// Whether its connections keep named statements, each prepared once
     /// per connection and cached: on a direct connection, whose server
     /// connection is its own for life; never behind a pooler, where the
@@ -53,12 +53,14 @@ impl Session {
         !self.pooled
     }
 
+    #[cfg(feature = "postgres")]
     /// The startup `options` of a direct connection; none behind a pooler.
     pub(super) fn startup_options(&self) -> Option<String> {
         (!self.pooled).then(|| {
             format!(
-                "-c synchronous_commit={} -c lock_timeout={LOCK_TIMEOUT}",
-                self.synchronous_commit
+                "-c synchronous_commit={} -c lock_timeout={}",
+                self.synchronous_commit,
+                super::options::LOCK_TIMEOUT
             )
         })
     }
@@ -76,10 +78,11 @@ impl Session {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// `url` without its `pgbouncer` parameter (which tokio-postgres does not
 /// know), and whether it was `true`. Accepted, and harmless, without a
 /// pooler.
-pub(super) fn pooler_in(url: &str) -> Result<(String, bool)> {
+pub(super) fn pooler_in(url: &str) -> crate::store::Result<(String, bool)> {
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_owned(), false));
     };
@@ -92,7 +95,7 @@ pub(super) fn pooler_in(url: &str) -> Result<(String, bool)> {
                     "true" | "1" | "yes" | "on" => true,
                     "false" | "0" | "no" | "off" => false,
                     other => {
-                        return Err(StoreError::internal(format!(
+                        return Err(crate::store::StoreError::internal(format!(
                             "pgbouncer={other} in the PostgreSQL URL: it takes true or false"
                         )))
                     }
@@ -107,7 +110,7 @@ pub(super) fn pooler_in(url: &str) -> Result<(String, bool)> {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::*;
 

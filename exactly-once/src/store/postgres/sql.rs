@@ -21,7 +21,8 @@
 //! way ([`Sql::query`], [`Sql::execute`]), so they are named where the
 //! engine's are, and work behind a pooler too.
 
-use super::conn::{Conn, DbError, PgRow};
+use super::conn::{Conn, PgRow};
+use super::error::DbError;
 use crate::store::{Result, StoreError};
 use tokio_postgres::types::{ToSql, Type};
 
@@ -70,7 +71,9 @@ impl Sql {
         client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<PgRow>> {
-        self.rows(client, params).await.map_err(super::classify)
+        self.rows(client, params)
+            .await
+            .map_err(super::error::classify)
     }
 
     /// Runs it; its one row, if any (more than one is an error).
@@ -107,7 +110,9 @@ impl Sql {
 
     /// Runs it; how many rows it changed.
     pub async fn execute(&self, client: &impl Conn, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.changed(client, params).await.map_err(super::classify)
+        self.changed(client, params)
+            .await
+            .map_err(super::error::classify)
     }
 
     /// Runs it; how many rows it changed, errors unsorted.

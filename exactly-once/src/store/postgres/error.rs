@@ -1,0 +1,114 @@
+//! A driver's error, and how the engine sorts it: what a retry may fix
+//! (503), what it will not, and a commit whose outcome is unknown.
+
+use crate::store::StoreError;
+
+/// SQLSTATE of a statement that gave up waiting for a lock
+/// (`lock_timeout`).
+pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+/// A driver's error, as the protocol sorts it ([`classify`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// tokio-postgres's.
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Tokio(#[from] tokio_postgres::Error),
+    /// sqlx's.
+    #[cfg(feature = "sqlx")]
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    /// A value that did not decode or encode.
+    #[error("{0}")]
+    Value(String),
+}
+
+impl DbError {
+    /// The server's SQLSTATE (five characters), when the server answered
+    /// with one.
+    pub fn code(&self) -> Option<String> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Tokio(e) => e.code().map(|state| state.code().to_owned()),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(e) => e
+                .as_database_error()
+                .and_then(|db| db.code())
+                .map(|code| code.into_owned()),
+            Self::Value(_) => None,
+        }
+    }
+
+    /// Whether the statement's connection (its backend) was lost or never
+    /// reached: the server said nothing about the statement itself.
+    pub fn connection_lost(&self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Tokio(e) => e.code().is_none(),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(e) => matches!(
+                e,
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::Protocol(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::WorkerCrashed
+            ),
+            Self::Value(_) => false,
+        }
+    }
+}
+
+/// Sorts PostgreSQL errors: what a retry may fix (503) and what it will
+/// not. Your reads and operations can use it for theirs.
+pub fn classify(e: impl Into<DbError>) -> StoreError {
+    let e = e.into();
+    let retryable = match e.code() {
+        // No SQLSTATE: the connection broke, or the server is gone.
+        None => e.connection_lost(),
+        // connection exception, insufficient resources, operator
+        // intervention (shutdown), transaction rollback (serialisation,
+        // deadlock), lock not available.
+        Some(state) => {
+            matches!(&state[..2], "08" | "53" | "57" | "40") || state == LOCK_NOT_AVAILABLE
+        }
+    };
+    StoreError::sorted(retryable, "PostgreSQL", e)
+}
+
+/// Sorts an error of a statement that commits (`COMMIT`, or a statement
+/// that commits on its own, `what`). When the backend was lost (no
+/// SQLSTATE: the connection broke; class 08, connection exception; class
+/// 57, operator intervention), the commit may have happened: a backend
+/// killed while its COMMIT waits for a synchronous standby has committed
+/// locally and answers 57P01. That is outcome unknown. Any other error is
+/// the server's refusal, and nothing was committed.
+pub(crate) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
+    let e = e.into();
+    if backend_lost(&e) {
+        StoreError::outcome_unknown(format!("the database backend was lost during {what}"))
+            .caused_by(e)
+    } else {
+        classify(e)
+    }
+}
+
+/// True when `e` says the statement's backend was lost (see
+/// [`classify_commit`]).
+pub(crate) fn backend_lost(e: &DbError) -> bool {
+    match e.code() {
+        None => e.connection_lost(),
+        Some(state) => matches!(&state[..2], "08" | "57"),
+    }
+}
+
+/// `None` when the statement gave up waiting for a lock another
+/// transaction holds (`lock_timeout`): the key is in use.
+pub(crate) fn in_use_or<T>(result: Result<T, DbError>) -> crate::store::Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => Ok(None),
+        Err(e) => Err(classify(e)),
+    }
+}
