@@ -98,7 +98,10 @@ TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_laye
 # The engine on the application's own sqlx::PgPool (the Sqlx backend), and
 # the third user, the orders service on sqlx: its binary against the
 # provider simulator, SIGKILLed amid duplicate senders, and its completer.
-TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
+# On sqlx, the faults the shop's failover suite puts tokio-postgres
+# through, with the same answers (sqlx_faults: clusters of its own).
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool \
+  --test sqlx_faults -- --include-ignored
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p orders -- --include-ignored
 
 # The same API suite and crash harness through Debian's PgBouncer in

@@ -217,6 +217,8 @@ mod server_seen;
 mod session;
 #[cfg(feature = "postgres")]
 mod sql;
+#[cfg(feature = "sqlx")]
+mod sqlx_commit;
 #[cfg(feature = "postgres")]
 mod sslmode;
 mod statement;

@@ -53,13 +53,14 @@
 //! # let _ = engine; Ok(()) }
 //! ```
 
-use super::error::{classify, classify_commit, DbError};
+use super::error::{classify, DbError};
 use super::operator;
 use super::options::{PostgresOptions, LOCK_TIMEOUT};
 use super::outbox;
 use super::protocol::{self, rolls_back, Clock};
 use super::schema;
 use super::session::Session;
+use super::sqlx_commit::Committer;
 use super::statement::{Driver, Exec};
 use super::value::{Arg, Row};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
@@ -228,6 +229,8 @@ pub struct SqlxStore {
     lifetimes: Lifetimes,
     app: Migrations,
     session: Session,
+    /// How its transactions commit.
+    committer: Committer,
 }
 
 impl SqlxStore {
@@ -251,6 +254,7 @@ impl SqlxStore {
             },
             app: options.migrations,
             session: Session::new(true, options.durability),
+            committer: Committer::new(),
         };
         let mut tx = store.begin(store.clock()).await?;
         let conn = SqlxConn::new(&mut tx);
@@ -295,11 +299,6 @@ fn unavailable(e: sqlx::Error) -> StoreError {
     StoreError::unavailable("no database connection").caused_by(e)
 }
 
-/// Commits `tx`; a commit whose connection was lost has an unknown outcome.
-async fn commit(tx: sqlx::Transaction<'static, SqlxPostgres>) -> Result<()> {
-    tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
-}
-
 /// Writes `message` to the outbox from inside an operation's phase (the
 /// `conn` its run was given), due at once: it is sent if and only if the
 /// transaction commits. A second message with the same id is never written.
@@ -321,7 +320,7 @@ store_on_a_pool! {
                     Ok(execution.rolled_back())
                 }
                 execution => {
-                    commit(tx).await?;
+                    self.committer.commit(tx).await?;
                     Ok(execution)
                 }
             }
@@ -333,7 +332,7 @@ store_on_a_pool! {
             let conn = SqlxConn::new(&mut tx);
             let advanced = protocol::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
             if !matches!(advanced, Advanced::LeaseLost) {
-                commit(tx).await?;
+                self.committer.commit(tx).await?;
             }
             Ok(advanced)
         }
@@ -357,7 +356,7 @@ store_on_a_pool! {
             let conn = SqlxConn::new(&mut tx);
             let taken = operator::take_in(&conn, caller, key, takeover, by, clock).await?;
             if matches!(taken, Taken::Lease(_)) {
-                commit(tx).await?;
+                self.committer.commit(tx).await?;
             }
             Ok(taken)
         }
@@ -374,7 +373,7 @@ store_on_a_pool! {
             let settled =
                 operator::settle_in::<Sqlx>(&conn, lease, phase.as_ref(), settlement, clock).await?;
             if settled.is_some() {
-                commit(tx).await?;
+                self.committer.commit(tx).await?;
             }
             Ok(settled)
         }
