@@ -212,7 +212,6 @@ mod options;
 mod outbox;
 mod protocol;
 mod schema;
-#[cfg(feature = "postgres")]
 mod server_seen;
 mod session;
 #[cfg(feature = "postgres")]

@@ -59,6 +59,7 @@ use super::options::{PostgresOptions, LOCK_TIMEOUT};
 use super::outbox;
 use super::protocol::{self, rolls_back, Clock};
 use super::schema;
+use super::server_seen::ServerSeen;
 use super::session::Session;
 use super::sqlx_commit::Committer;
 use super::statement::{Driver, Exec};
@@ -198,6 +199,15 @@ fn execute<'a>(
     Box::pin(query.execute(conn))
 }
 
+/// `sql` (statements with no parameters) as a simple query; every row of
+/// them.
+fn raw_rows<'a>(
+    conn: &'a mut PgConnection,
+    sql: &'a str,
+) -> BoxFuture<'a, std::result::Result<Vec<sqlx::postgres::PgRow>, sqlx::Error>> {
+    sqlx::Executor::fetch_all(conn, sql)
+}
+
 fn raw<'a>(
     conn: &'a mut PgConnection,
     sql: &'a str,
@@ -231,6 +241,8 @@ pub struct SqlxStore {
     session: Session,
     /// How its transactions commit.
     committer: Committer,
+    /// The server its transactions reach, and how often it changed.
+    host: ServerSeen,
 }
 
 impl SqlxStore {
@@ -255,6 +267,7 @@ impl SqlxStore {
             app: options.migrations,
             session: Session::new(true, options.durability),
             committer: Committer::new(),
+            host: ServerSeen::default(),
         };
         let mut tx = store.begin(store.clock()).await?;
         let conn = SqlxConn::new(&mut tx);
@@ -280,11 +293,24 @@ impl SqlxStore {
     }
 
     /// A transaction with the engine's settings.
+    /// A transaction with the engine's settings, sent with a question of
+    /// the server it reached (one round trip): a new one (a failover) is a
+    /// new epoch of the store, whose records in memory are not served.
     async fn begin(&self, clock: Clock) -> Result<sqlx::Transaction<'static, SqlxPostgres>> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        if let Some(settings) = clock.session.per_transaction(LOCK_TIMEOUT) {
-            raw(&mut tx, &settings).await.map_err(classify)?;
-        }
+        let settings = clock.session.per_transaction(LOCK_TIMEOUT);
+        let sql = format!(
+            "{}; {}",
+            settings.as_deref().unwrap_or("SELECT 1 WHERE false"),
+            schema::SERVER_ADDRESS.text()
+        );
+        let rows = raw_rows(&mut tx, &sql).await.map_err(classify)?;
+        let address = rows.last().and_then(|row| {
+            sqlx::Row::try_get::<Option<String>, _>(row, 0)
+                .ok()
+                .flatten()
+        });
+        self.host.reached(address);
         Ok(tx)
     }
 
@@ -340,8 +366,19 @@ store_on_a_pool! {
         async fn health(&self) -> Result<()> {
             let mut tx = self.begin(self.clock()).await?;
             let conn = SqlxConn::new(&mut tx);
-            schema::probe(&conn, self.app).await?;
-            tx.commit().await.map_err(classify)
+            let address = schema::probe(&conn, self.app).await?;
+            drop(conn);
+            tx.commit().await.map_err(classify)?;
+            self.host.reached(address);
+            Ok(())
+        }
+
+        fn database_host(&self) -> Option<String> {
+            self.host.current()
+        }
+
+        fn epoch(&self) -> u64 {
+            self.host.changes()
         }
 
         async fn operator_take(

@@ -59,7 +59,6 @@ impl Statement {
         Self { text, kinds }
     }
 
-    #[cfg(feature = "postgres")]
     /// The statement's text.
     pub(crate) fn text(&self) -> &'static str {
         self.text
