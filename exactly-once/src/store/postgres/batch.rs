@@ -12,11 +12,12 @@
 //! the request it belongs to. A connection that breaks while a statement
 //! runs leaves the outcome of all its requests unknown, as during a COMMIT.
 
+use super::clock::Clock;
 use super::error::{classify, classify_commit, LOCK_NOT_AVAILABLE};
 use super::one_statement::OneStatement;
 use super::one_statement::{self, Row, StatementError, MAX_ROWS};
 use super::options::LOCK_TIMEOUT;
-use super::protocol::{decide, Clock};
+use super::protocol::decide;
 use crate::store::Result;
 use crate::store::{Execution, IdempotentRequest, StoreError};
 use deadpool_postgres::{Object, Pool};

@@ -49,7 +49,7 @@ macro_rules! store_on_a_pool {
                 caller: &$crate::Caller,
                 key: &$crate::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::store::LiveRecord>> {
-                protocol::lookup(&self.conn().await?, caller, key).await
+                records::lookup(&self.conn().await?, caller, key).await
             }
 
             async fn unfinished(
@@ -57,7 +57,7 @@ macro_rules! store_on_a_pool {
                 caller: &$crate::Caller,
                 key: &$crate::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::Fingerprint>> {
-                protocol::unfinished(&self.conn().await?, caller, key).await
+                records::unfinished(&self.conn().await?, caller, key).await
             }
 
             fn key_ttl(&self) -> std::time::Duration {
@@ -73,11 +73,11 @@ macro_rules! store_on_a_pool {
                 lease: &$crate::Lease,
                 length: std::time::Duration,
             ) -> $crate::store::Result<bool> {
-                protocol::renew(&self.conn().await?, lease, length.as_secs_f64()).await
+                leases::renew(&self.conn().await?, lease, length.as_secs_f64()).await
             }
 
             async fn release(&self, lease: &$crate::Lease) -> $crate::store::Result<bool> {
-                protocol::release(&self.conn().await?, lease).await
+                leases::release(&self.conn().await?, lease).await
             }
 
             async fn step_failed(
@@ -85,7 +85,7 @@ macro_rules! store_on_a_pool {
                 lease: &$crate::Lease,
                 error: &str,
             ) -> $crate::store::Result<$crate::store::AfterFailure> {
-                protocol::step_failed(&self.conn().await?, lease, error, self.clock()).await
+                leases::step_failed(&self.conn().await?, lease, error, self.clock()).await
             }
 
             async fn set_aside(
@@ -93,11 +93,11 @@ macro_rules! store_on_a_pool {
                 lease: &$crate::Lease,
                 reason: &str,
             ) -> $crate::store::Result<bool> {
-                protocol::set_aside(&self.conn().await?, lease, reason).await
+                leases::set_aside(&self.conn().await?, lease, reason).await
             }
 
             async fn needing_attention(&self) -> $crate::store::Result<u64> {
-                protocol::needing_attention(&self.conn().await?).await
+                records::needing_attention(&self.conn().await?).await
             }
 
             async fn abandoned(
@@ -105,7 +105,7 @@ macro_rules! store_on_a_pool {
                 limit: u32,
                 skip: &[String],
             ) -> $crate::store::Result<Vec<$crate::store::Abandoned>> {
-                protocol::abandoned(&self.conn().await?, limit, skip).await
+                records::abandoned(&self.conn().await?, limit, skip).await
             }
 
             async fn take_over(
@@ -119,7 +119,7 @@ macro_rules! store_on_a_pool {
 
             async fn sweep(&self, limit: u32) -> $crate::store::Result<u64> {
                 let (clock, retention) = (self.clock(), self.lifetimes.outbox_retention);
-                protocol::sweep(&self.conn().await?, clock, limit, retention).await
+                records::sweep(&self.conn().await?, clock, limit, retention).await
             }
 
             async fn due_messages(
@@ -196,11 +196,13 @@ macro_rules! store_on_a_pool {
 
 #[cfg(feature = "postgres")]
 mod batch;
+mod clock;
 #[cfg(feature = "postgres")]
 mod conn;
 #[cfg(feature = "postgres")]
 pub mod connect;
 mod error;
+mod leases;
 #[cfg(feature = "sqlx")]
 pub mod on_sqlx;
 #[cfg(feature = "postgres")]
@@ -211,6 +213,7 @@ mod operator;
 mod options;
 mod outbox;
 mod protocol;
+mod records;
 mod schema;
 mod server_seen;
 mod session;

@@ -53,11 +53,14 @@
 //! # let _ = engine; Ok(()) }
 //! ```
 
+use super::clock::Clock;
 use super::error::{classify, DbError};
+use super::leases;
 use super::operator;
 use super::options::{PostgresOptions, LOCK_TIMEOUT};
 use super::outbox;
-use super::protocol::{self, rolls_back, Clock};
+use super::protocol::{self, rolls_back};
+use super::records;
 use super::schema;
 use super::server_seen::ServerSeen;
 use super::session::Session;
@@ -356,7 +359,7 @@ store_on_a_pool! {
             let clock = self.clock_for(phase.as_ref());
             let mut tx = self.begin(clock).await?;
             let conn = SqlxConn::new(&mut tx);
-            let advanced = protocol::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
+            let advanced = leases::advance_in::<Sqlx>(&conn, lease, phase.as_ref(), clock).await?;
             if !matches!(advanced, Advanced::LeaseLost) {
                 self.committer.commit(tx).await?;
             }

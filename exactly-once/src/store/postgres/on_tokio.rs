@@ -2,13 +2,18 @@
 //! deadpool pool (the store's own, or yours: [`PostgresStore::with_pool`]).
 
 use super::batch;
+use super::clock::Clock;
 use super::connect::{Bound, Connector, Settings};
 use super::error::classify;
+use super::error::classify_commit;
+use super::leases;
 use super::one_statement::OneStatement;
 use super::operator;
 use super::options::PostgresOptions;
+use super::options::LOCK_TIMEOUT;
 use super::outbox;
-use super::protocol::{self, Clock};
+use super::protocol;
+use super::records;
 use super::schema::{self, SERVER_ADDRESS};
 use super::server_seen::ServerSeen;
 use super::session::{self, Session};
@@ -264,7 +269,7 @@ store_on_a_pool! {
                 }
             }
             let mut client = self.client().await?;
-            protocol::execute(&mut client, &phase, clock).await
+            execute(&mut client, &phase, clock).await
         }
 
         async fn advance(
@@ -274,13 +279,13 @@ store_on_a_pool! {
         ) -> Result<Advanced> {
             let clock = self.clock_for(phase.as_ref());
             let mut client = self.client().await?;
-            let tx = protocol::begin(&mut client, clock).await?;
-            protocol::advance(tx, lease, phase.as_ref(), clock).await
+            let tx = begin(&mut client, clock).await?;
+            advance(tx, lease, phase.as_ref(), clock).await
         }
 
         async fn health(&self) -> Result<()> {
             let mut client = self.client().await?;
-            let tx = protocol::begin(&mut client, self.clock()).await?;
+            let tx = begin(&mut client, self.clock()).await?;
             let address = schema::probe(&tx, self.app).await?;
             tx.commit().await.map_err(classify)?;
             self.host.reached(address);
@@ -295,7 +300,7 @@ store_on_a_pool! {
             by: Option<&Intervention>,
         ) -> Result<Taken> {
             let mut client = self.client().await?;
-            operator::take(&mut client, caller, key, takeover, by, self.clock()).await
+            operator_take(&mut client, caller, key, takeover, by, self.clock()).await
         }
 
         async fn settle(
@@ -306,7 +311,7 @@ store_on_a_pool! {
         ) -> Result<Option<StoredResponse>> {
             let mut client = self.client().await?;
             let clock = self.clock_for(phase.as_ref());
-            operator::settle(&mut client, lease, phase.as_ref(), settlement, clock).await
+            operator_settle(&mut client, lease, phase.as_ref(), settlement, clock).await
         }
 
         fn database_host(&self) -> Option<String> {
@@ -317,4 +322,102 @@ store_on_a_pool! {
             self.host.changes()
         }
     }
+}
+
+#[cfg(feature = "postgres")]
+/// Opens a transaction with the engine's settings: behind a pooler it sets
+/// them itself (`SET LOCAL`), elsewhere the connection's session has them.
+async fn begin(
+    client: &mut deadpool_postgres::Object,
+    clock: Clock,
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    let tx = client.transaction().await.map_err(classify)?;
+    if let Some(settings) = clock.session.per_transaction(LOCK_TIMEOUT) {
+        tx.batch_execute(&settings).await.map_err(classify)?;
+    }
+    Ok(tx)
+}
+
+#[cfg(feature = "postgres")]
+/// Claims the key (waiting for a transaction that holds it) and runs the
+/// operation's first phase, or finds the key's record and decides; commits
+/// (or, as the phase asks, rolls back).
+async fn execute(
+    client: &mut deadpool_postgres::Object,
+    phase: &FirstPhase<Postgres>,
+    clock: Clock,
+) -> Result<Execution> {
+    let tx = begin(client, clock).await?;
+    match protocol::execute_in::<Postgres>(&tx, phase, clock).await? {
+        Execution::InUse => Ok(Execution::InUse),
+        execution if protocol::rolls_back(&execution, phase.end) => {
+            tx.rollback().await.map_err(classify)?;
+            Ok(execution.rolled_back())
+        }
+        execution => {
+            commit(tx).await?;
+            Ok(execution)
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+/// Commits. A commit that fails by losing its backend leaves its outcome
+/// unknown: it may have committed. That is never answered as "nothing was
+/// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
+async fn commit(tx: deadpool_postgres::Transaction<'_>) -> Result<()> {
+    tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
+}
+
+#[cfg(feature = "postgres")]
+/// The next phase of the lease's operation, if the lease is still its
+/// holder's (the row stays locked until the commit, so nobody takes it
+/// over meanwhile); records how the phase ended.
+async fn advance(
+    tx: deadpool_postgres::Transaction<'_>,
+    lease: &Lease,
+    phase: &dyn Operation<Postgres>,
+    clock: Clock,
+) -> Result<Advanced> {
+    let advanced = leases::advance_in::<Postgres>(&tx, lease, phase, clock).await?;
+    if !matches!(advanced, Advanced::LeaseLost) {
+        commit(tx).await?;
+    }
+    Ok(advanced)
+}
+
+#[cfg(feature = "postgres")]
+/// Takes the key's operation over for an operator, in one transaction.
+async fn operator_take(
+    client: &mut deadpool_postgres::Object,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    takeover: Takeover,
+    by: Option<&Intervention>,
+    clock: Clock,
+) -> Result<Taken> {
+    let tx = begin(client, clock).await?;
+    let taken = operator::take_in(&tx, caller, key, takeover, by, clock).await?;
+    if matches!(taken, Taken::Lease(_)) {
+        commit(tx).await?;
+    }
+    Ok(taken)
+}
+
+#[cfg(feature = "postgres")]
+/// Settles the lease's operation: its phase, its answer, its audit row,
+/// one transaction.
+async fn operator_settle(
+    client: &mut deadpool_postgres::Object,
+    lease: &Lease,
+    phase: &dyn Operation<Postgres>,
+    settlement: &Settlement,
+    clock: Clock,
+) -> Result<Option<StoredResponse>> {
+    let tx = begin(client, clock).await?;
+    let settled = operator::settle_in::<Postgres>(&tx, lease, phase, settlement, clock).await?;
+    if settled.is_some() {
+        commit(tx).await?;
+    }
+    Ok(settled)
 }

@@ -5,9 +5,9 @@
 //! one such statement, a row each ([`super::batch`]): PostgreSQL's cost is
 //! per statement and per commit far more than per row.
 
+use super::clock::Clock;
 use super::conn::Prepared;
 use super::options::LOCK_TIMEOUT;
-use super::protocol::Clock;
 use crate::record::StoredResponse;
 use crate::store::IdempotentRequest;
 use std::sync::OnceLock;

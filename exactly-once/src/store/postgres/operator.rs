@@ -5,7 +5,8 @@
 //! database), taking an operation over and settling it with its audit row.
 //! Every time is the database's `now()`.
 
-use super::protocol::{self, Clock};
+use super::clock::Clock;
+use super::leases;
 use super::statement::{Driver, Exec, Statement};
 use super::value::{Kind, Row};
 use crate::backend::Operation;
@@ -225,24 +226,6 @@ async fn standing(
     }))
 }
 
-#[cfg(feature = "postgres")]
-/// Takes the key's operation over for an operator, in one transaction.
-pub(super) async fn take(
-    client: &mut deadpool_postgres::Object,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    takeover: Takeover,
-    by: Option<&Intervention>,
-    clock: Clock,
-) -> Result<Taken> {
-    let tx = protocol::begin(client, clock).await?;
-    let taken = take_in(&tx, caller, key, takeover, by, clock).await?;
-    if matches!(taken, Taken::Lease(_)) {
-        protocol::commit(tx).await?;
-    }
-    Ok(taken)
-}
-
 /// [`take`] inside `tx`, which the caller commits when it took a lease.
 pub(super) async fn take_in(
     tx: &impl Exec,
@@ -377,24 +360,6 @@ async fn audit(
     Ok(())
 }
 
-#[cfg(feature = "postgres")]
-/// Settles the lease's operation: its phase, its answer, its audit row,
-/// one transaction.
-pub(super) async fn settle(
-    client: &mut deadpool_postgres::Object,
-    lease: &Lease,
-    phase: &dyn Operation<super::Postgres>,
-    settlement: &Settlement,
-    clock: Clock,
-) -> Result<Option<StoredResponse>> {
-    let tx = protocol::begin(client, clock).await?;
-    let settled = settle_in::<super::Postgres>(&tx, lease, phase, settlement, clock).await?;
-    if settled.is_some() {
-        protocol::commit(tx).await?;
-    }
-    Ok(settled)
-}
-
 /// [`settle`] inside `tx`, whichever the driver, which the caller commits
 /// when it settled.
 pub(super) async fn settle_in<D: Driver>(
@@ -411,7 +376,7 @@ pub(super) async fn settle_in<D: Driver>(
     let Some(standing) = standing(tx, &lease.caller, &lease.key).await? else {
         return Ok(None);
     };
-    let response = match protocol::advance_in::<D>(tx, lease, phase, clock).await? {
+    let response = match leases::advance_in::<D>(tx, lease, phase, clock).await? {
         Advanced::Finished(response) => response,
         Advanced::LeaseLost => return Ok(None),
         Advanced::Stopped(next) => {

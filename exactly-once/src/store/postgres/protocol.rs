@@ -3,74 +3,18 @@
 //! decide; later phases under a lease; taking an abandoned operation over.
 //! Every expiry and lease is the database's `now()`.
 
+use super::clock::Clock;
 use super::error::in_use_or;
-use super::session::Session;
 use super::statement::{Driver, Exec, Statement};
 use super::value::{Kind, Row};
-use crate::backend::{Operation, RunContext};
+use crate::backend::RunContext;
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
-    stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest,
-    Lifetimes, LiveRecord, StoreError, TransactionEnd,
+    Execution, FirstPhase, IdempotentRequest, LiveRecord, StoreError, TransactionEnd,
 };
 use crate::{Caller, Fingerprint, IdempotencyKey};
 use std::time::Duration;
-
-/// The times one call works with: the process's clock only for the
-/// `created` seconds of new rows; every expiry and lease is the database's.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Clock {
-    /// Unix milliseconds, this process's clock.
-    pub(super) now_ms: i64,
-    /// `--key-ttl`, seconds.
-    pub(super) ttl_secs: f64,
-    /// `--operation-lease`, seconds.
-    pub(super) lease_secs: f64,
-    /// How long after its start a failing operation is set aside, seconds.
-    pub(super) attention_after_secs: f64,
-    /// How long a tombstone is kept, seconds.
-    pub(super) tombstone_secs: f64,
-    /// Where the transactions' settings come from.
-    pub(super) session: Session,
-}
-
-impl Clock {
-    /// The clock of a phase of an operation with its own TTL (`key_ttl`),
-    /// when it has one: its records live that long.
-    pub(super) fn for_operation(mut self, key_ttl: Option<Duration>) -> Self {
-        if let Some(ttl) = key_ttl {
-            self.ttl_secs = ttl.as_secs_f64();
-        }
-        self
-    }
-
-    /// A call's clock with the store's lifetimes and session.
-    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
-        Self {
-            now_ms,
-            ttl_secs: lifetimes.key_ttl.as_secs_f64(),
-            lease_secs: lifetimes.lease.as_secs_f64(),
-            attention_after_secs: lifetimes.attention_after.as_secs_f64(),
-            tombstone_secs: lifetimes.tombstone_ttl.as_secs_f64(),
-            session,
-        }
-    }
-}
-
-#[cfg(feature = "postgres")]
-/// Opens a transaction with the engine's settings: behind a pooler it sets
-/// them itself (`SET LOCAL`), elsewhere the connection's session has them.
-pub(super) async fn begin(
-    client: &mut deadpool_postgres::Object,
-    clock: Clock,
-) -> Result<deadpool_postgres::Transaction<'_>> {
-    let tx = client.transaction().await.map_err(super::error::classify)?;
-    if let Some(settings) = clock.session.per_transaction(super::options::LOCK_TIMEOUT) {
-        tx.batch(&settings).await.map_err(super::error::classify)?;
-    }
-    Ok(tx)
-}
 
 /// The claim: a new record of the key, or the next generation over a
 /// finished, expired record (or its tombstone), which count as absent.
@@ -91,29 +35,6 @@ const CLAIM: Statement = Statement::new(
                  RETURNING generation",
     &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
 );
-
-#[cfg(feature = "postgres")]
-/// Claims the key (waiting for a transaction that holds it) and runs the
-/// operation's first phase, or finds the key's record and decides; commits
-/// (or, as the phase asks, rolls back).
-pub(super) async fn execute(
-    client: &mut deadpool_postgres::Object,
-    phase: &FirstPhase<super::Postgres>,
-    clock: Clock,
-) -> Result<Execution> {
-    let tx = begin(client, clock).await?;
-    match execute_in::<super::Postgres>(&tx, phase, clock).await? {
-        Execution::InUse => Ok(Execution::InUse),
-        execution if rolls_back(&execution, phase.end) => {
-            tx.rollback().await.map_err(super::error::classify)?;
-            Ok(execution.rolled_back())
-        }
-        execution => {
-            commit(tx).await?;
-            Ok(execution)
-        }
-    }
-}
 
 /// Whether an execution is rolled back instead of committed: the
 /// operation ran and its phase asked for it (chaos), or it stopped past its
@@ -307,20 +228,10 @@ pub(super) async fn decide(
     )
 }
 
-#[cfg(feature = "postgres")]
-/// Commits. A commit that fails by losing its backend leaves its outcome
-/// unknown: it may have committed. That is never answered as "nothing was
-/// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
-pub(super) async fn commit(tx: deadpool_postgres::Transaction<'_>) -> Result<()> {
-    tx.commit()
-        .await
-        .map_err(|e| super::error::classify_commit(e, "COMMIT"))
-}
-
 /// Records the answer; the record lives `ttl_secs` from now, the moment
 /// its answer is recorded (an operation the completer finishes after an
 /// outage longer than the TTL is not born expired).
-async fn record_response(
+pub(super) async fn record_response(
     tx: &impl Exec,
     caller: &Caller,
     key: &IdempotencyKey,
@@ -359,97 +270,6 @@ const RECORD_RESPONSE: Statement = Statement::new(
     ],
 );
 
-/// The lease's record, locked until the transaction ends, if the lease is
-/// still its holder's.
-const HOLD: Statement = Statement::new(
-    "SELECT 1 FROM idempotency_keys
-     WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'
-     FOR UPDATE",
-    &[Kind::Bytea, Kind::Text, Kind::Bytea],
-);
-
-/// A later phase stopped at the next recovery point; the lease goes on.
-const STOP_LATER: Statement = Statement::new(
-    "UPDATE idempotency_keys SET recovery_point = $3, state = $4,
-            leased_until = now() + $5 * interval '1 second'
-     WHERE caller = $1 AND key = $2",
-    &[
-        Kind::Bytea,
-        Kind::Text,
-        Kind::Text,
-        Kind::Text,
-        Kind::Float8,
-    ],
-);
-
-#[cfg(feature = "postgres")]
-/// The next phase of the lease's operation, if the lease is still its
-/// holder's (the row stays locked until the commit, so nobody takes it
-/// over meanwhile); records how the phase ended.
-pub(super) async fn advance(
-    tx: deadpool_postgres::Transaction<'_>,
-    lease: &Lease,
-    phase: &dyn Operation<super::Postgres>,
-    clock: Clock,
-) -> Result<Advanced> {
-    let advanced = advance_in::<super::Postgres>(&tx, lease, phase, clock).await?;
-    if !matches!(advanced, Advanced::LeaseLost) {
-        commit(tx).await?;
-    }
-    Ok(advanced)
-}
-
-/// [`advance`] inside `tx`, whichever the driver, which the caller commits.
-pub(super) async fn advance_in<D: Driver>(
-    tx: &D::Tx<'_>,
-    lease: &Lease,
-    phase: &dyn Operation<D>,
-    clock: Clock,
-) -> Result<Advanced> {
-    let (lease_secs, now_ms) = (clock.lease_secs, clock.now_ms);
-    let held = HOLD
-        .rows(tx, &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]])
-        .await;
-    match in_use_or(held)? {
-        Some(rows) if !rows.is_empty() => {}
-        _ => return Ok(Advanced::LeaseLost),
-    }
-    let context = RunContext {
-        caller: &lease.caller,
-        key: &lease.key,
-        now_ms,
-        store_ms: now_ms,
-        fingerprint: &lease.fingerprint,
-        generation: lease.generation,
-    };
-    let advanced = match D::run(phase, tx, &context).await? {
-        PhaseEnd::Finished(response) => {
-            record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
-            Advanced::Finished(response)
-        }
-        PhaseEnd::Stopped(point, state) => {
-            STOP_LATER
-                .execute(
-                    tx,
-                    &[
-                        &lease.caller,
-                        &lease.key.as_ref(),
-                        &point.as_str(),
-                        &state,
-                        &lease_secs,
-                    ],
-                )
-                .await?;
-            Advanced::Stopped(Lease {
-                point,
-                state,
-                ..lease.clone()
-            })
-        }
-    };
-    Ok(advanced)
-}
-
 const TAKE_OVER: Statement = Statement::new(
     "UPDATE idempotency_keys
      SET lease_token = $3, leased_until = now() + $4 * interval '1 second'
@@ -485,160 +305,16 @@ pub(super) async fn take_over(
     }))
 }
 
-/// Extends the lease by its whole length from now, if it is still the
-/// holder's.
-pub(super) async fn renew(client: &impl Exec, lease: &Lease, lease_secs: f64) -> Result<bool> {
-    const RENEW: Statement = Statement::new(
-        "UPDATE idempotency_keys SET leased_until = now() + $4 * interval '1 second'
-         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
-    );
-    let changed = RENEW
-        .execute(
-            client,
-            &[
-                &lease.caller,
-                &lease.key.as_ref(),
-                &&lease.token[..],
-                &lease_secs,
-            ],
-        )
-        .await?;
-    Ok(changed == 1)
-}
-
-/// Counts a failed step and gives the lease up, or sets the operation
-/// aside when it has been unfinished longer than `attention_after`: one
-/// statement, judged by the database's clock.
-pub(super) async fn step_failed(
-    client: &impl Exec,
-    lease: &Lease,
-    error: &str,
-    clock: Clock,
-) -> Result<AfterFailure> {
-    const FAILED: Statement = Statement::new(
-        "UPDATE idempotency_keys SET
-                   attempts = attempts + 1, last_error = $4,
-                   attention = CASE WHEN created_at <= now() - $5 * interval '1 second'
-                     THEN 'unfinished ' || justify_interval(date_trunc('second', now() - created_at))
-                          || ' after its start; last error: ' || $4 END,
-                   lease_token = CASE WHEN created_at <= now() - $5 * interval '1 second'
-                     THEN NULL ELSE lease_token END,
-                   leased_until = CASE WHEN created_at <= now() - $5 * interval '1 second'
-                     THEN NULL ELSE now() END
-                 WHERE caller = $1 AND key = $2 AND lease_token = $3
-                   AND recovery_point <> 'finished'
-                 RETURNING attention IS NOT NULL",
-        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text, Kind::Float8],
-    );
-    let row = FAILED
-        .query_opt(
-            client,
-            &[
-                &lease.caller,
-                &lease.key.as_ref(),
-                &&lease.token[..],
-                &error,
-                &clock.attention_after_secs,
-            ],
-        )
-        .await?;
-    Ok(match row {
-        None => AfterFailure::NotHeld,
-        Some(row) if row.get::<_, bool>(0) => AfterFailure::SetAside,
-        Some(_) => AfterFailure::Released,
-    })
-}
-
-/// Gives the lease up now, counting nothing.
-pub(super) async fn release(client: &impl Exec, lease: &Lease) -> Result<bool> {
-    const RELEASE: Statement = Statement::new(
-        "UPDATE idempotency_keys SET leased_until = now()
-         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Kind::Bytea, Kind::Text, Kind::Bytea],
-    );
-    let changed = RELEASE
-        .execute(
-            client,
-            &[&lease.caller, &lease.key.as_ref(), &&lease.token[..]],
-        )
-        .await?;
-    Ok(changed == 1)
-}
-
-/// Sets the lease's operation aside for an operator: nothing resumes it.
-pub(super) async fn set_aside(client: &impl Exec, lease: &Lease, reason: &str) -> Result<bool> {
-    const SET_ASIDE: Statement = Statement::new(
-        "UPDATE idempotency_keys
-         SET attention = $4, attempts = attempts + 1, last_error = $4,
-             lease_token = NULL, leased_until = NULL
-         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
-        &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text],
-    );
-    let changed = SET_ASIDE
-        .execute(
-            client,
-            &[
-                &lease.caller,
-                &lease.key.as_ref(),
-                &&lease.token[..],
-                &reason,
-            ],
-        )
-        .await?;
-    Ok(changed == 1)
-}
-
-/// The sweeper's round: sent outbox messages older than `retention`, then
-/// [`sweep_records`]. How many records expired.
-pub(super) async fn sweep(
-    client: &impl Exec,
-    clock: Clock,
-    limit: u32,
-    retention: Duration,
-) -> Result<u64> {
-    super::outbox::prune_sent(client, retention, limit).await?;
-    sweep_records(client, clock, limit).await
-}
-
-/// Turns at most `limit` finished records expired by now into tombstones
-/// (the answer goes, the generation stays until the tombstone's own time),
-/// and deletes as many tombstones whose time is up. How many expired.
-async fn sweep_records(client: &impl Exec, clock: Clock, limit: u32) -> Result<u64> {
-    const EXPIRE: Statement = Statement::new(
-        "UPDATE idempotency_keys
-         SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
-             expires_at = expires_at + $2 * interval '1 second'
-         WHERE ctid IN (
-           SELECT ctid FROM idempotency_keys
-           WHERE expires_at <= now() AND recovery_point = 'finished'
-           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[Kind::Int8, Kind::Float8],
-    );
-    const FORGET: Statement = Statement::new(
-        "DELETE FROM idempotency_keys WHERE ctid IN (
-           SELECT ctid FROM idempotency_keys
-           WHERE expires_at <= now() AND recovery_point = 'expired'
-           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)",
-        &[Kind::Int8],
-    );
-    let expired = EXPIRE
-        .execute(client, &[&i64::from(limit), &clock.tombstone_secs])
-        .await?;
-    FORGET.execute(client, &[&i64::from(limit)]).await?;
-    Ok(expired)
-}
-
 /// Whether a stored `recovery_point` is where an unfinished operation
 /// stopped: neither `finished`, nor a tombstone (`expired`), nor the
 /// one-statement claim's own `claimed` (which no other transaction ever
 /// sees, as the statement commits whole).
-fn is_recovery_point(stored: &str) -> bool {
+pub(super) fn is_recovery_point(stored: &str) -> bool {
     stored != FINISHED && stored != EXPIRED && stored != "claimed"
 }
 
 /// A fingerprint as stored.
-fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
+pub(super) fn fingerprint(stored: &[u8]) -> Result<Fingerprint> {
     stored
         .try_into()
         .map(Fingerprint::from_bytes)
@@ -658,84 +334,4 @@ pub(super) fn record(row: &Row) -> Result<Record> {
             bytes::Bytes::copy_from_slice(body.unwrap_or_default()),
         ),
     })
-}
-
-/// A finished, unexpired record of the key, and its remaining life.
-pub(super) async fn lookup(
-    client: &impl Exec,
-    caller: &Caller,
-    key: &IdempotencyKey,
-) -> Result<Option<LiveRecord>> {
-    const LIVE: Statement = Statement::new(
-        "SELECT fingerprint, status, headers, body,
-                extract(epoch FROM expires_at - now())::float8
-         FROM idempotency_keys
-         WHERE caller = $1 AND key = $2 AND expires_at > now()
-           AND recovery_point = 'finished'",
-        &[Kind::Bytea, Kind::Text],
-    );
-    let row = LIVE.query_opt(client, &[caller, &key.as_ref()]).await?;
-    row.map(|row| {
-        Ok(LiveRecord {
-            record: record(&row)?,
-            life: Duration::from_secs_f64(row.get::<_, f64>(4).max(0.0)),
-        })
-    })
-    .transpose()
-}
-
-/// The fingerprint of the key's operation while it is unfinished.
-pub(super) async fn unfinished(
-    client: &impl Exec,
-    caller: &Caller,
-    key: &IdempotencyKey,
-) -> Result<Option<Fingerprint>> {
-    const UNFINISHED: Statement = Statement::new(
-        "SELECT fingerprint FROM idempotency_keys
-         WHERE caller = $1 AND key = $2
-           AND recovery_point NOT IN ('finished', 'claimed', 'expired')",
-        &[Kind::Bytea, Kind::Text],
-    );
-    let row = UNFINISHED
-        .query_opt(client, &[caller, &key.as_ref()])
-        .await?;
-    row.map(|row| fingerprint(row.get(0))).transpose()
-}
-
-/// How many operations are set aside for an operator: through the index
-/// of unfinished records (a set-aside one is always unfinished), not a
-/// scan of the table.
-pub(super) async fn needing_attention(client: &impl Exec) -> Result<u64> {
-    const COUNT: Statement = Statement::new(
-        "SELECT count(*) FROM idempotency_keys
-         WHERE recovery_point NOT IN ('finished', 'expired', 'claimed')
-           AND attention IS NOT NULL",
-        &[],
-    );
-    let row = COUNT.query_one(client, &[]).await?;
-    Ok(row.get::<_, i64>(0).unsigned_abs())
-}
-
-/// Up to `limit` operations whose lease ran out, but those at a point in
-/// `skip`.
-pub(super) async fn abandoned(
-    client: &impl Exec,
-    limit: u32,
-    skip: &[String],
-) -> Result<Vec<Abandoned>> {
-    const ABANDONED: Statement = Statement::new(
-        "SELECT caller, key, recovery_point FROM idempotency_keys
-         WHERE recovery_point <> 'finished' AND leased_until <= now()
-           AND recovery_point <> ALL($2)
-         ORDER BY leased_until LIMIT $1",
-        &[Kind::Int8, Kind::TextArray],
-    );
-    let rows = ABANDONED.query(client, &[&i64::from(limit), &skip]).await?;
-    Ok(stored_abandoned(rows.iter().map(|row| {
-        (
-            row.get::<_, &[u8]>(0),
-            row.get::<_, &str>(1),
-            row.get::<_, String>(2),
-        )
-    })))
 }
