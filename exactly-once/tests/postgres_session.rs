@@ -132,6 +132,9 @@ async fn a_plain_url_keeps_named_statements_and_the_settings_per_connection() {
     );
     let options = PostgresOptions::new(db.url()).migrations(MIGRATIONS);
     let store = PostgresStore::open(options).await.unwrap();
+    exactly_once::store::Store::health(&store)
+        .await
+        .expect("a health check");
     let pool = store.pool().clone();
     let engine = Engine::new(store);
 
@@ -180,6 +183,9 @@ async fn behind_a_pooler_nothing_stays_on_a_connection() {
     };
     let options = PostgresOptions::new(url).migrations(MIGRATIONS);
     let store = PostgresStore::open(options).await.unwrap();
+    exactly_once::store::Store::health(&store)
+        .await
+        .expect("a health check");
     let pool = store.pool().clone();
     let engine = Arc::new(Engine::new(store));
 
