@@ -5,13 +5,9 @@
 //! one such statement, a row each ([`super::batch`]): PostgreSQL's cost is
 //! per statement and per commit far more than per row.
 
-use super::clock::Clock;
-use super::conn::Prepared;
-use super::options::LOCK_TIMEOUT;
 use crate::record::StoredResponse;
-use crate::store::IdempotentRequest;
 use std::sync::OnceLock;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::Type;
 
 /// Most requests in one statement. A statement's rows are written one
 /// after another by one backend, and each of its requests waits for the
@@ -28,7 +24,7 @@ pub(super) const MAX_ROWS: usize = 8;
 /// The claim's own columns of each row, with their SQL types (and those of
 /// the arrays that carry them): the row's number in the statement, then
 /// the key's record as it will be stored.
-const CLAIM_COLUMNS: [(&str, &str, Type); 7] = [
+pub(super) const CLAIM_COLUMNS: [(&str, &str, Type); 7] = [
     ("n", "int4", Type::INT4_ARRAY),
     ("caller", "bytea", Type::BYTEA_ARRAY),
     ("key", "text", Type::TEXT_ARRAY),
@@ -239,7 +235,7 @@ impl Shape {
     /// waited for). Rows are claimed in key order, so two statements that
     /// share keys take their locks in the same order and never deadlock.
     /// It returns the numbers of the rows claimed.
-    fn text(&self) -> &str {
+    pub(super) fn text(&self) -> &str {
         self.text.get_or_init(|| {
             let claim = CLAIM_COLUMNS
                 .iter()
@@ -398,130 +394,9 @@ pub struct OneStatement {
     pub(super) shape: &'static Shape,
     /// The values of the shape's columns, in order, as text (`None`:
     /// NULL); the statement casts each to its column's type.
-    params: Vec<Option<String>>,
+    pub(super) params: Vec<Option<String>>,
     /// The answer recorded with the key.
     pub(super) response: StoredResponse,
-}
-
-/// One request's row: its key and its operation's statement.
-pub(super) struct Row<'a> {
-    pub(super) request: &'a IdempotentRequest,
-    pub(super) one: &'a OneStatement,
-}
-
-/// Runs `rows` (at least one, at most [`MAX_ROWS`], all of one shape, no
-/// key twice) as one statement that commits on its own, waiting at most
-/// `lock_timeout` for a key another transaction holds; for each row,
-/// whether its key was claimed (its answer is then the one recorded).
-///
-/// Behind a pooler in transaction mode (`pgbouncer=true`) the connection
-/// carries no settings of its own, so the statement runs, unnamed, in a
-/// transaction that sets them (`SET LOCAL`), its `BEGIN`, statement and
-/// `COMMIT` sent together: still one round trip.
-pub(super) async fn execute(
-    client: &deadpool_postgres::ClientWrapper,
-    rows: &[Row<'_>],
-    clock: Clock,
-    lock_timeout: &str,
-) -> std::result::Result<Vec<bool>, StatementError> {
-    let shape = rows[0].one.shape;
-    let count = i32::try_from(rows.len()).expect("at most MAX_ROWS rows");
-    let numbers: Vec<i32> = (0..count).collect();
-    let callers: Vec<&[u8]> = rows
-        .iter()
-        .map(|r| &r.request.caller.as_bytes()[..])
-        .collect();
-    let keys: Vec<&str> = rows.iter().map(|r| r.request.key.as_ref()).collect();
-    let fingerprints: Vec<&[u8]> = rows
-        .iter()
-        .map(|r| &r.request.fingerprint.as_bytes()[..])
-        .collect();
-    let statuses: Vec<i16> = rows.iter().map(|r| r.one.response.status as i16).collect();
-    let headers: Vec<Option<String>> = rows
-        .iter()
-        .map(|r| r.one.response.encoded_headers())
-        .collect();
-    let bodies: Vec<&[u8]> = rows.iter().map(|r| &r.one.response.body[..]).collect();
-    let own: Vec<Vec<Option<&str>>> = (0..rows[0].one.params.len())
-        .map(|column| {
-            rows.iter()
-                .map(|r| r.one.params[column].as_deref())
-                .collect()
-        })
-        .collect();
-    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-        (&clock.ttl_secs, Type::FLOAT8),
-        (&numbers, Type::INT4_ARRAY),
-        (&callers, Type::BYTEA_ARRAY),
-        (&keys, Type::TEXT_ARRAY),
-        (&fingerprints, Type::BYTEA_ARRAY),
-        (&statuses, Type::INT2_ARRAY),
-        (&headers, Type::TEXT_ARRAY),
-        (&bodies, Type::BYTEA_ARRAY),
-    ];
-    debug_assert_eq!(params.len(), 1 + CLAIM_COLUMNS.len());
-    params.extend(
-        own.iter()
-            .map(|column| (column as &(dyn ToSql + Sync), Type::TEXT_ARRAY)),
-    );
-    let text = shape.text();
-    let claimed_rows = match clock.session.per_transaction(lock_timeout) {
-        // The connection's own session, set at its start, for the usual
-        // wait; a shorter one is set around this statement. A named
-        // statement, prepared once per connection, unless the connection
-        // runs them unnamed.
-        None => {
-            let prepared = Prepared::get(&client.statement_cache, client, text, &params)
-                .await
-                .map_err(StatementError::NotRun)?;
-            let set = |timeout: &str| format!("SET lock_timeout = '{timeout}'");
-            let shortened = lock_timeout != LOCK_TIMEOUT;
-            if shortened {
-                client
-                    .batch_execute(&set(lock_timeout))
-                    .await
-                    .map_err(StatementError::NotRun)?;
-            }
-            let rows = match &prepared {
-                Some(prepared) => client.query(&prepared.statement, &prepared.values()).await,
-                None => client.query_typed(text, &params).await,
-            };
-            if shortened {
-                // If this fails the connection is broken, and the pool
-                // drops it.
-                let _ = client.batch_execute(&set(LOCK_TIMEOUT)).await;
-            }
-            rows.map_err(StatementError::Failed)?
-        }
-        Some(settings) => {
-            let begin = format!("BEGIN; {settings}");
-            let (began, rows, committed) = futures_util::future::join3(
-                client.batch_execute(&begin),
-                client.query_typed(text, &params),
-                client.batch_execute("COMMIT"),
-            )
-            .await;
-            began.map_err(StatementError::NotRun)?;
-            let rows = rows.map_err(StatementError::Failed)?;
-            committed.map_err(StatementError::Failed)?;
-            rows
-        }
-    };
-    let mut claimed = vec![false; rows.len()];
-    for row in claimed_rows {
-        let n: i32 = row.get(0);
-        claimed[usize::try_from(n).expect("a row's number")] = true;
-    }
-    Ok(claimed)
-}
-
-/// Why a statement of [`execute`] gave no answer.
-pub(super) enum StatementError {
-    /// It never ran (the transaction around it could not begin).
-    NotRun(tokio_postgres::Error),
-    /// PostgreSQL answered with an error, or the connection broke while it
-    /// ran (no SQLSTATE: its outcome is unknown).
-    Failed(tokio_postgres::Error),
 }
 
 #[cfg(test)]
