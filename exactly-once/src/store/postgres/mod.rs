@@ -201,6 +201,8 @@ mod clock;
 mod conn;
 #[cfg(feature = "postgres")]
 pub mod connect;
+#[cfg(feature = "postgres")]
+mod connection_driver;
 mod error;
 mod leases;
 #[cfg(feature = "sqlx")]
@@ -224,6 +226,10 @@ mod sqlx_commit;
 #[cfg(feature = "postgres")]
 mod sslmode;
 mod statement;
+#[cfg(feature = "postgres")]
+mod tls_verifier;
+#[cfg(feature = "postgres")]
+mod url_params;
 mod value;
 #[cfg(feature = "postgres")]
 mod wire;
