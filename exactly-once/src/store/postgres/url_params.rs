@@ -230,24 +230,11 @@ pub(super) const OURS: &[&str] = &[
 ];
 
 /// Percent-decoding of a URL query's key or value (`+` stays `+`, as
-/// libpq reads it).
+/// libpq reads it; a `%` not followed by two hex digits stays as it is).
 pub(super) fn decode(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
