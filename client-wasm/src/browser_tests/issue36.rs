@@ -382,7 +382,10 @@ export async function fetch_exact(env) {
   const text = '{ "amount":1999, "currency":"usd", "ref": 12345678901234567890123 }';
   const echoed = await client.fetch(env.portal + "/echo/x", { method: "POST", body: text, operation: "fetch:echo" });
   eq(await echoed.text(), text, "the body the server got");
-  eq(JSON.parse(s.stored("fetch:echo")).body, text, "the body stored for a resume");
+  // Stored as given for a resume while it has no answer (here: never).
+  const once = s.make({ maxAttempts: 1 });
+  await rejects(once.fetch(UNREACHABLE + "/x", { method: "POST", body: text, operation: "fetch:stored" }), "a fetch to nowhere");
+  eq(JSON.parse(s.stored("fetch:stored")).body, text, "the body stored for a resume");
   // Binary answers, byte for byte.
   const binary = await client.fetch(env.portal + "/binary/x", { method: "POST", body: "{}", operation: "fetch:binary" });
   const bytes = [...new Uint8Array(await binary.arrayBuffer())];

@@ -17,6 +17,7 @@ mod checkouts;
 mod frames;
 mod issue36;
 mod keys;
+mod privacy;
 mod retries;
 mod storage;
 mod tabs;
