@@ -45,6 +45,15 @@
 #       with BACKENDS=1 (on by default with PostgreSQL): the engine alone
 #       (bench/src/bin/backends.rs: one row per key) on tokio-postgres and on
 #       sqlx, new keys by turns (BACKEND_ROUNDS=3), p99 and CPU beside
+#   AB_FLAGS="--caller-rate 0" BASE=0 WRK=0 TLS=0 BOUNCER=0 PROVIDER=0 LIVE=0 SWEEP=0 RECEIPTS=0 scripts/bench.sh
+#       the A/B pair on this build alone: the "before" side started with the
+#       extra server flags AB_FLAGS (here the per-caller rate limiter off),
+#       the "after" side as every run of this build (SERVER_FLAGS); with AB,
+#       AB_FLAGS go to the AB binary instead
+#   SERVER_FLAGS (default "--caller-rate 1000000000"): the flags every run
+#       of this build's server gets. loadgen is one caller, so the
+#       contract's 100 requests a second per caller would cap every case:
+#       the limiter stays on, its limit out of reach
 #   RECEIPTS=0 scripts/bench.sh
 #       without the receipts cases at the end (scripts/bench-receipts.sh:
 #       receipts/s against MailDev's own intake, and the provider case's
@@ -55,6 +64,8 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-32}
 DURABILITY=${DURABILITY:-full}
+SERVER_FLAGS=${SERVER_FLAGS---caller-rate 1000000000}
+export SERVER_FLAGS
 if [ "${BUILD:-1}" = 1 ]; then cargo build --release -p server -p psp -p bench --bins -q; fi
 BIN=${CARGO_TARGET_DIR:-target}/release
 
@@ -80,8 +91,10 @@ start() {
     RUST_LOG=warn "$BIN/backends" --listen 127.0.0.1:0 --database "$database" \
       --backend "${program#backends-}" >"$dir/$out" 2>"$dir/err" &
   else
+    local own=()
+    if [ "${SERVER:-$BIN/server}" = "$BIN/server" ]; then read -ra own <<<"$SERVER_FLAGS"; fi
     RUST_LOG=warn "${SERVER:-$BIN/server}" --listen 127.0.0.1:0 --database "$database" \
-      --durability "$DURABILITY" --www "$dir" "$@" >"$dir/$out" 2>"$dir/err" &
+      --durability "$DURABILITY" --www "$dir" "${own[@]}" "$@" >"$dir/$out" 2>"$dir/err" &
   fi
   pid=$!
   for _ in $(seq 100); do grep -q listening "$dir/$out" 2>/dev/null && break; sleep 0.05; done
@@ -241,13 +254,18 @@ if [ "${BACKENDS:-1}" = 1 ] && [ -n "${BENCH_POSTGRES_URL:-}" ]; then
   done
 fi
 
-if [ -n "${AB:-}" ]; then
-  echo "# A/B: before=$AB after=$BIN/server, by turns"
+if [ -n "${AB:-}" ] || [ -n "${AB_FLAGS:-}" ]; then
+  echo "# A/B: before=${AB:-$BIN/server} ${AB_FLAGS:-} after=$BIN/server $SERVER_FLAGS, by turns"
   for round in $(seq "${AB_ROUNDS:-3}"); do
     for side in before after; do
-      if [ "$side" = before ]; then SERVER=$AB; else SERVER=$BIN/server; fi
-      run server new-key >/dev/null; nk=$rps; nk_p99=$p99; nk_cpu=$cpu
-      run server replay >/dev/null
+      flags=()
+      if [ "$side" = before ]; then
+        SERVER=${AB:-$BIN/server}; read -ra flags <<<"${AB_FLAGS:-}"
+      else
+        SERVER=$BIN/server
+      fi
+      run server new-key "${flags[@]}" >/dev/null; nk=$rps; nk_p99=$p99; nk_cpu=$cpu
+      run server replay "${flags[@]}" >/dev/null
       echo "ab round=$round $side new_key_rps=$nk new_key_p99_ms=$nk_p99 new_key_cpu_us=$nk_cpu replay_rps=$rps replay_p99_ms=$p99"
     done
   done

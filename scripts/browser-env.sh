@@ -16,6 +16,11 @@
 #                              and server_url
 #   start_chromedriver DIR     starts chromedriver on a free port, logging
 #                              into DIR; sets driver_pid and driver_url
+#   start_webkitdriver DIR     starts WebKitWebDriver on a virtual display
+#                              (xvfb-run -a), both in a process group of
+#                              their own, on a free port, logging into DIR;
+#                              sets webkit_group and webkit_url
+#   stop_webkitdriver          ends that group: driver, display, browser
 #   stop_pids PID...           ends those processes (the ones started here)
 
 temp_env() {
@@ -23,7 +28,8 @@ temp_env() {
     server_pid=""
     driver_pid=""
     portal_pid=""
-    trap 'stop_pids "$server_pid" "$driver_pid" "$portal_pid"; rm -rf "$tmp"' EXIT
+    webkit_group=""
+    trap 'stop_webkitdriver; stop_pids "$server_pid" "$driver_pid" "$portal_pid"; rm -rf "$tmp"' EXIT
 }
 
 free_port() {
@@ -50,9 +56,9 @@ start_server() {
     shift 2
     local profile="${SERVER_PROFILE:-debug}"
     if [ "$profile" = release ]; then
-        cargo build --quiet --release -p server
+        cargo build --locked --quiet --release -p server
     else
-        cargo build --quiet -p server
+        cargo build --locked --quiet -p server
     fi
     "${CARGO_TARGET_DIR:-$ROOT/target}/$profile/server" \
         --listen 127.0.0.1:0 \
@@ -84,6 +90,40 @@ start_chromedriver() {
     echo "chromedriver did not start:" >&2
     cat "$1/chromedriver.log" >&2
     return 1
+}
+
+start_webkitdriver() {
+    local port
+    port="$(free_port)"
+    # setsid: a new process group (and session) led by xvfb-run, so that
+    # Xvfb, the driver and the MiniBrowser it starts end together.
+    setsid xvfb-run -a WebKitWebDriver --port="$port" >"$1/webkitdriver.log" 2>&1 &
+    webkit_group=$!
+    webkit_url="http://127.0.0.1:$port"
+    for _ in $(seq 1 100); do
+        node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
+            "$webkit_url/status" && return 0
+        sleep 0.1
+    done
+    echo "WebKitWebDriver did not start:" >&2
+    cat "$1/webkitdriver.log" >&2
+    return 1
+}
+
+stop_webkitdriver() {
+    if [ -n "${webkit_group:-}" ]; then
+        # SIGTERM, and time for the whole group to end: Xvfb removes its
+        # display's lock file as it does (after a SIGKILL the file stays,
+        # and the display number with it).
+        kill -TERM -- "-$webkit_group" 2>/dev/null || true
+        wait "$webkit_group" 2>/dev/null || true
+        for _ in $(seq 1 60); do
+            kill -0 -- "-$webkit_group" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -KILL -- "-$webkit_group" 2>/dev/null || true
+        webkit_group=""
+    fi
 }
 
 stop_pids() {

@@ -34,7 +34,7 @@ check=0
 [ "${1:-}" = --check ] && check=1
 
 target="${CARGO_TARGET_DIR:-$ROOT/target}"
-cargo build --quiet -p client-wasm --target wasm32-unknown-unknown --profile wasm-release
+cargo build --locked --quiet -p client-wasm --target wasm32-unknown-unknown --profile wasm-release
 bindgen="$target/client-wasm-bindgen"
 rm -rf "$bindgen"
 wasm-bindgen --target web --no-typescript --out-dir "$bindgen" \

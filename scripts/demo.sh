@@ -19,8 +19,10 @@
 # so any server flag after the command still wins:
 #
 #   scripts/demo.sh                      the defaults above
-#   scripts/demo.sh --listen 0.0.0.0:8080 --database sqlite:///tmp/shop.db
+#   scripts/demo.sh --listen 127.0.0.1:8080 --database sqlite:///tmp/shop.db
 #                                        any other server flags are passed on
+#                                        (off loopback, --chaos needs
+#                                        --chaos-on-any-address as well)
 #   PSP_LISTEN=127.0.0.1:4001 MAILDEV_SMTP_PORT=2025 MAILDEV_WEB_PORT=2080 scripts/demo.sh
 #                                        other local ports for psp and MailDev
 #

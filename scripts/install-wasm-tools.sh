@@ -90,4 +90,15 @@ if [ "${WASM_TOOLS_BROWSER:-1}" != 0 ]; then
         say "installing geckodriver $GECKODRIVER_VERSION (about 3.5 min)"
         cargo install geckodriver --version "$GECKODRIVER_VERSION" >&2
     fi
+    # 7. WebKit (Safari's engine): Debian's WebKitWebDriver, which drives
+    #    WebKitGTK's MiniBrowser, and Xvfb, the virtual display MiniBrowser
+    #    needs (it has no headless mode), for the browser tests and the
+    #    stories in WebKit; xauth by name, which xvfb-run needs and xvfb
+    #    only recommends.
+    if ! command -v WebKitWebDriver >/dev/null 2>&1 || ! command -v xvfb-run >/dev/null 2>&1 ||
+        ! command -v xauth >/dev/null 2>&1; then
+        say "installing webkit2gtk-driver, xvfb and xauth"
+        as_root apt-get update >&2
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y webkit2gtk-driver xvfb xauth >&2
+    fi
 fi

@@ -14,6 +14,9 @@
 #      TanStack Query and ky recipes), as written, compile with
 #      `tsc --strict` against the package installed from the tarball, with
 #      the pinned types of React, TanStack Query and ky (app/package.json);
+#   3c. TanStack Query's React binding: the manual's useMutation recipe, as
+#      written, in a Vite + React app (tests/react-query-app) built by
+#      Vite, double-clicked in headless Chromium: one charge;
 #   3b. server-side rendering: Node imports the installed package as a
 #      server bundle would, and nothing throws;
 #   4. `vite build` of that app with Vite's defaults (no config file); the
@@ -124,6 +127,17 @@ vite_build() {
     (cd "$app" && vite build --logLevel warn)
 }
 check vite_build_bundles_the_package_with_its_defaults vite_build
+# TanStack Query in React: docs/CLIENT.md's useMutation recipe, as written,
+# rendered by a Vite + React app (tests/react-query-app) and built by Vite.
+react_query_build() {
+    cp -r client-wasm/package/tests/react-query-app "$app/"
+    awk '$0 == "### TanStack Query in React: `useMutation` names the cart'"'"'s operation" { found = 1; next }
+         found && /^```tsx$/ { inside = 1; next } inside && /^```$/ { exit } inside' docs/CLIENT.md \
+        >"$app/react-query-app/recipe.tsx"
+    [ -s "$app/react-query-app/recipe.tsx" ] &&
+        (cd "$app/react-query-app" && vite build --logLevel warn --base ./ --emptyOutDir --outDir "$tmp/www/react-query")
+}
+check vite_builds_the_tanstack_query_react_recipe react_query_build
 
 # The bundlers, each into a folder the server serves, and what each build
 # weighs (brotli -q 11, as the budget counts).
@@ -187,6 +201,9 @@ for dir in esbuild webpack rollup wasm-file; do
     check "the_${dir//-/_}_build_pays_in_headless_chromium" \
         node client-wasm/smoke/run.mjs "$driver_url" "$server_url/$dir/index.html"
 done
+
+check the_tanstack_query_react_recipe_pays_once_on_a_double_click_in_headless_chromium \
+    node client-wasm/smoke/run.mjs "$driver_url" "$server_url/react-query/index.html"
 
 # The Next.js export, on one origin with the API (its pages have inline
 # scripts, which the server's own pages' CSP refuses).

@@ -6,7 +6,7 @@
 #   2. the release build into client-wasm/pkg and www/pkg
 #      (scripts/build-wasm.sh, with sizes);
 #   3. browser tests: `wasm-pack test --headless --chrome client-wasm`, then
-#      `--firefox`, against a real `server --chaos` that this script starts
+#      `--firefox`, then in WebKit (below), against a real `server --chaos` that this script starts
 #      on a free port, with a temporary SQLite database, CORS for the test
 #      runner's origin (the same address in both runs) and the release
 #      build at /pkg/; beside it client-wasm/browser-support/portal.mjs, a
@@ -18,8 +18,8 @@
 #
 # Installs what is missing first (scripts/wasm-tools.sh). Idempotent.
 #
-#   scripts/test-wasm.sh                      everything, both engines
-#   TEST_WASM_BROWSERS=firefox scripts/test-wasm.sh abort
+#   scripts/test-wasm.sh                      everything, every engine
+#   TEST_WASM_BROWSERS=webkit scripts/test-wasm.sh abort
 #                                             one engine, tests whose name
 #                                             contains "abort"
 set -euo pipefail
@@ -31,7 +31,7 @@ cd "$ROOT"
 step() { printf '\n== %s\n' "$*"; }
 
 step "host tests"
-cargo test -p exactly-once-retry -p client-wasm
+cargo test --locked -p exactly-once-retry -p client-wasm
 
 step "release build into client-wasm/pkg and www/pkg"
 scripts/build-wasm.sh
@@ -64,17 +64,48 @@ echo "server at $server_url (chaos on, CORS for $runner_origin), portal at $port
 # runner's address is fixed (the server's CORS origin), so the engines run
 # one after the other. TEST_WASM_BROWSERS picks the engines; arguments to
 # this script are passed to the test binary (a name filter).
-for browser in ${TEST_WASM_BROWSERS:-chrome firefox}; do
-    step "browser tests (headless $browser)"
+#
+# WebKit: wasm-bindgen-test-runner knows no WebKitGTK driver by name, but
+# it drives any W3C WebDriver server given as GECKODRIVER_REMOTE, opening
+# its session with the capabilities of WASM_BINDGEN_TEST_WEBDRIVER_JSON as
+# W3C `alwaysMatch` (WebKitWebDriver ignores the `moz:firefoxOptions` the
+# runner adds). (Its Safari route sends no capabilities at all, and
+# MiniBrowser's defaults block the windows the tab tests open.) So this
+# script starts WebKitWebDriver on a virtual display
+# (scripts/browser-env.sh), hands it over that way with MiniBrowser's
+# options, and stops both after the run; `--firefox --geckodriver` only
+# picks wasm-pack's W3C route, the runner uses the remote driver.
+for browser in ${TEST_WASM_BROWSERS:-chrome firefox webkit}; do
+    driver=("--$browser")
+    remote=()
+    if [ "$browser" = webkit ]; then
+        step "browser tests (WebKit, MiniBrowser on Xvfb)"
+        # The browser is the driver's child: the time zone is set here.
+        TZ="${TEST_WASM_TZ:-America/New_York}" start_webkitdriver "$tmp"
+        # --automation: MiniBrowser under WebDriver, with its data in
+        # memory; windows opened by script allowed (Safari asks the user).
+        cat >"$tmp/webdriver-webkit.json" <<JSON
+{"webkitgtk:browserOptions": {
+  "binary": "/usr/lib/$(uname -m)-linux-gnu/webkit2gtk-4.1/MiniBrowser",
+  "args": ["--automation", "--javascript-can-open-windows-automatically=true"]}}
+JSON
+        driver=(--firefox --geckodriver "$(command -v WebKitWebDriver)")
+        remote=(GECKODRIVER_REMOTE="$webkit_url" WASM_BINDGEN_TEST_WEBDRIVER_JSON="$tmp/webdriver-webkit.json")
+        echo "WebKitWebDriver (MiniBrowser) at $webkit_url: the runner's \"Firefox\" below is this driver"
+    else
+        step "browser tests (headless $browser)"
+    fi
     status=0
     # TZ: a zone that is not GMT, so that an HTTP-date read as local
     # time shows (a_retry_after_date_is_waited_until).
-    TZ="${TEST_WASM_TZ:-America/New_York}" \
+    env "${remote[@]}" \
+        TZ="${TEST_WASM_TZ:-America/New_York}" \
         IDEM_TEST_SERVER="$server_url" \
         IDEM_TEST_PORTAL="$portal_url" \
         WASM_BINDGEN_TEST_ADDRESS="127.0.0.1:$runner_port" \
         WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-180}" \
-        wasm-pack test --headless "--$browser" client-wasm -- "$@" || status=$?
+        wasm-pack test --headless "${driver[@]}" client-wasm --locked -- "$@" || status=$?
+    stop_webkitdriver
     if [ "$status" != 0 ]; then
         echo "test-wasm: browser tests failed in $browser; server log:" >&2
         tail -n 50 "$tmp/server.log" >&2

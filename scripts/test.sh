@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs whatever a fresh Debian machine lacks (wasm
 # target, wasm-pack, wasm-bindgen-cli, binaryen, esbuild, Node.js,
-# Chromium, chromedriver, Firefox, geckodriver, Vite, TypeScript,
-# PostgreSQL, Patroni and etcd, schemathesis, promtool), then runs every
-# test: lints, the alerting rules' unit tests (promtool), the server's
+# Chromium, chromedriver, Firefox, geckodriver, WebKitWebDriver and Xvfb,
+# Vite, TypeScript, PostgreSQL, Patroni and etcd, schemathesis, promtool,
+# cargo-deny), then runs every test, building with --locked (a Cargo.lock
+# that does not match the manifests fails): lints, the dependencies'
+# licences, bans and sources (cargo deny), the alerting rules' unit tests
+# (promtool), the server's
 # API, crash and rolling-deploy tests on SQLite and on a throwaway
 # PostgreSQL cluster, the power-cut harness (SQLite and PostgreSQL on a FUSE file
 # system that drops unsynced data), a failover to a standby, the outage
@@ -11,7 +14,7 @@
 # through PgBouncer in transaction mode,
 # schemathesis against the server's OpenAPI document, the client's host
 # and browser tests, its npm package (size budget, types, a Vite build),
-# and the end-to-end stories in headless Chromium and Firefox.
+# and the end-to-end stories in headless Chromium and Firefox and in WebKit.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -29,18 +32,25 @@ step "toolchain"
 . scripts/wasm-tools.sh
 # MailDev (npm) receives the receipts of the server's tests.
 scripts/maildev.sh
+# cargo-deny judges the dependencies' licences, bans and sources (a few
+# minutes to build, once).
+command -v cargo-deny >/dev/null 2>&1 || cargo install --locked cargo-deny
 
 step "format and lints"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --all-features -q -- -D warnings
+cargo clippy --locked --workspace --all-targets --all-features -q -- -D warnings
 # The engine library: each backend alone builds clean, its docs warn about
 # nothing, and it packages (with the retry policy it depends on) as it
 # would be published.
-cargo clippy -p exactly-once --no-default-features --features sqlite -q -- -D warnings
-cargo clippy -p exactly-once --no-default-features --features postgres -q -- -D warnings
-cargo clippy -p exactly-once --no-default-features --features sqlx -q -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc -p exactly-once --all-features --no-deps -q
-cargo package -p exactly-once-retry -p exactly-once --allow-dirty -q
+cargo clippy --locked -p exactly-once --no-default-features --features sqlite -q -- -D warnings
+cargo clippy --locked -p exactly-once --no-default-features --features postgres -q -- -D warnings
+cargo clippy --locked -p exactly-once --no-default-features --features sqlx -q -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --locked -p exactly-once --all-features --no-deps -q
+cargo package --locked -p exactly-once-retry -p exactly-once --allow-dirty -q
+
+# Offline: Cargo.lock and the downloaded crates only (deny.toml).
+step "supply chain: cargo deny check licenses bans sources"
+cargo deny --frozen --all-features check licenses bans sources
 
 step "alerts: promtool test rules (deploy/prometheus)"
 scripts/test-alerts.sh
@@ -52,13 +62,13 @@ step "server, serve and test kit: unit, property, API, fuzz-corpus, crash and po
 # The rolling-deploy test (server/tests/rolling.rs) runs this release
 # beside the next one: this build with one more migration (the
 # `next-release` feature), kept as server-next.
-cargo build -p psp
-cargo build -p server --features next-release
+cargo build --locked -p psp
+cargo build --locked -p server --features next-release
 cp "${CARGO_TARGET_DIR:-target}/debug/server" "${CARGO_TARGET_DIR:-target}/debug/server-next"
-cargo test -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing,exactly-once/sqlx
+cargo test --locked -p exactly-once -p server -p serve -p testkit -p bookings --features server/fuzzing,exactly-once/sqlx
 
 step "payment provider simulator: charges, idempotency, faults, restarts"
-cargo test -p psp
+cargo test --locked -p psp
 
 # The same API and crash suites again, on PostgreSQL: a second run of them,
 # counted under its own name in the total. The outage harness (about 70 s)
@@ -68,16 +78,16 @@ step "server: the API, crash, instances and rolling-deploy suites again, and the
 pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
-TEST_POSTGRES_URL="$pgurl" cargo test -p server -p bookings --test api --test crash --test instances \
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p server -p bookings --test api --test crash --test instances \
   --test rolling --test outage -- --include-ignored
 # The engine behind a plain tower service (no axum), and on the
 # application's own pool, on PostgreSQL.
-TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --test tower_layer --test own_pool -- --include-ignored
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_layer --test own_pool -- --include-ignored
 # The engine on the application's own sqlx::PgPool (the Sqlx backend), and
 # the third user, the orders service on sqlx: its binary against the
 # provider simulator, SIGKILLed amid duplicate senders, and its completer.
-TEST_POSTGRES_URL="$pgurl" cargo test -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
-TEST_POSTGRES_URL="$pgurl" cargo test -p orders -- --include-ignored
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p orders -- --include-ignored
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every
@@ -86,8 +96,8 @@ TEST_POSTGRES_URL="$pgurl" cargo test -p orders -- --include-ignored
 step "server: the API suite and the crash harness through PgBouncer (transaction mode)"
 bouncer="$(scripts/pgbouncer.sh start "$pgdir/bouncer" "$pgurl")"
 trap 'scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
-TEST_POSTGRES_URL="$bouncer" cargo test -p server --test api --test crash -- --include-ignored
-TEST_POSTGRES_URL="$bouncer" cargo test -p exactly-once --test tower_layer
+TEST_POSTGRES_URL="$bouncer" cargo test --locked -p server --test api --test crash -- --include-ignored
+TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test tower_layer
 
 # PostgreSQL on the power-cut file system, a failover to a streaming
 # standby (synchronous, then asynchronous and measured; a commit whose wait
@@ -97,7 +107,7 @@ TEST_POSTGRES_URL="$bouncer" cargo test -p exactly-once --test tower_layer
 # SQLite runs already ran above.
 step "server: PostgreSQL through power cuts, failovers (a standby, a hung primary, Patroni) and TLS"
 scripts/patroni.sh
-cargo test -p server --test powercut --test failover --test tls -- --ignored
+cargo test --locked -p server --test powercut --test failover --test tls -- --ignored
 
 step "server: schemathesis against its own OpenAPI document"
 scripts/schemathesis.sh
@@ -110,7 +120,7 @@ scripts/test-wasm.sh
 step "client package"
 scripts/test-package.sh
 
-step "end to end: the checkout page in headless Chromium and Firefox"
+step "end to end: the checkout page in headless Chromium and Firefox, and in WebKit"
 scripts/test-e2e.sh
 
 step "all tests passed"

@@ -13,7 +13,8 @@
 #     JavaScript)
 #   - chromium + chromium-driver, and firefox-esr + geckodriver, for the
 #     browser tests (apt; geckodriver by cargo install, its npm package
-#     downloads from the internet); skipped when WASM_TOOLS_BROWSER=0
+#     downloads from the internet), and webkit2gtk-driver + xvfb (WebKit's
+#     MiniBrowser on a virtual display); skipped when WASM_TOOLS_BROWSER=0
 #
 # Source it to install and put .tools/node_modules/.bin and ~/.cargo/bin
 # first on PATH in the calling shell:

@@ -23,10 +23,10 @@ import { inboxFromQuery, watchReceipt } from "./js/receipts.js";
 import * as reservations from "./js/reservations.js";
 import { loadConfig, refreshCharges, refreshStock } from "./js/shop.js";
 import {
-  SHOPPERS, changed, checkoutOp, clientOptions, isCartKey, isReservationsKey, loadCart, loadReservations,
-  onChange, rememberShopper, setCart, state,
+  SHOPPERS, changed, checkoutOp, clientOptions, forgetShopper, isCartKey, isReservationsKey, loadCart,
+  loadReservations, onChange, rememberShopper, saveCart, setCart, state,
 } from "./js/state.js";
-import { $, render } from "./js/view.js";
+import { $, announce, hideNotice, render, showNotice } from "./js/view.js";
 
 /** Each kind of operation's handlers, by the prefix of its name. */
 const KINDS = { "checkout:": checkout, "reserve:": reservations };
@@ -56,7 +56,8 @@ function wire() {
   $("#reserve").addEventListener("click", reservations.reserve);
   $("#refresh-charges").addEventListener("click", refreshCharges);
   $("#clear-log").addEventListener("click", attempts.clear);
-  $("#switch-shopper").addEventListener("click", switchShopper);
+  $("#switch-shopper").addEventListener("click", () => leave("switch"));
+  $("#sign-out").addEventListener("click", () => leave("sign-out"));
   // Back from the back-forward cache: the page did not load again, so
   // resume here what is pending (docs/CLIENT.md, "The key lifecycle").
   window.addEventListener("pageshow", (event) => {
@@ -100,27 +101,74 @@ function clientFor(shopper) {
 
 function showShopper() {
   const other = state.shopper === "a" ? "b" : "a";
+  const busy = state.paying || state.reservations.some((r) => r.result === "sending");
   $("#shopper-name").textContent = SHOPPERS[state.shopper].name;
-  $("#switch-shopper").textContent = `Switch to ${SHOPPERS[other].name}`;
-  $("#switch-shopper").disabled = state.paying;
+  $("#switch-shopper").textContent =
+    state.leaving === "switch" ? `Switch to ${SHOPPERS[other].name} anyway` : `Switch to ${SHOPPERS[other].name}`;
+  $("#switch-shopper").disabled = busy;
+  $("#sign-out").textContent = state.leaving === "sign-out" ? "Sign out anyway" : "Sign out";
+  $("#sign-out").disabled = busy;
 }
 
 /**
- * Signs the other demo shopper in on this browser: a client of that
- * shopper's scope, that shopper's cart and reservations, and what that
- * shopper left in flight resumed. The first shopper's payments stay theirs:
- * the new client never lists, resumes or sends them.
+ * Signs the shopper of this tab out (docs/CLIENT.md, "Accounts and
+ * sign-out"): the client forgets every key and stored request of the
+ * shopper's scope (`clear()`), so no request body (amounts, the receipt
+ * address) stays behind for the next person at this browser; then signs
+ * `next` in. Signing out, or leaving Shopper B, also forgets that
+ * shopper's cart and reservations, and B's token; switching from A keeps
+ * A's cart (without its address) for A's return: a sealed one whose key is
+ * gone is looked up in A's charges, never paid again blindly. When the
+ * shopper has requests the shop has not confirmed, the first press only
+ * says so: once cleared, only the charges list can tell what became of
+ * them.
  */
-async function switchShopper() {
-  if (state.paying) return;
-  state.shopper = state.shopper === "a" ? "b" : "a";
-  rememberShopper(state.shopper);
-  state.client = clientFor(state.shopper);
+function leave(how) {
+  const { client } = state;
+  if (!client || state.paying || state.reservations.some((r) => r.result === "sending")) return;
+  const unconfirmed = client.pendingOperations().length;
+  if (unconfirmed > 0 && state.leaving !== how) {
+    state.leaving = how;
+    showNotice(
+      `${SHOPPERS[state.shopper].name} has ${unconfirmed === 1 ? "a request" : `${unconfirmed} requests`} ` +
+        "the shop has not confirmed yet. Leaving forgets their keys on this browser: the shop still finishes " +
+        "what it received, and the charges list shows it, but this page will not send them again. " +
+        `Press "${how === "switch" ? "Switch" : "Sign out"} … anyway" to leave now.`,
+    );
+    changed();
+    return;
+  }
+  state.leaving = null;
+  client.abortAll();
+  let forgot = 0;
+  try {
+    forgot = client.clear();
+  } catch (error) {
+    console.warn(error); // a call still sending: abortAll() above ends them
+    return;
+  }
+  const from = state.shopper;
+  const next = how === "switch" ? (from === "a" ? "b" : "a") : "a";
+  if (how === "sign-out" || from === "b") forgetShopper();
+  else forgetAddress();
+  rememberShopper(next);
+  state.shopper = next;
+  state.client = clientFor(next);
   setCart(loadCart());
   loadReservations();
+  hideNotice();
   changed();
-  await refreshCharges();
-  resumePending();
+  announce(
+    `${SHOPPERS[from].name} signed out on this browser (${forgot} stored ${forgot === 1 ? "request" : "requests"} ` +
+      `forgotten); shopping as ${SHOPPERS[next].name}.`,
+  );
+  refreshCharges().then(resumePending);
+}
+
+/** A's cart stays for A's return, without the receipt address of a payment it can no longer resume. */
+function forgetAddress() {
+  state.cart.email = "";
+  saveCart();
 }
 
 /**
@@ -136,7 +184,8 @@ function resumePending() {
   reservations.forgetLost(pending);
   for (const operation of pending) {
     showResuming(operation);
-    client.resume(operation).then(
+    const resume = () => client.resume(operation);
+    (operation === checkoutOp() ? checkout.untilFinished(operation, resume) : resume()).then(
       (outcome) => showOutcome(operation, outcome),
       (error) => showRetryLater(operation, error),
     );

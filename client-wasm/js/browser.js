@@ -21,7 +21,8 @@
 //   page's `shouldRetry`, and the wait before a retry;
 // - `outcome`, `expired`: the objects a page receives; `withFetch`, the
 //   class's `fetch` and `fetcher`;
-// - `Store`: `localStorage`, or page memory where it refuses.
+// - `Store`: `localStorage`, or page memory where it refuses, shared with
+//   the other tabs in the same case over a `BroadcastChannel`.
 //
 // Plain modern JavaScript, no dependencies; scripts/build-wasm.sh bundles
 // and minifies it with the wasm-bindgen glue into pkg/client_wasm.js.
@@ -532,7 +533,10 @@ export const run = (sending, call, operation) =>
       try {
         const settle = sending.begin();
         if (settle) {
-          await sleep(call, settle).catch(() => {});
+          // A new key kept in page memory, told to the other tabs (`Store`'s
+          // `share`): one that holds an older key of the operation answers
+          // with its record meanwhile, which `settled` adopts.
+          await sleep(call, Math.max(settle, call.store.channel ? ASK_MS : 0)).catch(() => {});
           sending.settled();
         }
         for (;;) {
@@ -634,6 +638,25 @@ export const randomBytes = () => crypto.getRandomValues(new Uint8Array(16));
 const memory = new Map();
 let warned = false;
 
+/** How long a call with a new key in memory waits for another tab's record of its operation (`Store`'s `share`). */
+const ASK_MS = 200;
+// This page, in what its clients tell the other tabs: the page's own
+// clients share `memory` already, and ignore what they tell each other.
+const PAGE = Math.random();
+
+/**
+ * Whether record `a` keeps its place against `b`, of another key: a live
+ * key before an expired one, then the one made first (then the lesser
+ * key), so that every tab ends with the same key.
+ */
+function keeps(a, b) {
+  try {
+    const [x, y, now] = [JSON.parse(a), JSON.parse(b), Date.now()];
+    const live = x.expires > now;
+    return x.key != y.key && (live != (y.expires > now) ? live : x.created < y.created || (x.created == y.created && x.key < y.key));
+  } catch {}
+}
+
 /**
  * One client's entries: `localStorage` under `prefix`, or page memory once
  * `localStorage` is missing, disabled or refuses a write (full). Never
@@ -681,12 +704,47 @@ export class Store {
 
   fallBack(cause) {
     this.inMemory = true;
+    this.share();
     if (!warned) {
       warned = true;
       console.warn(
         "IdempotentClient: keys are kept in page memory, not localStorage (" + cause + ")",
       );
     }
+  }
+
+  /**
+   * From the fallback on, shares this client's memory records with the
+   * clients of the same prefix and scope in the other tabs of the origin
+   * that keep theirs in memory too, over a `BroadcastChannel` (where there
+   * is none, each tab keeps its own): each write or removal in memory is
+   * sent to them. A record received is kept, unless the one here has
+   * another key that `keeps` its place: that one is sent back instead, so
+   * every tab ends with the same key. So a tab that makes a new key for
+   * an operation another tab paid already is answered with that tab's
+   * record (`run` waits `ASK_MS` for it).
+   */
+  share() {
+    try {
+      // Named after exactly this prefix and scope (the owner of operation "").
+      this.channel ??= new BroadcastChannel("exactly-once-client " + this.owner(""));
+    } catch {
+      return;
+    }
+    this.channel.onmessage = ({ data: { op, text, page } }) => {
+      if (page == PAGE) return;
+      const name = this.start + op;
+      const mine = memory.get(name);
+      const ours = (text) => typeof text == "string" && text.startsWith(this.owner(op), 7);
+      if (text === null) memory.delete(name);
+      else if (ours(mine) && keeps(mine, text)) this.tell(op, mine);
+      else if (ours(text)) memory.set(name, text);
+    };
+  }
+
+  /** Sends the other tabs an operation's record (`null`: removed). */
+  tell(op, text) {
+    this.channel?.postMessage({ op, text, page: PAGE });
   }
 
   /**
@@ -723,12 +781,14 @@ export class Store {
       }
     }
     memory.set(name, text);
+    this.tell(operation, text);
   }
 
   /** Forgets an entry wherever it is (a stale one in localStorage would come back). */
   remove(operation) {
     const name = this.start + operation;
     memory.delete(name);
+    this.tell(operation, null);
     try {
       this.local?.removeItem(name);
     } catch {}

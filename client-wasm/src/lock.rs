@@ -30,6 +30,14 @@
 //!    tab's within `SETTLE_MS`; a call never sends before that.) This runs
 //!    under the Web Lock too, because `keyFor` in another tab takes no
 //!    lock.
+//! 4. **Page memory** (`localStorage` full or refused): a tab cannot read
+//!    another tab's memory, so `Store` in `js/browser.js` shares the
+//!    records of clients in that case over a `BroadcastChannel` named
+//!    after the prefix and scope. A call that made a new key in memory
+//!    waits at least `ASK_MS` (200 ms) instead of the settle: a tab
+//!    holding an older live key of the operation answers the new record
+//!    with its own, which the settle's read adopts, so the second tab of
+//!    a paid operation sends the first one's key.
 
 /// How old a key must be before a call sends it: longer than a
 /// `localStorage` write takes to reach the other tabs of the browser

@@ -152,6 +152,7 @@ pub struct Shared<B: Backend> {
     pub(crate) cache: ReplayCache,
     pub(crate) steps: Arc<dyn Steps<B>>,
     pub(crate) on_replay: Option<OnReplay>,
+    pub(crate) max_unfinished: Option<u32>,
 }
 
 /// The hook called on each replay.
@@ -180,6 +181,7 @@ impl<B: Backend> Engine<B> {
             metrics: None,
             steps: Arc::new(NoSteps),
             on_replay: None,
+            max_unfinished: None,
         }
     }
 }
@@ -190,9 +192,24 @@ pub struct EngineBuilder<B: Backend> {
     metrics: Option<Arc<Metrics>>,
     steps: Arc<dyn Steps<B>>,
     on_replay: Option<OnReplay>,
+    max_unfinished: Option<u32>,
 }
 
 impl<B: Backend> EngineBuilder<B> {
+    /// At most `cap` unfinished operations (stopped at a recovery point,
+    /// set aside or not) per caller: a new key whose first phase stops
+    /// while its caller has `cap` already is rolled back and refused, 429
+    /// `rate-limited` with `Retry-After` ([`Error::TooManyUnfinished`]),
+    /// so one caller cannot fill the database with operations that never
+    /// expire. Counted in the transaction that records the stop, through
+    /// an index of unfinished operations by caller, under a per-caller
+    /// lock on PostgreSQL (instances on one database share the cap); a
+    /// one-phase operation costs nothing. `0`: no cap (the default).
+    pub fn max_unfinished_per_caller(mut self, cap: u32) -> Self {
+        self.max_unfinished = (cap > 0).then_some(cap);
+        self
+    }
+
     /// The steps of your operations in phases.
     pub fn steps(mut self, steps: impl Steps<B>) -> Self {
         self.steps = Arc::new(steps);
@@ -229,6 +246,7 @@ impl<B: Backend> EngineBuilder<B> {
             cache: ReplayCache::default(),
             steps: self.steps,
             on_replay: self.on_replay,
+            max_unfinished: self.max_unfinished,
         }))
     }
 }

@@ -25,6 +25,11 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Seconds a caller should wait before retrying a 503 or a 409 in-use.
 pub const RETRY_AFTER_SECS: u64 = 1;
 
+/// Seconds a caller with too many unfinished operations should wait before
+/// starting another: about as long as a step's outside call may take to
+/// finish one of them.
+pub const UNFINISHED_RETRY_AFTER_SECS: u64 = 10;
+
 /// What can go wrong in a keyed request, each with its problem type.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -54,6 +59,16 @@ pub enum Error {
     /// The first request with this key is still running.
     #[error("a request with this Idempotency-Key is still running; retry after a moment")]
     IdempotencyKeyInUse,
+    /// A new key whose operation would stop unfinished while its caller
+    /// already has the cap's number of unfinished operations
+    /// ([`EngineBuilder::max_unfinished_per_caller`](crate::EngineBuilder::max_unfinished_per_caller)):
+    /// nothing was done or stored. 429 `rate-limited`, with `Retry-After`.
+    #[error(
+        "this caller has {0} operations that have not finished yet, as many as one caller may \
+         have; nothing was done. Retry after the Retry-After header's seconds, once some \
+         have finished"
+    )]
+    TooManyUnfinished(u32),
     /// A step outside the database gave no final answer: the operation
     /// waits at its recovery point; a retry resumes it.
     #[error("{0}")]
@@ -225,6 +240,11 @@ impl Error {
                 "idempotency-key-in-use",
                 "Idempotency-Key in use",
             ),
+            TooManyUnfinished(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many unfinished operations",
+            ),
             StepUnavailable(step) => (StatusCode::SERVICE_UNAVAILABLE, step.slug, step.title),
             // 424 Failed Dependency: final for the browser client and for
             // ordinary HTTP clients (none retries a 4xx but 408, 409, 425
@@ -320,18 +340,20 @@ impl<'a> Problem<'a> {
 }
 
 impl Error {
-    /// Whether the answer tells the client when to try again
-    /// (`Retry-After`): the refusals a retry of the same key may get past.
-    fn retry_later(&self) -> bool {
-        matches!(
-            self,
+    /// The seconds of the answer's `Retry-After`, when it tells the client
+    /// when to try again: the refusals a retry of the same key may get
+    /// past.
+    fn retry_after(&self) -> Option<u64> {
+        match self {
             Error::Unavailable(_)
-                | Error::OutcomeUnknown(_)
-                | Error::Unfinished(_)
-                | Error::StepUnavailable(_)
-                | Error::IncompatibleSchema(_)
-                | Error::IdempotencyKeyInUse
-        )
+            | Error::OutcomeUnknown(_)
+            | Error::Unfinished(_)
+            | Error::StepUnavailable(_)
+            | Error::IncompatibleSchema(_)
+            | Error::IdempotencyKeyInUse => Some(RETRY_AFTER_SECS),
+            Error::TooManyUnfinished(_) => Some(UNFINISHED_RETRY_AFTER_SECS),
+            _ => None,
+        }
     }
 
     /// The answer this error gives, with no HTTP types: an
@@ -342,11 +364,10 @@ impl Error {
         let (status, slug, title) = self.parts();
         let detail = self.to_string();
         let mut stored = Problem::new(status, slug, title, &detail).stored();
-        if self.retry_later() {
-            stored.headers.push((
-                header::RETRY_AFTER.as_str().to_owned(),
-                RETRY_AFTER_SECS.to_string(),
-            ));
+        if let Some(seconds) = self.retry_after() {
+            stored
+                .headers
+                .push((header::RETRY_AFTER.as_str().to_owned(), seconds.to_string()));
         }
         stored
     }

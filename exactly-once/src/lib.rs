@@ -50,6 +50,7 @@ mod operation_id;
 pub mod operator;
 pub mod outbox;
 pub mod record;
+pub mod secrets;
 pub mod store;
 pub mod sweep;
 mod sweeper;

@@ -29,6 +29,7 @@ pub struct Config {
     #[arg(
         long,
         env = "PSP_DATABASE_URL",
+        hide_env_values = true,
         default_value = "sqlite://data/psp.db",
         value_name = "URL",
         value_parser = parse_database
@@ -78,7 +79,10 @@ fn parse_database(raw: &str) -> Result<PathBuf, String> {
     match raw.strip_prefix("sqlite://") {
         Some("") => Err("sqlite:// needs a path, e.g. sqlite://data/psp.db".into()),
         Some(path) => Ok(PathBuf::from(path)),
-        None => Err(format!("{raw:?} is not sqlite://PATH")),
+        None => Err(format!(
+            "{:?} is not sqlite://PATH",
+            exactly_once::secrets::Redacted(raw)
+        )),
     }
 }
 

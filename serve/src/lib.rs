@@ -4,6 +4,9 @@
 //!
 //! - [`accept`]: the accept loop (graceful drain on shutdown, a
 //!   [`ConnectionControl`] in every request), and [`shutdown_signal`];
+//! - [`watch`]: what a client may hold of the listener ([`Limits`]: the
+//!   header-read and idle timeouts, the connection cap) and how each
+//!   connection is held to it;
 //! - [`logs`]: structured logs on stderr;
 //! - [`main`](fn@main): a binary's `main`: flags (a bad one is one line on
 //!   stderr and exit 2), logs, the runtime, [`App::build`], the
@@ -20,18 +23,22 @@
 //!   [`text_newtype!`] (`AsRef<str>` and `Display` of a parsed string).
 
 pub mod accept;
+mod fds;
 pub mod flags;
 pub mod headers;
 pub mod logs;
 pub mod macros;
+pub mod watch;
 /// The numbered migrations of a SQLite file: the engine's runner.
 pub use exactly_once::store::migrations;
 /// Deleting expired records in batches, every interval: the engine's loop.
 pub use exactly_once::sweep;
 
-pub use accept::{serve, serve_tls, shutdown_signal, ConnectionControl};
+pub use accept::{serve, serve_tls, serve_with_limits, shutdown_signal, ConnectionControl};
 pub use tokio_rustls::TlsAcceptor;
+pub use watch::Limits;
 
+use exactly_once::secrets::redact;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -64,7 +71,8 @@ pub trait App: Sized {
 /// A binary's `main`: parses the flags of `A`, starts logs with
 /// `default_filter` (`RUST_LOG` wins), builds and serves `A` until SIGTERM
 /// or Ctrl-C. A bad flag: its first line on stderr, exit 2; a failed start:
-/// one `error:` line with its causes, exit 1.
+/// one `error:` line with its causes, exit 1. Either line shows a URL's
+/// password as `***`.
 pub fn main<A: App>(default_filter: &str) -> ExitCode {
     let config = match <A::Config as clap::Parser>::try_parse() {
         Ok(config) => config,
@@ -76,7 +84,9 @@ pub fn main<A: App>(default_filter: &str) -> ExitCode {
         Err(e) => {
             // clap's first line names the problem; the usage lines add noise.
             let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: bad arguments"));
+            let line = text.lines().next().unwrap_or("error: bad arguments");
+            // clap repeats a refused value whole.
+            eprintln!("{}", redact(line));
             return ExitCode::from(2);
         }
     };
@@ -92,7 +102,7 @@ pub fn main<A: App>(default_filter: &str) -> ExitCode {
         let app = match A::build(config).await {
             Ok(app) => app,
             Err(e) => {
-                eprintln!("error: {}", Chain(&e));
+                eprintln!("error: {}", redact(&Chain(&e).to_string()));
                 return ExitCode::FAILURE;
             }
         };

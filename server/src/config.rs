@@ -1,7 +1,10 @@
 //! Command-line flags, each also read from its environment variable
 //! (flags win), as docs/CONTRACT.md section 2 fixes them.
 
+use crate::urls::parse_psp_url;
+pub use crate::urls::{DatabaseUrl, SmtpTls, SmtpUrl};
 use clap::{Parser, Subcommand, ValueEnum};
+use exactly_once::secrets::SecretUrl;
 use http::HeaderValue;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +34,7 @@ pub struct Config {
         long,
         global = true,
         env = "DATABASE_URL",
+        hide_env_values = true,
         default_value = "sqlite://data/shop.db",
         value_name = "URL",
         value_parser = DatabaseUrl::parse
@@ -77,19 +81,28 @@ pub struct Config {
 
     /// Honour the `X-Chaos` request header (demo and tests only). The
     /// variable takes `1`/`0` as well as `true`/`false`, `yes`/`no`, `on`/`off`.
+    /// Refused unless `--listen` is a loopback address or
+    /// `--chaos-on-any-address` is given as well.
     #[arg(long, env = "CHAOS", value_parser = clap::builder::BoolishValueParser::new())]
     pub chaos: bool,
+
+    /// Allow `--chaos` on an address that is not loopback: any client
+    /// that reaches it can then kill the process, and `GET /operations`
+    /// shows every caller's unfinished operations.
+    #[arg(long, env = "CHAOS_ON_ANY_ADDRESS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub chaos_on_any_address: bool,
 
     /// Charge cards at this payment provider (`http://HOST:PORT`, or
     /// `https://…` with its certificate checked against the platform's
     /// roots and `SSL_CERT_FILE`'s); none: charges are recorded locally only.
-    #[arg(long, global = true, env = "PSP_URL", value_name = "URL", value_parser = parse_psp_url)]
-    pub psp_url: Option<String>,
+    #[arg(long, global = true, env = "PSP_URL", hide_env_values = true, value_name = "URL", value_parser = parse_psp_url)]
+    pub psp_url: Option<SecretUrl>,
 
     /// Send receipts by e-mail through this SMTP server: `smtp://HOST:PORT`
     /// (plain), `smtps://USER:PASS@HOST:PORT` (implicit TLS),
-    /// `smtp://USER:PASS@HOST:PORT?tls=required` (STARTTLS); none: no receipts.
-    #[arg(long, env = "SMTP_URL", value_name = "URL", value_parser = SmtpUrl::parse)]
+    /// `smtp://USER:PASS@HOST:PORT?tls=required` (STARTTLS; a password
+    /// is refused with `tls=opportunistic` or without TLS); none: no receipts.
+    #[arg(long, env = "SMTP_URL", hide_env_values = true, value_name = "URL", value_parser = SmtpUrl::parse)]
     pub smtp_url: Option<SmtpUrl>,
 
     /// How long a started operation is owned by the request running it
@@ -136,6 +149,61 @@ pub struct Config {
     /// variable takes `1`/`0` as well as `true`/`false`.
     #[arg(long, env = "NO_MIGRATE", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_migrate: bool,
+
+    /// At most this many connections open at once; past it, new ones wait
+    /// until one closes (the requests running are not touched).
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = serve::watch::MAX_CONNECTIONS as u32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Requests a second per caller (its bearer token or `sid` cookie; the
+    /// peer's address for a request without), in bursts of up to twice
+    /// that; past it, 429 `rate-limited` with `Retry-After`. `/healthz` and
+    /// `/metrics` are exempt. 0: no limit.
+    #[arg(long, env = "CALLER_RATE", default_value_t = 100, value_name = "N")]
+    pub caller_rate: u32,
+
+    /// Beyond the contract: at most this many unfinished operations (started,
+    /// no final answer yet) per caller; a new key past it is answered 429
+    /// `rate-limited` with `Retry-After`, and nothing is stored. 0: no limit.
+    #[arg(
+        long,
+        env = "CALLER_UNFINISHED",
+        default_value_t = 100,
+        value_name = "N"
+    )]
+    pub caller_unfinished: u32,
+
+    /// Beyond the contract: at most this many receipts per caller in any
+    /// hour; a succeeded charge past it is answered as usual but sends no
+    /// receipt (logged, and counted in `receipts_withheld_total`). 0: no
+    /// limit.
+    #[arg(long, env = "CALLER_RECEIPTS", default_value_t = 10, value_name = "N")]
+    pub caller_receipts: u32,
+
+    /// Hidden, for tests: a request's headers must arrive within this
+    /// (the contract's 10s).
+    #[arg(long, hide = true, value_name = "DUR", value_parser = positive_duration)]
+    pub header_read_timeout: Option<Duration>,
+
+    /// Hidden, for tests: an idle keep-alive connection is closed after
+    /// this (the contract's 60s).
+    #[arg(long, hide = true, value_name = "DUR", value_parser = positive_duration)]
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Config {
+    /// What one client may hold of the listener: `--max-connections`, and
+    /// the contract's timeouts unless a test shortened them.
+    pub fn listener_limits(&self) -> serve::Limits {
+        let contract = serve::Limits::default();
+        serve::Limits {
+            header_read_timeout: self
+                .header_read_timeout
+                .unwrap_or(contract.header_read_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(contract.idle_timeout),
+            max_connections: self.max_connections as usize,
+        }
+    }
 }
 
 /// What the binary does instead of serving.
@@ -167,161 +235,6 @@ impl From<Durability> for exactly_once::Durability {
             Durability::Relaxed => Self::Relaxed,
         }
     }
-}
-
-/// Which database to use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DatabaseUrl {
-    /// An embedded SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL server.
-    Postgres(String),
-}
-
-impl DatabaseUrl {
-    /// Parses `sqlite://PATH` or `postgres://…` / `postgresql://…`.
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        if let Some(path) = raw.strip_prefix("sqlite://") {
-            if path.is_empty() {
-                return Err("sqlite:// needs a path, e.g. sqlite://data/shop.db".into());
-            }
-            return Ok(Self::Sqlite(PathBuf::from(path)));
-        }
-        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
-            return Ok(Self::Postgres(raw.to_owned()));
-        }
-        Err(format!(
-            "{raw:?} is neither sqlite://PATH nor postgres://..."
-        ))
-    }
-}
-
-/// An SMTP server to hand receipts to, as lettre's URLs name it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SmtpUrl {
-    /// Host name or address (also the name its certificate must carry).
-    pub host: String,
-    /// Port (25 for `smtp://`, 465 for `smtps://` when not given).
-    pub port: u16,
-    /// How the connection is secured.
-    pub tls: SmtpTls,
-    /// `USER:PASS@`: SMTP AUTH (only over TLS).
-    pub credentials: Option<(String, String)>,
-}
-
-/// How an SMTP connection is secured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SmtpTls {
-    /// Plain SMTP (`smtp://`).
-    None,
-    /// STARTTLS, required (`smtp://…?tls=required`).
-    Required,
-    /// STARTTLS when the server offers it (`smtp://…?tls=opportunistic`).
-    Opportunistic,
-    /// TLS from the first byte (`smtps://`).
-    Implicit,
-}
-
-/// The password stays out of logs and `--help` output.
-impl std::fmt::Debug for SmtpUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SmtpUrl")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("tls", &self.tls)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .finish()
-    }
-}
-
-impl SmtpUrl {
-    /// Parses `smtp://[USER:PASS@]HOST[:PORT][?tls=required|opportunistic]`
-    /// or `smtps://[USER:PASS@]HOST[:PORT]`.
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let usage = "smtp://HOST:PORT, smtps://USER:PASS@HOST:PORT or \
-                     smtp://USER:PASS@HOST:PORT?tls=required";
-        let url = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not {usage} ({e})"))?;
-        let (mut tls, default_port) = match url.scheme() {
-            "smtp" => (SmtpTls::None, 25),
-            "smtps" => (SmtpTls::Implicit, 465),
-            _ => return Err(format!("{raw:?} is not {usage}")),
-        };
-        for (name, value) in url.query_pairs() {
-            match (name.as_ref(), value.as_ref(), tls) {
-                ("tls", "required", SmtpTls::None) => tls = SmtpTls::Required,
-                ("tls", "opportunistic", SmtpTls::None) => tls = SmtpTls::Opportunistic,
-                _ => {
-                    return Err(format!(
-                        "{raw:?}: {name}={value} is not understood (smtp:// takes \
-                         tls=required or tls=opportunistic)"
-                    ))
-                }
-            }
-        }
-        let host = match url.host() {
-            Some(url::Host::Ipv6(ip)) => ip.to_string(),
-            Some(host) => host.to_string(),
-            None => return Err(format!("{raw:?} has no host")),
-        };
-        if !matches!(url.path(), "" | "/") {
-            return Err(format!("{raw:?}: an SMTP URL has no path"));
-        }
-        let port = url.port().unwrap_or(default_port);
-        if port == 0 {
-            return Err(format!("{raw:?}: port 0"));
-        }
-        let decode = |s: &str| {
-            percent_decode(s).ok_or_else(|| format!("{raw:?}: the user or password is not UTF-8"))
-        };
-        let credentials = match (url.username(), url.password()) {
-            ("", None) => None,
-            (user, Some(pass)) => Some((decode(user)?, decode(pass)?)),
-            (_, None) => return Err(format!("{raw:?}: a user needs a password (USER:PASS@)")),
-        };
-        if credentials.is_some() && tls == SmtpTls::None {
-            return Err(format!(
-                "{raw:?}: a password is sent only over TLS (smtps:// or ?tls=required)"
-            ));
-        }
-        Ok(Self {
-            host,
-            port,
-            tls,
-            credentials,
-        })
-    }
-}
-
-fn percent_decode(raw: &str) -> Option<String> {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
-}
-
-/// `http://HOST:PORT` or `https://HOST:PORT` (with an optional path
-/// prefix), without a trailing slash.
-fn parse_psp_url(raw: &str) -> Result<String, String> {
-    let rest = raw
-        .strip_prefix("http://")
-        .or_else(|| raw.strip_prefix("https://"))
-        .ok_or_else(|| format!("{raw:?} is not http://HOST:PORT or https://HOST:PORT"))?;
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{raw:?} has no host"));
-    }
-    Ok(raw.trim_end_matches('/').to_owned())
 }
 
 fn positive_duration(raw: &str) -> Result<Duration, String> {
@@ -375,6 +288,9 @@ mod tests {
         assert_eq!(c.operation_lease, Duration::from_secs(30));
         assert_eq!(c.complete_interval, Duration::from_secs(10));
         assert_eq!(c.psp_timeout, Duration::from_secs(10));
+        assert_eq!(c.listener_limits(), serve::Limits::default());
+        assert_eq!(c.listener_limits().max_connections, 4096);
+        assert_eq!(c.caller_rate, 100);
     }
 
     #[test]
@@ -389,6 +305,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.psp_url.as_deref(), Some("http://127.0.0.1:3001"));
+        assert!(!c.chaos_on_any_address);
         assert_eq!(
             c.smtp_url,
             Some(SmtpUrl {
@@ -423,6 +340,26 @@ mod tests {
             !format!("{implicit:?}").contains("s@cret"),
             "the password stays out of Debug"
         );
+    }
+
+    #[test]
+    fn debug_shows_no_password() {
+        let c: Config = parse(&[
+            "--database",
+            "postgres://shop:hunter2@db.example/shop",
+            "--psp-url",
+            "https://shop:hunter2@psp.example",
+            "--smtp-url",
+            "smtps://shop:hunter2@mail.example",
+        ])
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("postgres://shop:***@db.example/shop"),
+            "{shown}"
+        );
+        assert!(shown.contains("https://shop:***@psp.example"), "{shown}");
     }
 
     #[test]
@@ -486,8 +423,11 @@ mod tests {
             &["--smtp-url", "smtp://mail?tls=sometimes"],
             &["--smtp-url", "smtps://mail?tls=required"],
             &["--smtp-url", "smtp://user:pass@mail:25"],
+            &["--smtp-url", "smtp://user:pass@mail:25?tls=opportunistic"],
             &["--smtp-url", "smtps://user@mail"],
             &["--operation-lease", "0s"],
+            &["--max-connections", "0"],
+            &["--caller-rate", "-1"],
             &["--no-such-flag"],
         ]);
     }

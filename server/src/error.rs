@@ -25,6 +25,18 @@ pub enum ApiError {
     /// No such resource.
     #[error("{0}")]
     NotFound(String),
+    /// The caller sent more than `--caller-rate` requests a second: the
+    /// request was not handled; retry after `retry_after`.
+    #[error(
+        "this caller sent more than {per_second} requests a second (bursts of twice that); \
+         nothing was done, retry after the Retry-After header's seconds"
+    )]
+    RateLimited {
+        /// `--caller-rate`.
+        per_second: u32,
+        /// How long until the caller's bucket holds a request again.
+        retry_after: std::time::Duration,
+    },
     /// What the engine refused or could not do: a key's errors, 409, 422,
     /// 503, 500.
     #[error(transparent)]
@@ -59,6 +71,11 @@ impl ApiError {
                 "Method not allowed",
             ),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            Self::RateLimited { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many requests",
+            ),
             Self::Engine(_) => return None,
         })
     }
@@ -82,13 +99,27 @@ impl IntoResponse for ApiError {
         let (status, slug, title) = self.parts().expect("the shop's own errors have parts");
         let detail = self.to_string();
         let mut response = Problem::new(status, slug, title, &detail).into_response();
-        if let Self::Unauthorized(_) = self {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        match self {
+            Self::Unauthorized(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::RateLimited { retry_after, .. } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, whole_seconds(retry_after).into());
+            }
+            _ => {}
         }
         response
     }
+}
+
+/// `Retry-After`'s seconds: rounded up, at least 1.
+fn whole_seconds(wait: std::time::Duration) -> u64 {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    seconds.max(1)
 }
 
 /// Logs a server error once, with its cause ([`exactly_once::error::log_server_error`]):

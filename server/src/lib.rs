@@ -11,7 +11,8 @@
 //!
 //! # Layout
 //!
-//! * [`config`]: flags and environment variables.
+//! * [`config`]: flags and environment variables; [`urls`]: the URLs they
+//!   name, parsed (a password shown as `***`).
 //! * [`startup`]: opens the engine's store with the shop's migrations,
 //!   builds the state, the router and the listener, and runs the engine's
 //!   background tasks (sweeper, completer, receipt relay).
@@ -38,7 +39,8 @@
 //!   the demo's `GET /operations` (with `--chaos`).
 //! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
 //!   [`observe`]: the middleware that records each request's latency and
-//!   logs its server error. Logs, the accept loop and the binary's `main`
+//!   logs its server error; [`rate`]: `--caller-rate`, requests a second
+//!   per caller. Logs, the accept loop and the binary's `main`
 //!   are the workspace's `serve` crate.
 //!
 //! Feature-gated, never in a default build: `fuzzing`, the bodies of the
@@ -60,10 +62,12 @@ pub mod openapi;
 pub mod operation;
 pub mod operations;
 pub mod provider;
+pub mod rate;
 pub mod routes;
 pub mod startup;
 pub mod state;
 pub mod steps;
+pub mod urls;
 
 pub use config::Config;
 pub use startup::{Application, StartupError};

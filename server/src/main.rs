@@ -41,7 +41,7 @@ fn migrate(config: &server::Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(line) => {
-            eprintln!("error: {line}");
+            eprintln!("error: {}", exactly_once::secrets::redact(&line));
             ExitCode::FAILURE
         }
     }

@@ -1,14 +1,23 @@
 //! The shop's own metrics, registered in the engine's registry so that
-//! `GET /metrics` answers both: calls to the payment provider and receipts
-//! the SMTP server accepted.
+//! `GET /metrics` answers both: calls to the payment provider, receipts
+//! the SMTP server accepted, and what `/healthz` would answer at the scrape
+//! (whether the instance is healthy, and whether its database answers), so
+//! that an alert sees both without probing `/healthz` itself.
 
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use exactly_once::Metrics;
+use exactly_once::store::StoreErrorKind;
+use exactly_once::{Metrics, StoreError};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
-use prometheus_client::metrics::{counter::Counter, family::Family};
+use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
 use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// How long a scrape waits for the health check before it counts the
+/// database as not answering (under Prometheus' default 10 s scrape
+/// timeout).
+const HEALTH_WITHIN: Duration = Duration::from_secs(5);
 
 /// How a provider call ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -32,6 +41,9 @@ struct ProviderLabels {
 pub struct ShopMetrics {
     provider_calls: Family<ProviderLabels, Counter>,
     receipts_sent: Counter,
+    receipts_withheld: Counter,
+    healthy: Gauge,
+    database_reachable: Gauge,
 }
 
 impl ShopMetrics {
@@ -49,6 +61,21 @@ impl ShopMetrics {
                 "receipts_sent",
                 "Receipts the SMTP server accepted",
                 shop.receipts_sent.clone(),
+            );
+            registry.register(
+                "receipts_withheld",
+                "Receipts not sent because their caller had been sent --caller-receipts this hour",
+                shop.receipts_withheld.clone(),
+            );
+            registry.register(
+                "healthy",
+                "1 when /healthz answers 200 (the database reachable, migrated for this release, writable), 0 when 503; read at the scrape",
+                shop.healthy.clone(),
+            );
+            registry.register(
+                "database_reachable",
+                "1 when the database answered the scrape's health check (even to refuse its schema), 0 when it could not be reached or did not answer within 5 s",
+                shop.database_reachable.clone(),
             );
         });
         for outcome in [
@@ -70,9 +97,28 @@ impl ShopMetrics {
             .inc();
     }
 
+    /// The counter of receipts withheld (`--caller-receipts`).
+    pub fn receipts_withheld(&self) -> Counter {
+        self.receipts_withheld.clone()
+    }
+
     /// The SMTP server accepted a receipt.
     pub fn receipt_sent(&self) {
         self.receipts_sent.inc();
+    }
+
+    /// What the health check said (`None`: no answer in time).
+    fn health(&self, checked: Option<&Result<(), StoreError>>) {
+        let reachable = match checked {
+            None => false,
+            Some(Ok(())) => true,
+            Some(Err(e)) => !matches!(
+                e.kind(),
+                StoreErrorKind::Unavailable | StoreErrorKind::OutcomeUnknown
+            ),
+        };
+        self.healthy.set(i64::from(matches!(checked, Some(Ok(())))));
+        self.database_reachable.set(i64::from(reachable));
     }
 }
 
@@ -86,6 +132,8 @@ impl ShopMetrics {
 )]
 pub async fn handler(State(state): State<AppState>) -> Response {
     let metrics = &state.engine.metrics;
+    let checked = tokio::time::timeout(HEALTH_WITHIN, state.engine.store.health()).await;
+    state.shop_metrics.health(checked.as_ref().ok());
     metrics.database_host(state.engine.store.database_host());
     (
         [(

@@ -14,6 +14,7 @@
 use crate::domain::ProviderChargeId;
 use crate::metrics::{ProviderOutcome, ShopMetrics};
 use crate::operation::charge::{PendingCharge, ProviderVerdict};
+use exactly_once::secrets::redact;
 use exactly_once_retry::{parse_retry_after, Attempt, Decision, Policy};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -262,7 +263,8 @@ fn in_use(status: u16, body: &Value) -> bool {
 }
 
 /// Why a provider call got no answer, with reqwest's causes (the
-/// certificate rustls refused, the connection refused).
+/// certificate rustls refused, the connection refused); the URL reqwest
+/// names shows its password as `***`.
 fn unreachable_reason(e: &reqwest::Error) -> String {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(cause) = source {
@@ -270,21 +272,24 @@ fn unreachable_reason(e: &reqwest::Error) -> String {
             return format!(
                 "the provider's TLS certificate was refused (trusting the platform's roots and \
                  SSL_CERT_FILE): {}",
-                exactly_once::error::Chain(e)
+                redact(&exactly_once::error::Chain(e).to_string())
             );
         }
         source = cause.source();
     }
     format!(
         "the provider cannot be reached: {}",
-        exactly_once::error::Chain(e)
+        redact(&exactly_once::error::Chain(e).to_string())
     )
 }
 
 /// The whole body of an answer, as JSON: an error when it was cut off or is
 /// not JSON at all (an empty body reads as `null`).
 async fn read_json(answer: reqwest::Response) -> Result<Value, String> {
-    let bytes = answer.bytes().await.map_err(|e| format!("{e}"))?;
+    let bytes = answer
+        .bytes()
+        .await
+        .map_err(|e| redact(&e.to_string()).into_owned())?;
     if bytes.is_empty() {
         return Ok(Value::Null);
     }

@@ -7,6 +7,7 @@ use crate::mailer::{self, Mailer};
 use crate::metrics::{self, ShopMetrics};
 use crate::observe::ObserveLayer;
 use crate::openapi;
+use crate::operation::receipt::Receipts;
 use crate::provider::Provider;
 use crate::routes;
 use crate::state::{AppState, Shared};
@@ -46,6 +47,14 @@ pub enum StartupError {
     /// The provider's HTTP client could not be built.
     #[error("cannot set up the provider's client: {0}")]
     Provider(#[from] reqwest::Error),
+    /// `--chaos` on an address that is not loopback, without
+    /// `--chaos-on-any-address`.
+    #[error(
+        "--chaos is refused on {0}, which is not a loopback address: any client could kill the \
+         process and read every caller's unfinished operations; listen on 127.0.0.1, or add \
+         --chaos-on-any-address (CHAOS_ON_ANY_ADDRESS=1) on a network you trust"
+    )]
+    ChaosOffLoopback(String),
 }
 
 /// A bound, ready server.
@@ -56,12 +65,14 @@ pub struct Application {
     sweep_interval: Duration,
     complete_interval: Duration,
     relay: Option<(Mailer, RelaySettings)>,
+    limits: serve::Limits,
 }
 
 impl Application {
     /// Opens the database (migrating it, unless `--no-migrate`), builds
     /// the router and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        refuse_chaos_off_loopback(&config).await?;
         let db = open_database(&config, !config.no_migrate).await?;
         let provider = provider(&config)?;
         let state = state(db, &config, provider);
@@ -81,6 +92,7 @@ impl Application {
             state,
             sweep_interval: config.sweep_interval,
             complete_interval: config.complete_interval,
+            limits: config.listener_limits(),
             relay: mailer.map(|mailer| {
                 let settings = RelaySettings {
                     claim: config.receipt_claim,
@@ -113,10 +125,33 @@ impl Application {
             tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
-        serve::serve(self.listener, self.router, shutdown).await;
+        background.push(tokio::spawn(self.state.receipts.clone().forget_idle()));
+        if let Some(rate) = &self.state.caller_rate {
+            background.push(tokio::spawn(rate.forget_idle()));
+        }
+        serve::serve_with_limits(self.listener, self.router, shutdown, self.limits).await;
         for task in background {
             task.abort();
         }
+    }
+}
+
+/// `--chaos` lets any client kill the process (`X-Chaos`) and read every
+/// caller's unfinished operations (`GET /operations`): refused unless
+/// every address `--listen` names is loopback, or `--chaos-on-any-address`.
+/// An address that does not resolve is left to the bind to report.
+pub async fn refuse_chaos_off_loopback(config: &Config) -> Result<(), StartupError> {
+    if !config.chaos || config.chaos_on_any_address {
+        return Ok(());
+    }
+    let Ok(addresses) = tokio::net::lookup_host(config.listen.as_str()).await else {
+        return Ok(());
+    };
+    let addresses: Vec<SocketAddr> = addresses.collect();
+    if addresses.iter().all(|a| a.ip().is_loopback()) {
+        Ok(())
+    } else {
+        Err(StartupError::ChaosOffLoopback(config.listen.clone()))
     }
 }
 
@@ -197,13 +232,17 @@ pub fn state(
                 .expect("reqwest builds a client with a rustls configuration"),
         )
     });
-    let receipts = config.smtp_url.is_some();
+    let receipts = match config.smtp_url {
+        Some(_) => Receipts::on(config.caller_receipts, shop_metrics.receipts_withheld()),
+        None => Receipts::off(),
+    };
     let engine = Engine::builder(db.store())
         .metrics(Arc::new(metrics))
         .steps(ShopSteps {
             provider: provider.clone(),
-            receipts,
+            receipts: receipts.clone(),
         })
+        .max_unfinished_per_caller(config.caller_unfinished)
         .build();
     AppState::from(Shared {
         engine,
@@ -212,6 +251,7 @@ pub fn state(
         chaos: config.chaos,
         provider,
         receipts,
+        caller_rate: crate::rate::CallerRate::new(config.caller_rate),
     })
 }
 
@@ -267,6 +307,8 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // Inside the router's layer, so it sees the matched route.
                 .layer(ObserveLayer::new(state.engine.metrics.clone()))
                 .option_layer(cors)
+                // Inside CORS, so that a page on another origin reads its 429.
+                .option_layer(state.caller_rate.clone())
                 .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
@@ -316,5 +358,31 @@ fn warn_of_short_lives(config: &Config) {
             "--attention-after is not shorter than the provider keeps its idempotency keys \
              (24h): a failing charge retried after that could be charged twice"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serve::flags::parse;
+
+    #[tokio::test]
+    async fn chaos_is_refused_off_loopback_unless_allowed_on_any_address() {
+        for (args, refused) in [
+            (&["--chaos", "--listen", "0.0.0.0:0"][..], true),
+            (&["--chaos", "--listen", "[::]:0"], true),
+            (
+                &["--chaos", "--listen", "0.0.0.0:0", "--chaos-on-any-address"],
+                false,
+            ),
+            (&["--chaos", "--listen", "127.0.0.1:0"], false),
+            (&["--chaos", "--listen", "[::1]:0"], false),
+            (&["--chaos", "--listen", "localhost:0"], false),
+            (&["--listen", "0.0.0.0:0"], false),
+        ] {
+            let config: Config = parse(args).unwrap();
+            let refusal = refuse_chaos_off_loopback(&config).await;
+            assert_eq!(refusal.is_err(), refused, "{args:?}: {refusal:?}");
+        }
     }
 }

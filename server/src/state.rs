@@ -25,8 +25,11 @@ pub struct Shared {
     pub chaos: bool,
     /// The payment provider charges go through (`--psp-url`), if any.
     pub provider: Option<Arc<Provider>>,
-    /// Whether receipts are written to the outbox (`--smtp-url`).
-    pub receipts: bool,
+    /// Whether receipts are written to the outbox (`--smtp-url`), and
+    /// each caller's allowance of them (`--caller-receipts`).
+    pub receipts: crate::operation::receipt::Receipts,
+    /// `--caller-rate`'s limiter, unless it is 0.
+    pub caller_rate: Option<crate::rate::CallerRate>,
 }
 
 impl From<Shared> for AppState {

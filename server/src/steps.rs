@@ -8,6 +8,7 @@
 
 use crate::domain::{ChargeId, ProviderChargeId};
 use crate::operation::charge::{FinishCharge, PendingCharge, ProviderVerdict, CHARGE_CREATED};
+use crate::operation::receipt::Receipts;
 use crate::provider::{Provider, Reply};
 use async_trait::async_trait;
 use exactly_once::operator::{Refusal, Settlement};
@@ -31,8 +32,8 @@ pub fn provider_unavailable(reason: impl Into<String>) -> Error {
 pub struct ShopSteps {
     /// `--psp-url`, if any.
     pub provider: Option<Arc<Provider>>,
-    /// Whether receipts are sent (`--smtp-url`).
-    pub receipts: bool,
+    /// Whether receipts are sent (`--smtp-url`), and how many per caller.
+    pub receipts: Receipts,
 }
 
 /// `server operations settle --outcome charged`: the provider charged the
@@ -78,7 +79,7 @@ impl Steps<Any> for ShopSteps {
         let provider = self.provider()?;
         let charges = provider.charges_under(&key).await.map_err(Refusal)?;
         Ok(Some(serde_json::json!({
-            "ledger": provider.charges_url(),
+            "ledger": exactly_once::secrets::redact(provider.charges_url()),
             "idempotency_key": key,
             "metadata": pending.provider_metadata(lease),
             "amount": pending.amount,
@@ -123,28 +124,73 @@ impl ShopSteps {
         lease: &Lease,
         settlement: &Settlement,
     ) -> Result<Arc<dyn Operation<Any>>, Refusal> {
-        let (pending, charge) = stopped_charge(lease)?;
+        let (_, charge) = stopped_charge(lease)?;
+        let verdict = self.settlement_verdict(lease, settlement).await?;
+        Ok(Arc::new(FinishCharge {
+            charge,
+            verdict,
+            receipts: self.receipts.clone(),
+        }))
+    }
+
+    /// What settling the charge `lease` stopped at as `settlement` says
+    /// would record, judged against the provider's ledger under its
+    /// downstream key, or why it is refused; changes nothing (what
+    /// `settle --dry-run` shows). Verified, the ledger must be read and
+    /// agree: one charge, of the operation's amount and currency, for
+    /// `charged`; none for `not-charged`. Unverified, the ledger is not
+    /// needed, but what it shows when it can be read still counts, and
+    /// `charged` needs the provider's charge id.
+    pub async fn settlement_verdict(
+        &self,
+        lease: &Lease,
+        settlement: &Settlement,
+    ) -> Result<ProviderVerdict, Refusal> {
+        if lease.point != CHARGE_CREATED {
+            return Err(Refusal(format!(
+                "an operation stopped at {:?}, which this server does not know",
+                lease.point
+            )));
+        }
+        let (pending, _) = stopped_charge(lease)?;
         let key = pending.downstream_key(lease);
-        let ledger = match settlement.unverified {
-            true => None,
-            false => Some(self.provider()?.charges_under(&key).await.map_err(|e| {
+        let ledger = match (settlement.unverified, self.provider.as_deref()) {
+            (true, None) => None,
+            (true, Some(provider)) => provider.charges_under(&key).await.ok(),
+            (false, _) => Some(self.provider()?.charges_under(&key).await.map_err(|e| {
                 Refusal(format!(
                     "{e}; settle with --unverified to record your outcome without it"
                 ))
             })?),
         };
         let reference = settlement.reference.as_deref();
-        let verdict = match settlement.outcome.as_str() {
+        match settlement.outcome.as_str() {
             CHARGED => {
                 let id = match (ledger.as_deref(), reference) {
-                    (Some([found]), None) => found.id.clone(),
-                    (Some([found]), Some(given)) if given == found.id => found.id.clone(),
-                    (Some([found]), Some(given)) => {
-                        return Err(Refusal(format!(
-                            "the provider's ledger holds {} under this operation's key {key}, not {given}",
-                            found.id
-                        )))
+                    (Some([found]), given) => {
+                        if let Some(given) = given.filter(|given| *given != found.id) {
+                            return Err(Refusal(format!(
+                                "the provider's ledger holds {} under this operation's key {key}, not {given}",
+                                found.id
+                            )));
+                        }
+                        if found.amount != pending.amount
+                            || !found.currency.eq_ignore_ascii_case(&pending.currency)
+                        {
+                            return Err(Refusal(format!(
+                                "the provider's ledger holds {} for {} {} under this operation's \
+                                 key {key}, and the operation is for {} {}: settle it with the \
+                                 provider first",
+                                found.id,
+                                found.amount,
+                                found.currency,
+                                pending.amount,
+                                pending.currency
+                            )));
+                        }
+                        found.id.clone()
                     }
+                    (Some([]), Some(given)) if settlement.unverified => given.to_owned(),
                     (Some([]), _) => {
                         return Err(Refusal(format!(
                             "the provider's ledger holds no charge under this operation's key \
@@ -170,7 +216,7 @@ impl ShopSteps {
                 let id = ProviderChargeId::parse(&id).ok_or_else(|| {
                     Refusal(format!("{id:?} is not a provider charge id (pch_…)"))
                 })?;
-                ProviderVerdict::Charged(id)
+                Ok(ProviderVerdict::Charged(id))
             }
             NOT_CHARGED => {
                 if let Some(found) = ledger.as_deref().and_then(<[_]>::first) {
@@ -181,19 +227,12 @@ impl ShopSteps {
                         found.id, found.amount, found.currency
                     )));
                 }
-                ProviderVerdict::NotCharged
+                Ok(ProviderVerdict::NotCharged)
             }
-            other => {
-                return Err(Refusal(format!(
-                    "{other:?} is not an outcome of a charge: {CHARGED} or {NOT_CHARGED}"
-                )))
-            }
-        };
-        Ok(Arc::new(FinishCharge {
-            charge,
-            verdict,
-            receipts: self.receipts,
-        }))
+            other => Err(Refusal(format!(
+                "{other:?} is not an outcome of a charge: {CHARGED} or {NOT_CHARGED}"
+            ))),
+        }
     }
 
     /// At `charge_created`: asks the provider to charge (same downstream key
@@ -223,7 +262,7 @@ impl ShopSteps {
                 Ok(Arc::new(FinishCharge {
                     charge,
                     verdict,
-                    receipts: self.receipts,
+                    receipts: self.receipts.clone(),
                 }))
             }
             Reply::Unavailable(why) => {

@@ -175,6 +175,78 @@ async fn a_database_certificate_from_another_ca_ends_the_start_with_one_line_nam
         .unwrap();
 }
 
+/// A database reached by a host name that is not loopback, without
+/// `sslmode`, is verified in full against `SSL_CERT_FILE`: a certificate
+/// for that name connects, one for another name is refused, and a cluster
+/// without TLS is refused rather than reached in clear. An explicit
+/// `sslmode=disable` connects and the start logs one warning saying so.
+/// (`hostaddr=127.0.0.1` reaches the local clusters under the name.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
+async fn off_loopback_a_database_without_sslmode_is_verified_in_full_and_a_downgrade_warns() {
+    let ca = TestCa::for_names("exactly-once", &["db.example.test"]).unwrap();
+    let tls = Postgres::start_tls(&ca, &[]).unwrap();
+    let plain = Postgres::start().unwrap();
+    let url = |host: &str, cluster: &Postgres, database: &Database, params: &str| {
+        format!(
+            "postgres://postgres@{host}:{}/{}?hostaddr=127.0.0.1{params}",
+            cluster.addr().port(),
+            database.postgres_name().unwrap()
+        )
+    };
+    let on_tls = Database::postgres_on(&tls.socket_url()).await.unwrap();
+    let on_plain = Database::postgres_on(&plain.socket_url()).await.unwrap();
+
+    let named = Database::postgres_url(url("db.example.test", &tls, &on_tls, ""));
+    let server = Server::builder()
+        .database(named)
+        .env("SSL_CERT_FILE", ca.ca_pem())
+        .start()
+        .await
+        .unwrap();
+    let answer = server
+        .caller()
+        .post_keyed(
+            "/charges",
+            &testkit::new_key(),
+            &json!({"amount": 1, "currency": "usd"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 201);
+    assert!(
+        !server.log_text().contains("sslmode"),
+        "no downgrade to warn of:\n{}",
+        server.log_text()
+    );
+
+    let other_name = url("other.example.test", &tls, &on_tls, "");
+    let line = start_error(&other_name, Some(&ca.ca_pem()));
+    assert!(line.contains("not valid for name"), "{line}");
+
+    let in_clear = url("db.example.test", &plain, &on_plain, "");
+    let line = start_error(&in_clear, Some(&ca.ca_pem()));
+    assert!(line.contains("does not accept TLS"), "{line}");
+
+    let disabled = url("db.example.test", &plain, &on_plain, "&sslmode=disable");
+    let server = Server::builder()
+        .database(Database::postgres_url(disabled))
+        .start()
+        .await
+        .unwrap();
+    let log = server.log_text();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sslmode=disable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("WARN") && warnings[0].contains("in clear"),
+        "{}",
+        warnings[0]
+    );
+}
+
 /// A provider whose certificate another CA signed is never charged: the
 /// charge is answered 503 `provider-unavailable` and the log says why,
 /// naming the certificate; a mail server's likewise gets no receipt

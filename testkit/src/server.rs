@@ -2,7 +2,10 @@
 //! folder. Defaults: `--listen 127.0.0.1:0 --durability relaxed --www
 //! <an empty temporary folder> --database <a fresh one>`, and none of the
 //! server's own environment variables inherited from the test's
-//! environment (a stray `CHAOS=1` cannot change a test).
+//! environment (a stray `CHAOS=1` cannot change a test). The per-caller
+//! limits (`CALLER_RATE`, `CALLER_UNFINISHED`, `CALLER_RECEIPTS`) are off
+//! ([`UNLIMITED`]): a test drives one caller far harder than a shopper
+//! does; a test of a limit sets its flag, which wins.
 
 use crate::binary::Binary;
 use crate::caller::{Auth, Caller};
@@ -33,6 +36,7 @@ const SERVER_ENV: &[&str] = &[
     "DURABILITY",
     "BODY_TIMEOUT",
     "CHAOS",
+    "CHAOS_ON_ANY_ADDRESS",
     "PSP_URL",
     "SMTP_URL",
     "OPERATION_LEASE",
@@ -41,6 +45,18 @@ const SERVER_ENV: &[&str] = &[
     "RECEIPT_CLAIM",
     "NO_MIGRATE",
     "LOG_FORMAT",
+    "MAX_CONNECTIONS",
+    "CALLER_RATE",
+    "CALLER_UNFINISHED",
+    "CALLER_RECEIPTS",
+];
+
+/// The per-caller limits a test server starts without, unless the test
+/// sets them (a flag wins over its variable).
+pub const UNLIMITED: &[(&str, &str)] = &[
+    ("CALLER_RATE", "0"),
+    ("CALLER_UNFINISHED", "0"),
+    ("CALLER_RECEIPTS", "0"),
 ];
 
 /// How long one HTTP call of the kit may take: a hung server fails the
@@ -175,6 +191,9 @@ impl ServerBuilder {
         let mut launch = Launch::new(self.binary.unwrap_or(Binary::server()));
         for name in SERVER_ENV {
             launch = launch.env_remove(name);
+        }
+        for (name, value) in UNLIMITED {
+            launch = launch.env(name, value);
         }
         launch = launch
             .env("NO_COLOR", "1")

@@ -23,6 +23,12 @@ impl TestCa {
     /// A new CA named `name` (its common name), and a server certificate
     /// for `127.0.0.1` and `localhost` signed by it.
     pub fn new(name: &str) -> Result<Self> {
+        Self::for_names(name, &["127.0.0.1", "localhost"])
+    }
+
+    /// A new CA named `name`, and a server certificate for `hosts` (names
+    /// or addresses) signed by it.
+    pub fn for_names(name: &str, hosts: &[&str]) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("testkit-tls-").tempdir()?;
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.distinguished_name
@@ -37,7 +43,8 @@ impl TestCa {
         let ca_cert = ca.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca, ca_key);
 
-        let mut server = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])?;
+        let mut server =
+            CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())?;
         server
             .distinguished_name
             .push(DnType::CommonName, format!("{name} server"));

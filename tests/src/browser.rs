@@ -1,9 +1,11 @@
-//! The two browser engines the stories run in, and one WebDriver session
-//! of either: headless Chromium through `chromedriver`, or headless
-//! Firefox ESR through `geckodriver`. Each [`Browser`] has its own driver
-//! process (geckodriver serves one session per process; chromedriver
-//! could serve more, but one each keeps the two engines alike) and its
-//! own fresh profile, so its cookies and storage are its own.
+//! The three browser engines the stories run in, and one WebDriver session
+//! of any: headless Chromium through `chromedriver`, headless Firefox ESR
+//! through `geckodriver`, or WebKitGTK's MiniBrowser (Safari's engine)
+//! through `WebKitWebDriver` on a virtual display (`xvfb-run`). Each
+//! [`Browser`] has its own driver process (geckodriver and WebKitWebDriver
+//! serve one session per process; chromedriver could serve more, but one
+//! each keeps the engines alike) and its own fresh profile, so its cookies
+//! and storage are its own.
 
 use anyhow::{anyhow, bail, Context, Result};
 use fantoccini::wd::Capabilities;
@@ -19,8 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// The variable that picks the engines: a comma list of `chromium` and
-/// `firefox`; both when unset.
+/// The variable that picks the engines: a comma list of `chromium`,
+/// `firefox` and `webkit`; all three when unset.
 pub const ENGINES_ENV: &str = "E2E_BROWSERS";
 
 /// Chromium flags that work as root in a container without network
@@ -47,17 +49,22 @@ pub enum Engine {
     Chromium,
     /// Debian's `firefox-esr` driven by `geckodriver`.
     Firefox,
+    /// WebKitGTK's MiniBrowser driven by Debian's `WebKitWebDriver`
+    /// (package `webkit2gtk-driver`), on a virtual display of its own.
+    Webkit,
 }
 
 impl Engine {
     /// Every engine, in the order the stories run them.
-    pub const ALL: [Engine; 2] = [Engine::Chromium, Engine::Firefox];
+    pub const ALL: [Engine; 3] = [Engine::Chromium, Engine::Firefox, Engine::Webkit];
 
-    /// `chromium` or `firefox`: how [`ENGINES_ENV`] and file names spell it.
+    /// `chromium`, `firefox` or `webkit`: how [`ENGINES_ENV`] and file
+    /// names spell it.
     pub fn name(self) -> &'static str {
         match self {
             Engine::Chromium => "chromium",
             Engine::Firefox => "firefox",
+            Engine::Webkit => "webkit",
         }
     }
 
@@ -67,12 +74,12 @@ impl Engine {
             .into_iter()
             .find(|engine| engine.name() == name.trim())
             .ok_or_else(|| {
-                anyhow!("unknown browser {name:?} in {ENGINES_ENV}: use chromium and/or firefox")
+                anyhow!("unknown browser {name:?} in {ENGINES_ENV}: use chromium, firefox and/or webkit")
             })
     }
 
-    /// The engines [`ENGINES_ENV`] names, in its order; both when it is
-    /// unset or empty.
+    /// The engines [`ENGINES_ENV`] names, in its order; all of them when
+    /// it is unset or empty.
     pub fn from_env() -> Result<Vec<Self>> {
         match std::env::var(ENGINES_ENV) {
             Ok(list) if !list.trim().is_empty() => list
@@ -91,12 +98,21 @@ impl Engine {
                 default: "chromedriver",
                 port_args: |port| vec![format!("--port={port}")],
                 install: "install chromium and chromium-driver (scripts/test-e2e.sh does), or set CHROMEDRIVER",
+                display: false,
             },
             Engine::Firefox => DriverProgram {
                 env: "GECKODRIVER",
                 default: "geckodriver",
                 port_args: |port| vec!["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()],
                 install: "install firefox-esr and geckodriver (scripts/test-e2e.sh does), or set GECKODRIVER",
+                display: false,
+            },
+            Engine::Webkit => DriverProgram {
+                env: "WEBKITWEBDRIVER",
+                default: "WebKitWebDriver",
+                port_args: |port| vec![format!("--port={port}")],
+                install: "install webkit2gtk-driver and xvfb (scripts/test-e2e.sh does), or set WEBKITWEBDRIVER",
+                display: true,
             },
         }
     }
@@ -143,6 +159,21 @@ impl Engine {
                     }),
                 );
             }
+            Engine::Webkit => {
+                // MiniBrowser keeps an automation session's data in memory
+                // (each session its own), so no profile folder is needed.
+                let mut args = vec!["--automation".to_string()];
+                if profile == Profile::StorageBlocked {
+                    // WebKit's own setting for Web Storage (Safari's "Block
+                    // all cookies" has no counterpart here): localStorage
+                    // is off, cookies stay on.
+                    args.push("--enable-html5-local-storage=false".into());
+                }
+                capabilities.insert(
+                    "webkitgtk:browserOptions".into(),
+                    json!({ "binary": binary("MINIBROWSER", &minibrowser(), "webkit2gtk-driver")?, "args": args }),
+                );
+            }
         }
         Ok(capabilities)
     }
@@ -154,6 +185,15 @@ impl fmt::Display for Engine {
     }
 }
 
+/// Where Debian keeps WebKitGTK's MiniBrowser (package
+/// `libwebkit2gtk-4.1-0`, a dependency of `webkit2gtk-driver`).
+fn minibrowser() -> String {
+    format!(
+        "/usr/lib/{}-linux-gnu/webkit2gtk-4.1/MiniBrowser",
+        std::env::consts::ARCH
+    )
+}
+
 /// What a browser's profile allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Profile {
@@ -162,7 +202,7 @@ pub enum Profile {
     Standard,
     /// The shopper switched site storage off, the way each engine offers
     /// it (see [`Engine::capabilities`]): Chromium blocks cookies and site
-    /// data together, Firefox only Web Storage.
+    /// data together, Firefox and WebKit only Web Storage.
     StorageBlocked,
 }
 
@@ -172,14 +212,21 @@ struct DriverProgram {
     default: &'static str,
     port_args: fn(u16) -> Vec<String>,
     install: &'static str,
+    /// Needs an X display: runs under `xvfb-run -a` (a virtual display on
+    /// a free number), which shares the driver's process group.
+    display: bool,
 }
 
 /// A WebDriver server process on a free port, in its own process group so
-/// that dropping it ends the browser it started too.
+/// that dropping it ends the browser (and the virtual display) it started
+/// too.
 struct Driver {
     child: Child,
     url: String,
     name: String,
+    /// Under `xvfb-run`: asked to end first, so that Xvfb removes its
+    /// display's lock file.
+    display: bool,
 }
 
 impl Driver {
@@ -194,7 +241,14 @@ impl Driver {
         for _ in 0..3 {
             let port = free_port()?;
             let output = File::options().create(true).append(true).open(log)?;
-            let child = Command::new(&name)
+            let mut command = if program.display {
+                let mut xvfb = Command::new("xvfb-run");
+                xvfb.args(["-a", &name]);
+                xvfb
+            } else {
+                Command::new(&name)
+            };
+            let child = command
                 .args((program.port_args)(port))
                 .stdin(Stdio::null())
                 .stdout(output.try_clone()?)
@@ -206,6 +260,7 @@ impl Driver {
                 child,
                 url: format!("http://127.0.0.1:{port}"),
                 name: name.clone(),
+                display: program.display,
             };
             match driver.wait_ready().await {
                 Ok(()) => return Ok(driver),
@@ -240,7 +295,28 @@ impl Drop for Driver {
     fn drop(&mut self) {
         // The whole group: the driver and any browser it left behind.
         let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        if self.display {
+            // SIGTERM first, and time for every process of the group to
+            // end: Xvfb removes its lock file as it does, which would
+            // otherwise keep its display number taken for good.
+            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let _ = self.child.try_wait();
+                let alive = Command::new("kill")
+                    .args(["-0", "--", &group])
+                    .stderr(Stdio::null())
+                    .status();
+                if !matches!(alive, Ok(status) if status.success()) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

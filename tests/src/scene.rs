@@ -79,6 +79,7 @@ pub fn function_name(here: &'static str) -> &'static str {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Setup {
     provider: bool,
+    demo_lease: bool,
 }
 
 impl Setup {
@@ -88,7 +89,21 @@ impl Setup {
     /// abandoned by a killed server is taken over within a story's
     /// patience), and the page is opened with `?inbox=` MailDev's web inbox.
     pub fn provider() -> Self {
-        Self { provider: true }
+        Self {
+            provider: true,
+            demo_lease: false,
+        }
+    }
+
+    /// As [`provider`](Self::provider), with scripts/demo.sh's
+    /// `--operation-lease 5s` and `--complete-interval 2s` instead of the
+    /// stories' shorter ones: an operation a killed server left behind is
+    /// finished as late as a shopper of the demo sees it.
+    pub fn provider_with_the_demos_lease() -> Self {
+        Self {
+            provider: true,
+            demo_lease: true,
+        }
     }
 }
 
@@ -138,7 +153,11 @@ impl Scene {
             server = server
                 .flags(["--psp-url", &started.base_url()])
                 .flags(["--smtp-url", &mail.smtp_url()])
-                .flags(["--operation-lease", "2s", "--complete-interval", "1s"]);
+                .flags(if setup.demo_lease {
+                    ["--operation-lease", "5s", "--complete-interval", "2s"]
+                } else {
+                    ["--operation-lease", "2s", "--complete-interval", "1s"]
+                });
             psp = Some(started);
             maildev = Some(mail);
         }

@@ -223,8 +223,9 @@ fn the_closing_total_counts_every_run_once_under_its_step() {
 }
 
 /// The real scripts print the lines the total reads: the release smoke
-/// test's result line is cargo's, and test.sh names its PostgreSQL run as
-/// the second run of the same suites.
+/// test's result line is cargo's, every browser engine (WebKit too) runs
+/// under a step of its own, and test.sh names its PostgreSQL run as the
+/// second run of the same suites.
 #[test]
 fn the_scripts_print_what_the_total_reads() {
     let wasm = fs::read_to_string(repo().join("scripts/test-wasm.sh")).unwrap();
@@ -232,6 +233,19 @@ fn the_scripts_print_what_the_total_reads() {
         wasm.contains("echo \"test result: ok. 1 passed; 0 failed;")
             && wasm.contains("echo \"test result: FAILED. 0 passed; 1 failed;"),
         "test-wasm.sh does not print the smoke test's result as cargo does"
+    );
+    // Each engine is a step of its own in both browser scripts, so the
+    // total has a line for WebKit's runs.
+    assert!(
+        wasm.contains("${TEST_WASM_BROWSERS:-chrome firefox webkit}")
+            && wasm.contains("step \"browser tests (WebKit"),
+        "test-wasm.sh does not run the browser tests in WebKit by default, under a step of its own"
+    );
+    let e2e = fs::read_to_string(repo().join("scripts/test-e2e.sh")).unwrap();
+    assert!(
+        e2e.contains("${E2E_BROWSERS:-chromium,firefox,webkit}")
+            && e2e.contains("printf '\\n== %s\\n' \"end to end: the stories in $engine\""),
+        "test-e2e.sh does not run the stories in WebKit by default, under a step per engine"
     );
     let test = fs::read_to_string(repo().join("scripts/test.sh")).unwrap();
     assert!(

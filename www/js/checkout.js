@@ -9,7 +9,7 @@ import * as attempts from "./attempts.js";
 import { watchReceipt } from "./receipts.js";
 import { findCharge, problemText, problemType, refreshCharges } from "./shop.js";
 import {
-  CARDS, MAX_ATTEMPTS, TIMEOUT_MS, cartDescription, cartLocked, cartTotal, changed, checkoutOp,
+  CARDS, FINISH_BUDGET_MS, MAX_ATTEMPTS, TIMEOUT_MS, cartDescription, cartLocked, cartTotal, changed, checkoutOp,
   newCart, saveCart, setCart, state,
 } from "./state.js";
 import { $, announce, hideNotice, money, showNotice } from "./view.js";
@@ -109,6 +109,7 @@ export async function pay() {
     return;
   }
   state.paying = true;
+  state.leaving = null;
   state.stuck = null;
   cart.failure = null;
   if (!cart.sealed) {
@@ -122,9 +123,9 @@ export async function pay() {
   const chaos = pending ? "" : takeChaos();
   announce(chaos ? `Paying… (chaos: ${chaosLabel(chaos)})` : "Paying…");
   try {
-    const outcome = pending
-      ? await attempts.logged(op, () => client.resume(op))
-      : await sendPayment(op, chaos);
+    const outcome = await untilFinished(op, () =>
+      pending ? attempts.logged(op, () => client.resume(op)) : sendPayment(op, chaos),
+    );
     settle(op, outcome, true);
   } catch (error) {
     giveUp(op, error);
@@ -149,6 +150,37 @@ async function sendPayment(op, chaos) {
     showNotice(CHAOS_NOTICES[chaos]);
     announce("No answer; sending the stored request again with the same key…");
     return attempts.logged(op, () => client.resume(op, { maxAttempts: MAX_ATTEMPTS - 1 }));
+  }
+}
+
+/**
+ * `call`'s outcome, and more patience when the shop says the payment is
+ * being finished (409 `idempotency-key-in-use`, seen by `attempted`): then
+ * a call that ran out of attempts is followed by another resume of the
+ * stored request, same key, until `FINISH_BUDGET_MS` after the first such
+ * answer (an abort at that moment ends the last one). So the story ends
+ * with the receipt whichever comes first, the completer's pass or the
+ * page's retry: the retry either takes the operation over itself or gets
+ * the completer's stored answer.
+ */
+export async function untilFinished(op, call) {
+  try {
+    for (;;) {
+      try {
+        return await call();
+      } catch (error) {
+        const until = state.finishing?.op === op ? state.finishing.until : 0;
+        if (error?.kind !== "exhausted" || error.lastStatus !== 409 || Date.now() >= until) throw error;
+        const deadline = new AbortController();
+        const timer = setTimeout(() => deadline.abort(), until - Date.now());
+        call = () =>
+          attempts
+            .logged(op, () => state.client.resume(op, { maxAttempts: MAX_ATTEMPTS, signal: deadline.signal }))
+            .finally(() => clearTimeout(timer));
+      }
+    }
+  } finally {
+    if (state.finishing?.op === op) state.finishing = null;
   }
 }
 
@@ -241,9 +273,20 @@ function giveUp(op, error) {
   changed();
 }
 
-/** The client's `onAttempt`, after the log's: says when a payment is retried. */
+/**
+ * The client's `onAttempt`, after the log's: says when a payment is
+ * retried, and, from the first 409 `idempotency-key-in-use` on, that the
+ * shop is finishing it and how long the page keeps asking.
+ */
 export function attempted(event) {
-  if (event.operation !== checkoutOp() || !state.paying || event.retryInMs == null) return;
+  if (event.operation !== checkoutOp() || !state.paying) return;
+  if (event.status === 409 && state.finishing?.op !== event.operation) {
+    state.finishing = { op: event.operation, until: Date.now() + FINISH_BUDGET_MS };
+    announce("The shop is still finishing this payment: asking again with the same key…");
+    changed();
+    return;
+  }
+  if (event.retryInMs == null) return;
   announce(`Attempt ${attempts.sentWith(event.key)}: retrying with the same key…`);
 }
 
@@ -350,9 +393,9 @@ function startCart(cart) {
   changed();
 }
 
-/** A new, empty cart with a new key. */
+/** A new, empty cart with a new key (the last receipt's address is not carried over: it is forgotten). */
 export function newOrder() {
-  startCart(newCart({ email: state.cart.email }));
+  startCart(newCart());
   announce("New order started: a new cart with a new key.");
   document.querySelector("[data-add]")?.focus();
 }

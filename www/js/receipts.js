@@ -30,7 +30,7 @@ export function inboxFromQuery() {
 export function watchReceipt() {
   const receipt = state.cart.receipt;
   const charge = receipt?.charge;
-  if (!state.inbox || !charge?.receipt_email || receipt.delivered || watching === charge.id) return;
+  if (!state.inbox || !(charge?.receipt_email || receipt?.mailed) || receipt.delivered || watching === charge.id) return;
   watching = charge.id;
   const wanted = `<receipt.${charge.id}@exactly-once>`;
   const api = new URL("api/email", state.inbox);

@@ -32,6 +32,15 @@ export function writeJson(name, key, value) {
   }
 }
 
+/** Removes `key` from `name`, if the browser lets the page. */
+export function removeItem(name, key) {
+  try {
+    area(name)?.removeItem(key);
+  } catch {
+    // Disabled: nothing was kept there.
+  }
+}
+
 /** A short random id (12 hex digits). */
 export function randomId() {
   const bytes = crypto.getRandomValues(new Uint8Array(6));

@@ -4,7 +4,7 @@
 
 import * as hooks from "./hooks.js";
 import {
-  CARDS, PRODUCTS, cartDescription, cartLocked, cartState, cartTotal, state,
+  CARDS, FINISH_BUDGET_MS, PRODUCTS, cartDescription, cartLocked, cartState, cartTotal, state,
 } from "./state.js";
 
 export const $ = (selector) => document.querySelector(selector);
@@ -158,7 +158,7 @@ function renderPayButton(total) {
 
 /** Where the e-mailed receipt is: `none`, `queued` or `delivered`. */
 export function mailState(receipt) {
-  if (!receipt?.charge?.receipt_email) return "none";
+  if (!receipt?.charge?.receipt_email && !receipt?.mailed) return "none";
   return receipt.delivered ? "delivered" : "queued";
 }
 
@@ -177,8 +177,10 @@ function renderReceipt() {
   $("#receipt-provider-row").hidden = !charge.provider_charge;
   $("#receipt-provider").textContent = charge.provider_charge || "";
   $("#receipt-mail-row").hidden = mail === "none";
-  $("#receipt-mail").textContent =
-    mail === "delivered" ? `delivered to ${charge.receipt_email}` : `queued for ${charge.receipt_email}`;
+  // The address is shown from memory on the visit that paid; storage does
+  // not keep it (state.js saveCart), so a later visit says less.
+  const to = charge.receipt_email || "the address you gave (not kept on this device)";
+  $("#receipt-mail").textContent = mail === "delivered" ? `delivered to ${to}` : `queued for ${to}`;
   const link = $("#inbox-link");
   link.hidden = mail === "none" || !state.inbox;
   if (state.inbox) link.href = state.inbox;
@@ -208,7 +210,22 @@ function renderCart() {
       ? `Your card was declined: nothing was charged. ${cart.failure.message}`
       : `Payment refused: ${cart.failure.message}`;
   $("#pay-again").hidden = !declined;
+  renderFinishing();
   $("#new-order").hidden = !cart.receipt && !failed;
+}
+
+/** While the shop says the payment is being finished (409): what the page waits for, and until when. */
+function renderFinishing() {
+  const { finishing } = state;
+  const shown = !!finishing && state.paying && !state.cart.receipt;
+  const line = $("#finishing");
+  line.hidden = !shown;
+  if (!shown) return;
+  line.textContent =
+    "The shop is still finishing this payment: a stopped server's hold on it (its lease) runs out, then the " +
+    "restarted server finishes it, by its completer or by this page's next request. The page keeps asking " +
+    `with the same key until ${clock.format(new Date(finishing.until))} ` +
+    `(${FINISH_BUDGET_MS / 1000} s, the server's default lease plus one completer pass); nothing is charged twice.`;
 }
 
 // ---------------------------------------------------------------- charges

@@ -1,5 +1,6 @@
 //! Pages other than the test page: two windows of this origin racing
-//! without Web Locks, and a sandboxed frame with an opaque origin. Each
+//! without Web Locks, two windows paying while storage is full, and a
+//! sandboxed frame with an opaque origin. Each
 //! loads the release build (`/pkg/client_wasm.js` of the server, copied
 //! there by scripts/test-wasm.sh) the way a page would, and reports back
 //! by message. The JS that drives them is below; the tests that use them
@@ -52,6 +53,66 @@ export function race_in_windows(server, options, operations, body) {
       results.push(e.data);
       if (results.length === 2) {
         clearTimeout(timer);
+        channel.close();
+        URL.revokeObjectURL(url);
+        resolve(results);
+      }
+    };
+    for (let i = 0; i < 2; i++) window.open(url, "_blank", "noopener");
+  });
+}
+
+// Opens two windows of this origin (as `race_in_windows`, Web Locks
+// left in place) that each count the console's warnings, load the client
+// and post `operation` at the same instant, and stay open until both
+// reported. Resolves with both windows'
+// results: `{ key, status, replayed, persistent, warnings }` or `{ error }`.
+export function pay_in_windows(server, options, operation, body) {
+  const name = "pay-" + crypto.randomUUID();
+  const page = `<!doctype html><script type="module">
+    let warnings = 0;
+    const warn = console.warn;
+    console.warn = (...args) => { warnings += 1; warn(...args); };
+    const channel = new BroadcastChannel(${JSON.stringify(name)});
+    try {
+      const { default: init, IdempotentClient } = await import(${JSON.stringify(server + "/pkg/client_wasm.js")});
+      await init();
+      const client = new IdempotentClient(${JSON.stringify(options)});
+      const go = new Promise((resolve) => { channel.onmessage = (e) => { if (e.data.go) resolve(e.data.go); }; });
+      channel.postMessage({ ready: true });
+      const at = await go;
+      await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
+      const outcome = await client.post("/charges", ${JSON.stringify(body)}, ${JSON.stringify(operation)});
+      channel.postMessage({
+        key: outcome.key, status: outcome.status, replayed: outcome.replayed,
+        persistent: client.persistent, warnings,
+      });
+    } catch (e) {
+      channel.postMessage({ error: String(e && e.stack || e) });
+    }
+    // Open until both windows reported: a tab that is still open is asked
+    // for what it keeps in memory.
+    channel.onmessage = (e) => { if (e.data.done) window.close(); };
+  </script>`;
+  const url = URL.createObjectURL(new Blob([page], { type: "text/html" }));
+  const channel = new BroadcastChannel(name);
+  return new Promise((resolve, reject) => {
+    let ready = 0;
+    const results = [];
+    const timer = setTimeout(() => {
+      channel.postMessage({ done: true });
+      channel.close();
+      reject(new Error(`the windows did not report (${ready} ready): ${JSON.stringify(results)}`));
+    }, 30000);
+    channel.onmessage = (e) => {
+      if (e.data.ready) {
+        if (++ready === 2) channel.postMessage({ go: Date.now() + 300 });
+        return;
+      }
+      results.push(e.data);
+      if (results.length === 2) {
+        clearTimeout(timer);
+        channel.postMessage({ done: true });
         channel.close();
         URL.revokeObjectURL(url);
         resolve(results);
@@ -130,6 +191,14 @@ extern "C" {
         body: &JsValue,
     ) -> Promise;
 
+    #[wasm_bindgen(js_name = pay_in_windows)]
+    fn pay_in_windows_js(
+        server: &str,
+        options: &JsValue,
+        operation: &str,
+        body: &JsValue,
+    ) -> Promise;
+
     #[wasm_bindgen(js_name = in_opaque_origin)]
     fn in_opaque_origin_js(server: &str) -> Promise;
 }
@@ -143,6 +212,21 @@ pub(super) async fn race_in_windows(
 ) -> Array {
     let list: Array = operations.iter().map(|op| JsValue::from(*op)).collect();
     JsFuture::from(race_in_windows_js(server, options, &list, body))
+        .await
+        .map_err(message)
+        .unwrap()
+        .unchecked_into()
+}
+
+/// Both windows' results of [`pay_in_windows_js`]: `{key, status,
+/// replayed, persistent, warnings}` or `{error}`.
+pub(super) async fn pay_in_windows(
+    server: &str,
+    options: &JsValue,
+    operation: &str,
+    body: &JsValue,
+) -> Array {
+    JsFuture::from(pay_in_windows_js(server, options, operation, body))
         .await
         .map_err(message)
         .unwrap()

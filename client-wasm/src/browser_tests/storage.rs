@@ -107,3 +107,105 @@ async fn storage_quota_exceeded_falls_back_to_memory() {
     drop(warnings);
     assert_eq!(setup.charges().await, 1);
 }
+
+/// Storage that fills up mid-payment, seen from two tabs: the first
+/// attempt charged but its answer was lost, then the page's other data
+/// took the rest of the quota. Two windows then pay the same operation at
+/// once: both read the key stored before storage filled up and send it,
+/// keep what they write from then on in their own page memory (each says
+/// so once on its console, and `persistent` turns `false`), and the
+/// server runs the operation once.
+#[wasm_bindgen_test]
+async fn two_tabs_on_a_full_storage_send_the_key_stored_before_it_filled() {
+    let setup = Setup::new();
+    // The answer comes after the client stopped waiting (a dropped
+    // connection would not do: Chromium resends the POST itself).
+    let lost = setup.client_with(
+        Some("delay-after-commit=1500"),
+        &[("maxAttempts", 1.into()), ("timeoutMs", 300.into())],
+    );
+    let first = rejected(pay(&lost, 1100, "filled", JsValue::UNDEFINED)).await;
+    assert_eq!(first.kind, "exhausted", "{first:?}");
+    let key = first.key.expect("the lost attempt's key");
+    assert_eq!(setup.charges().await, 1, "the lost attempt charged");
+
+    let full = FullStorage::fill();
+    let results =
+        frames::pay_in_windows(server(), &setup.options(None), "filled", &charge(1100)).await;
+    drop(full);
+    for i in 0..2 {
+        let tab = results.get(i);
+        assert!(get(&tab, "error").is_undefined(), "tab {i}: {tab:?}");
+        assert_eq!(
+            get(&tab, "status").as_f64(),
+            Some(201.0),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "key").as_string().as_deref(),
+            Some(key.as_str()),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "replayed").as_bool(),
+            Some(true),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "persistent").as_bool(),
+            Some(false),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "warnings").as_f64(),
+            Some(1.0),
+            "tab {i}: {tab:?}"
+        );
+    }
+    assert_eq!(setup.charges().await, 1);
+}
+
+/// Storage full before anything was paid: two windows pay a new
+/// operation at once. The first through the operation's Web Lock makes
+/// the key and keeps it in page memory; the second, in memory too, asks
+/// the other tabs for the operation's record before sending a key of its
+/// own, gets the first one's and sends that key: the server answers it
+/// from its record, one charge. Each window says once on its console that
+/// its keys are in page memory.
+#[wasm_bindgen_test]
+async fn two_tabs_on_a_storage_full_from_the_start_share_one_key() {
+    let setup = Setup::new();
+    let full = FullStorage::fill();
+    let results =
+        frames::pay_in_windows(server(), &setup.options(None), "full-first", &charge(1200)).await;
+    drop(full);
+    let mut keys = Vec::new();
+    let mut replayed = 0;
+    for i in 0..2 {
+        let tab = results.get(i);
+        assert!(get(&tab, "error").is_undefined(), "tab {i}: {tab:?}");
+        assert_eq!(
+            get(&tab, "status").as_f64(),
+            Some(201.0),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "persistent").as_bool(),
+            Some(false),
+            "tab {i}: {tab:?}"
+        );
+        assert_eq!(
+            get(&tab, "warnings").as_f64(),
+            Some(1.0),
+            "tab {i}: {tab:?}"
+        );
+        replayed += u32::from(get(&tab, "replayed").as_bool() == Some(true));
+        keys.push(get(&tab, "key").as_string().unwrap());
+    }
+    assert_eq!(keys[0], keys[1], "one key for both tabs: {results:?}");
+    assert_eq!(
+        replayed, 1,
+        "the second tab's answer is a replay: {results:?}"
+    );
+    assert_eq!(setup.charges().await, 1);
+}

@@ -227,6 +227,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
             request,
             operation,
             end: faults.first_phase_end(),
+            max_unfinished: state.max_unfinished,
         })
         .await?
     {
@@ -272,6 +273,13 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
             state.metrics.in_conflict();
             tracing::info!("refused: the key's operation is running");
             Err(Error::IdempotencyKeyInUse)
+        }
+        Execution::TooManyUnfinished(cap) => {
+            tracing::info!(
+                cap,
+                "refused: the caller has too many unfinished operations"
+            );
+            Err(Error::TooManyUnfinished(cap))
         }
         Execution::RolledBack => {
             tracing::warn!("rolled back before commit on purpose");

@@ -200,6 +200,7 @@ impl Store<Any> for AnyStore {
             request,
             operation,
             end,
+            max_unfinished,
         } = phase;
         match self {
             Self::Sqlite(store) => {
@@ -209,6 +210,7 @@ impl Store<Any> for AnyStore {
                         request,
                         operation,
                         end,
+                        max_unfinished,
                     })
                     .await
             }
@@ -219,6 +221,7 @@ impl Store<Any> for AnyStore {
                         request,
                         operation,
                         end,
+                        max_unfinished,
                     })
                     .await
             }

@@ -222,6 +222,22 @@ pub enum Execution {
     /// The operation ran and was rolled back on purpose (chaos
     /// `crash-before-commit`): nothing is stored.
     RolledBack,
+    /// The operation's first phase stopped at a recovery point while its
+    /// caller had [`FirstPhase::max_unfinished`] unfinished operations
+    /// already: it was rolled back, nothing is stored. The cap.
+    TooManyUnfinished(u32),
+}
+
+#[cfg(feature = "postgres")]
+impl Execution {
+    /// What a rolled-back execution answers: [`Execution::RolledBack`] for
+    /// one that ran, the refusal itself for one over the cap.
+    pub(crate) fn rolled_back(self) -> Self {
+        match self {
+            refused @ Self::TooManyUnfinished(_) => refused,
+            _ => Self::RolledBack,
+        }
+    }
 }
 
 /// What [`Store::step_failed`] did.
@@ -287,6 +303,12 @@ pub struct FirstPhase<B: Backend> {
     pub operation: Arc<dyn Operation<B>>,
     /// Whether the transaction commits.
     pub end: TransactionEnd,
+    /// How many unfinished operations (stopped at a recovery point, set
+    /// aside or not) one caller may have: a first phase that stops while
+    /// its caller has that many already is rolled back
+    /// ([`Execution::TooManyUnfinished`]). Counted in the transaction that
+    /// records the stop; `None`: no cap.
+    pub max_unfinished: Option<u32>,
 }
 
 /// A message to send, as the outbox keeps it.

@@ -313,10 +313,14 @@ pub enum Taken {
 /// Who acts on an operation, and why: written to the audit table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Intervention {
-    /// Who: a person's name (`$USER` by default in the shop's CLI).
+    /// Who: a person's name (`$USER` by default in the shop's CLI), as
+    /// they give it.
     pub operator: String,
     /// Why, in their words.
     pub reason: Option<String>,
+    /// The operating-system account that ran the action (the process's
+    /// real user), recorded beside `operator`, which is free text.
+    pub os_user: Option<String>,
 }
 
 impl Intervention {
@@ -325,6 +329,7 @@ impl Intervention {
         Self {
             operator: operator.into(),
             reason: None,
+            os_user: None,
         }
     }
 }
@@ -360,8 +365,11 @@ pub struct ActionRecord {
     pub status: Option<u16>,
     /// The operator's reason.
     pub reason: Option<String>,
-    /// Who.
+    /// Who, as they named themselves.
     pub operator: String,
+    /// The operating-system account that ran it (`None` in rows written
+    /// before it was recorded).
+    pub os_user: Option<String>,
 }
 
 /// Whether `caller` and `key` are the operation whose hash starts with

@@ -1,6 +1,7 @@
 //! The service's flags, each with an environment variable.
 
 use clap::{Parser, Subcommand};
+use exactly_once::secrets::{Redacted, SecretUrl};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ pub struct Config {
         long,
         global = true,
         env = "BOOKINGS_DATABASE",
+        hide_env_values = true,
         default_value = "sqlite://data/bookings.db",
         value_parser = DatabaseUrl::parse
     )]
@@ -37,9 +39,10 @@ pub struct Config {
         long,
         global = true,
         env = "BOOKINGS_PARTNER_URL",
+        hide_env_values = true,
         default_value = "http://127.0.0.1:8090"
     )]
-    pub partner_url: String,
+    pub partner_url: SecretUrl,
 
     /// How long a partner call may take before it counts as no answer.
     #[arg(long, env = "BOOKINGS_PARTNER_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
@@ -77,13 +80,22 @@ pub enum Command {
     Operations(crate::operations::Operations),
 }
 
-/// Where the bookings are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the bookings are kept; its `Debug` shows a password as `***`.
+#[derive(Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
     /// A SQLite file (created with its folder if missing).
     Sqlite(PathBuf),
     /// A PostgreSQL database.
     Postgres(String),
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Self::Postgres(url) => f.debug_tuple("Postgres").field(&Redacted(url)).finish(),
+        }
+    }
 }
 
 impl DatabaseUrl {
@@ -97,7 +109,10 @@ impl DatabaseUrl {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self::Postgres(url.to_owned()))
         } else {
-            Err(format!("{url:?} is neither sqlite://PATH nor postgres://…"))
+            Err(format!(
+                "{:?} is neither sqlite://PATH nor postgres://…",
+                Redacted(url)
+            ))
         }
     }
 }

@@ -6,13 +6,22 @@
 use bookings::config::Command;
 use bookings::{App, Config};
 use clap::Parser;
+use exactly_once::secrets::{redact, RedactedStderr};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let config = Config::parse();
+    let config = match Config::try_parse() {
+        Ok(config) => config,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // clap repeats a refused value whole.
+            eprint!("{}", redact(&e.to_string()));
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -34,7 +43,7 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!(
                     "error: cannot migrate the database: {}",
-                    exactly_once::error::Chain(&e)
+                    redact(&exactly_once::error::Chain(&e).to_string())
                 );
                 ExitCode::FAILURE
             }
@@ -49,7 +58,7 @@ fn main() -> ExitCode {
             return match ran {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    eprintln!("error: {}", redact(&e));
                     ExitCode::FAILURE
                 }
             };
@@ -57,7 +66,10 @@ fn main() -> ExitCode {
         let app = match App::build(config).await {
             Ok(app) => app,
             Err(e) => {
-                eprintln!("error: {}", exactly_once::error::Chain(&e));
+                eprintln!(
+                    "error: {}",
+                    redact(&exactly_once::error::Chain(&e).to_string())
+                );
                 return ExitCode::FAILURE;
             }
         };

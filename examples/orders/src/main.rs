@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
+use exactly_once::secrets::{redact, RedactedStderr, SecretUrl};
 use exactly_once::{Caller, Engine, PostgresOptions, Problem, Sqlx, SqlxStore};
 use http::request::Parts;
 use http::{header, StatusCode};
@@ -28,11 +29,11 @@ struct Config {
     #[arg(long, env = "ORDERS_LISTEN", default_value = "127.0.0.1:8090")]
     listen: String,
     /// The PostgreSQL database (`postgres://…`).
-    #[arg(long, env = "DATABASE_URL")]
-    database_url: String,
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: SecretUrl,
     /// The payment provider (`http://…`, docs/PSP.md).
-    #[arg(long, env = "ORDERS_PROVIDER_URL")]
-    provider_url: String,
+    #[arg(long, env = "ORDERS_PROVIDER_URL", hide_env_values = true)]
+    provider_url: SecretUrl,
     /// How long a call to the provider may take.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     provider_timeout: Duration,
@@ -153,9 +154,16 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let config = Config::parse();
+    let config = match Config::try_parse() {
+        Ok(config) => config,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprint!("{}", redact(&e.to_string()));
+            return ExitCode::from(2);
+        }
+    };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedStderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -164,7 +172,7 @@ async fn main() -> ExitCode {
     match serve(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", redact(&e.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -117,6 +117,17 @@ fn unauthorized() -> ResponseBuilder {
     )
 }
 
+/// The 429 of every request but the probes (`--caller-rate`), and of a
+/// new key whose caller has too many unfinished operations.
+fn rate_limited() -> ResponseBuilder {
+    retry_after(problem(
+        &["rate-limited"],
+        "Too many requests from this caller (more than `--caller-rate` a second), or, for a \
+         new key, too many of its operations unfinished (`--caller-unfinished`). Nothing was \
+         done or stored; retry after `Retry-After`.",
+    ))
+}
+
 /// The 500 of any request that reaches the database.
 fn internal() -> ResponseBuilder {
     problem(&["internal"], "A bug; everything was rolled back.")
@@ -210,6 +221,7 @@ fn keyed_refusals() -> Responses {
                 "This key was used before with another method, path or body; nothing ran.",
             ),
         ),
+        (429, rate_limited()),
         (500, internal()),
     ])
 }
@@ -288,6 +300,7 @@ fn list_charges() -> Responses {
             ),
         ),
         (401, unauthorized()),
+        (429, rate_limited()),
         (500, internal()),
         (503, unavailable(&["unavailable"])),
     ])
@@ -331,6 +344,7 @@ fn inventory() -> Responses {
     answers([
         (200, json::<Inventory>("The stock left of the item.")),
         (404, problem(&["not-found"], "No such item.")),
+        (429, rate_limited()),
         (500, internal()),
         (503, unavailable(&["unavailable"])),
     ])
@@ -353,7 +367,10 @@ fn health() -> Responses {
 
 /// `GET /config`.
 fn config() -> Responses {
-    answers([(200, json::<ServerConfig>("This server's settings."))])
+    answers([
+        (200, json::<ServerConfig>("This server's settings.")),
+        (429, rate_limited()),
+    ])
 }
 
 /// `GET /metrics`.
@@ -375,10 +392,13 @@ fn metrics() -> Responses {
 /// `GET /openapi.json`.
 fn document() -> Responses {
     let object = ObjectBuilder::new().schema_type(SchemaType::Type(Type::Object));
-    answers([(
-        200,
-        ResponseBuilder::new()
-            .description("This document: OpenAPI 3.1.")
-            .content("application/json", Content::new(Some(object))),
-    )])
+    answers([
+        (
+            200,
+            ResponseBuilder::new()
+                .description("This document: OpenAPI 3.1.")
+                .content("application/json", Content::new(Some(object))),
+        ),
+        (429, rate_limited()),
+    ])
 }

@@ -224,6 +224,11 @@ pub enum ProblemType {
     /// 500: a bug; everything was rolled back.
     #[serde(rename = "/problems/internal")]
     Internal,
+    /// 429: the caller sent more than `--caller-rate` requests a second, or
+    /// holds `--caller-unfinished` unfinished operations already; nothing
+    /// was done, retry after `Retry-After`.
+    #[serde(rename = "/problems/rate-limited")]
+    RateLimited,
 }
 
 /// An RFC 9457 problem: every error answer, `application/problem+json`.

@@ -8,10 +8,10 @@
 //! [`FinishCharge`] records the provider's verdict, the receipt and the
 //! answer in one commit.
 
-use super::receipt::Receipt;
+use super::receipt::{Receipt, Receipts};
 use crate::domain::{
-    Amount, Charge, ChargeId, ChargeStatus, Currency, NewCharge, OperationId, PaymentMethod,
-    ProviderChargeId,
+    Amount, Caller, Charge, ChargeId, ChargeStatus, Currency, NewCharge, OperationId,
+    PaymentMethod, ProviderChargeId,
 };
 use crate::error::Problem;
 use exactly_once::backend::BoxFuture;
@@ -36,11 +36,12 @@ pub struct RecordCharge {
 }
 
 impl RecordCharge {
-    /// The charge `request` asks for, succeeded at `created` (Unix seconds).
-    pub fn new(request: NewCharge, receipts: bool, created: i64) -> Self {
+    /// The charge `request` asks for, `caller`'s, succeeded at `created`
+    /// (Unix seconds), with its receipt if `receipts` sends one.
+    pub fn new(request: NewCharge, receipts: &Receipts, caller: &Caller, created: i64) -> Self {
         let charge = Charge::new(request, ChargeStatus::Succeeded, created);
         Self {
-            receipt: receipts.then(|| Receipt::for_charge(&charge)).flatten(),
+            receipt: receipts.for_charge(caller, &charge),
             response: created_response(&charge),
             charge,
         }
@@ -61,8 +62,8 @@ pub struct FinishCharge {
     pub charge: ChargeId,
     /// What the provider said.
     pub verdict: ProviderVerdict,
-    /// Whether receipts are sent (`--smtp-url`).
-    pub receipts: bool,
+    /// Whether its receipt is sent.
+    pub receipts: Receipts,
 }
 
 /// The recovery point of a charge recorded as `pending`; the provider has
@@ -281,11 +282,13 @@ impl Operation<Postgres> for FinishCharge {
     }
 }
 
-/// The answer of a finished charge, and the receipt to send with it.
+/// The answer of `caller`'s finished charge, and the receipt to send with
+/// it.
 pub fn finished(
     charge: &Charge,
     verdict: &ProviderVerdict,
-    receipts: bool,
+    receipts: &Receipts,
+    caller: &Caller,
 ) -> (PhaseEnd, Option<Receipt>) {
     let response = match verdict {
         ProviderVerdict::Charged(_) => created_response(charge),
@@ -318,7 +321,7 @@ pub fn finished(
         )
         .stored(),
     };
-    let receipt = receipts.then(|| Receipt::for_charge(charge)).flatten();
+    let receipt = receipts.for_charge(caller, charge);
     (PhaseEnd::Finished(response), receipt)
 }
 
@@ -476,7 +479,7 @@ mod on_sqlite {
                 ],
                 sqlite_reads::charge,
             )?;
-        let (step, receipt) = finished(&charge, &this.verdict, this.receipts);
+        let (step, receipt) = finished(&charge, &this.verdict, &this.receipts, at.caller);
         if let Some(receipt) = receipt {
             enqueue(conn, &receipt.message(), at)?;
         }
@@ -622,7 +625,7 @@ mod on_postgres {
             )
             .await?;
         let charge = charge(&row);
-        let (step, receipt) = finished(&charge, &this.verdict, this.receipts);
+        let (step, receipt) = finished(&charge, &this.verdict, &this.receipts, at.caller);
         if let Some(receipt) = receipt {
             enqueue(tx, &receipt.message()).await?;
         }

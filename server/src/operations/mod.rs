@@ -7,18 +7,29 @@
 //!
 //! - `list [--state S]… [--older-than DUR] [--limit N] [--json]`;
 //! - `show OP` (or `--token TOKEN --key KEY`) `[--json]`;
-//! - `retry OP [--reason TEXT]`: runs it now, as the completer would, also
-//!   one set aside;
+//! - `retry OP [--reason TEXT] [--force] [--yes]`: runs it now, as the
+//!   completer would; one set aside, or started longer ago than
+//!   `--attention-after`, only with `--force`; one that needs the provider
+//!   only with `--psp-url`; confirmed on a terminal, or by `--yes`;
 //! - `settle OP --outcome charged|not-charged --reason TEXT
-//!   [--provider-charge ID] [--unverified]`: shows what the provider's ledger
-//!   holds under the operation's downstream key, then records the final
-//!   answer (refused when the ledger contradicts it) and an audit row.
+//!   [--provider-charge ID] [--unverified] [--dry-run] [--yes]`: shows what
+//!   the provider's ledger holds under the operation's downstream key, then
+//!   records the final answer (refused when the ledger contradicts it, or
+//!   its charge's amount or currency is not the operation's) and an audit
+//!   row; `--dry-run` stops before recording; `--unverified` needs
+//!   confirmation.
+//!
+//! Each audit row names `--operator` (free text, `$USER` by default) and
+//! the operating-system user who ran the command. `--token` is also read
+//! from `OPERATIONS_TOKEN`.
 //!
 //! The flags and environment are the server's (`--database`, `--psp-url`,
 //! `--key-ttl`, `--smtp-url`, …), given before or after `operations`. Exit
 //! 0 when the command did what it says, 1 when it could not (and one line
 //! on stderr says why).
 
+mod act;
+mod confirm;
 mod render;
 
 pub use render::{record_json, table};
@@ -26,12 +37,12 @@ pub use render::{record_json, table};
 use crate::config::Config;
 use crate::domain::{caller_of, SessionToken};
 use crate::startup::{open_database, provider, state};
+use act::Asked;
 use clap::{Args, Parser, Subcommand};
-use exactly_once::operator::{
-    Intervention, ListFilter, OperationRef, OperationState, OperatorError, Retried, Settlement,
-};
+use exactly_once::operator::{Intervention, ListFilter, OperationRef, OperationState, Settlement};
 use exactly_once::{Any, Engine, IdempotencyKey};
-use serde_json::{json, Value};
+use render::{print_json, said};
+use serde_json::Value;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -73,14 +84,24 @@ pub enum OperationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Runs one now, as the completer would: a stalled operation, or one
-    /// set aside (which is no longer set aside); recorded in the audit table.
+    /// Runs one now, as the completer would: a stalled operation, or (with
+    /// --force) one set aside, which is no longer set aside; recorded in
+    /// the audit table.
     Retry {
         #[command(flatten)]
         which: Which,
         /// Why, for the audit table.
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
+        /// Retry one set aside for an operator, or started longer ago than
+        /// --attention-after (the provider may have forgotten its key, and
+        /// a retry could charge the card twice): only once the ledger is
+        /// checked.
+        #[arg(long)]
+        force: bool,
+        /// Go ahead without asking (needed when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
         #[command(flatten)]
         by: By,
         /// JSON instead of text.
@@ -106,9 +127,19 @@ pub enum OperationsCommand {
         #[arg(long, value_name = "ID")]
         provider_charge: Option<String>,
         /// Settle on your word alone, without the provider's ledger (it
-        /// cannot be reached, or has forgotten the key).
+        /// cannot be reached, or has forgotten the key): `charged` needs
+        /// --provider-charge, a ledger that can be read must not contradict
+        /// it, and it is confirmed on a terminal or by --yes.
         #[arg(long)]
         unverified: bool,
+        /// Show the provider's ledger and what settling would record, and
+        /// change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Go ahead without asking (needed for --unverified when stdin is
+        /// not a terminal).
+        #[arg(long)]
+        yes: bool,
         #[command(flatten)]
         by: By,
         /// JSON instead of text.
@@ -121,22 +152,40 @@ pub enum OperationsCommand {
 #[derive(Debug, Clone, Args)]
 pub struct Which {
     /// The operation: the `op` of the logs and of `list` (12 to 64 hex digits).
-    #[arg(value_name = "OP", required_unless_present = "token")]
+    #[arg(value_name = "OP")]
     op: Option<String>,
-    /// Or the caller's bearer token (or `sid` cookie) …
-    #[arg(long, value_name = "TOKEN", requires = "key", conflicts_with = "op")]
+    /// Or the caller's bearer token (or `sid` cookie), best given as
+    /// OPERATIONS_TOKEN so that it stays out of the shell's history …
+    #[arg(
+        long,
+        env = "OPERATIONS_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     token: Option<String>,
     /// … and the Idempotency-Key it sent.
-    #[arg(long, value_name = "KEY", requires = "token")]
+    #[arg(long, value_name = "KEY")]
     key: Option<String>,
 }
 
 /// Who acts.
 #[derive(Debug, Clone, Args)]
 pub struct By {
-    /// Who you are, for the audit table (default: $USER).
+    /// Who you are, for the audit table (default: $USER); the
+    /// operating-system user running the command is recorded beside it.
     #[arg(long, env = "USER", default_value = "operator", value_name = "NAME")]
     operator: String,
+}
+
+impl By {
+    /// The audit table's who and why.
+    fn intervention(self, reason: Option<String>) -> Intervention {
+        Intervention {
+            operator: self.operator,
+            reason,
+            os_user: Some(confirm::os_user()),
+        }
+    }
 }
 
 fn parse_state(raw: &str) -> Result<OperationState, String> {
@@ -146,15 +195,26 @@ fn parse_state(raw: &str) -> Result<OperationState, String> {
 }
 
 impl Which {
+    /// The operation named: `OP`, or `--key` with the token (`--token`
+    /// or `OPERATIONS_TOKEN`, which `OP` overrides).
     fn resolve(&self) -> Result<OperationRef, String> {
-        match (&self.op, &self.token, &self.key) {
-            (Some(op), _, _) => OperationRef::parse(op).map_err(|e| e.to_string()),
-            (None, Some(token), Some(key)) => {
+        match (&self.op, &self.key) {
+            (Some(_), Some(_)) => Err("give the operation's `op` or --key, not both".into()),
+            (Some(op), None) => OperationRef::parse(op).map_err(|e| e.to_string()),
+            (None, Some(key)) => {
+                let token = self.token.as_deref().ok_or(
+                    "--key needs the caller's token: --token TOKEN, or OPERATIONS_TOKEN in the \
+                     environment",
+                )?;
                 let token = SessionToken::parse(token).map_err(|e| e.to_string())?;
                 let key = IdempotencyKey::parse(key.as_bytes()).map_err(|e| e.to_string())?;
                 Ok(OperationRef::Key(caller_of(&token), key))
             }
-            _ => Err("give the operation's `op`, or --token and --key".into()),
+            (None, None) => Err(
+                "give the operation's `op`, or --key with the caller's token (--token or \
+                 OPERATIONS_TOKEN)"
+                    .into(),
+            ),
         }
     }
 }
@@ -180,7 +240,8 @@ pub fn main() -> Option<ExitCode> {
         match run(&config, command).await {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e}");
+                // A database URL's password, or a token, never reaches the screen.
+                eprintln!("error: {}", exactly_once::secrets::redact(&e.to_string()));
                 ExitCode::FAILURE
             }
         }
@@ -243,60 +304,14 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
         OperationsCommand::Retry {
             which,
             reason,
+            force,
+            yes,
             by,
             json,
         } => {
+            let asked = Asked { force, yes, json };
             let which = which.resolve()?;
-            let by = Intervention {
-                operator: by.operator,
-                reason,
-            };
-            if let Ok(record) = engine.find_operation(&which).await {
-                if record.age >= config.attention_after {
-                    eprintln!(
-                        "warning: operation {} started {} ago, past --attention-after: the \
-                         provider may have forgotten its key; `show` and the ledger first",
-                        record.operation(),
-                        humantime::format_duration(Duration::from_secs(record.age.as_secs()))
-                    );
-                }
-            }
-            let retried = engine.retry_operation(&which, &by).await.map_err(said)?;
-            let after = engine.find_operation(&which).await.map_err(said)?;
-            let (finished, outcome) = match &retried {
-                Retried::Finished(response) => (true, render::response_json(response)),
-                Retried::Failed(e) => (
-                    false,
-                    json!({ "error": exactly_once::error::Chain(e).to_string() }),
-                ),
-            };
-            let report = json!({
-                "op": after.operation().to_string(),
-                "finished": finished,
-                "state": after.state.as_str(),
-                "outcome": outcome,
-            });
-            if json {
-                print_json(&report);
-            } else if finished {
-                println!(
-                    "operation {} finished; its key now answers {}",
-                    after.operation(),
-                    render::answer_line(&report["outcome"])
-                );
-            } else {
-                println!(
-                    "operation {} did not finish ({}): {}",
-                    after.operation(),
-                    after.state,
-                    report["outcome"]["error"].as_str().unwrap_or_default()
-                );
-            }
-            Ok(if finished {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            act::retry(config, &app, &which, by.intervention(reason), asked).await
         }
         OperationsCommand::Settle {
             which,
@@ -304,63 +319,26 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
             reason,
             provider_charge,
             unverified,
+            dry_run,
+            yes,
             by,
             json,
         } => {
-            let which = which.resolve()?;
-            let record = engine.find_operation(&which).await.map_err(said)?;
-            // What the provider holds, shown before anything is recorded.
-            let ledger = match engine.reconcile(&record).await {
-                Ok(found) => found.unwrap_or(Value::Null),
-                Err(refusal) => json!({ "error": refusal.to_string() }),
-            };
-            if !json {
-                print!("{}", render::ledger_lines(&record, &ledger));
-            }
             let settlement = Settlement {
                 outcome,
-                by: Intervention {
-                    operator: by.operator,
-                    reason: Some(reason),
-                },
+                by: by.intervention(Some(reason)),
                 reference: provider_charge,
                 unverified,
             };
-            let answer = engine
-                .settle_operation(&which, &settlement)
-                .await
-                .map_err(said)?;
-            let report = json!({
-                "op": record.operation().to_string(),
-                "outcome": settlement.outcome,
-                "ledger": ledger,
-                "answer": render::response_json(&answer),
-            });
-            if json {
-                print_json(&report);
-            } else {
-                println!(
-                    "settled operation {} as {}: its key now answers {}",
-                    record.operation(),
-                    settlement.outcome,
-                    render::answer_line(&report["answer"])
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            let asked = Asked {
+                force: false,
+                yes,
+                json,
+            };
+            let which = which.resolve()?;
+            act::settle(&app, &which, &settlement, dry_run, asked).await
         }
     }
-}
-
-/// An operator error as the one line it prints.
-fn said(e: OperatorError) -> String {
-    exactly_once::error::Chain(&e).to_string()
-}
-
-fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("JSON values serialise")
-    );
 }
 
 /// `GET /operations` (only with `--chaos`, for the demo page's operator

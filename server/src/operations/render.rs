@@ -2,7 +2,7 @@
 //! fields `list --json` and `show --json` print), a table and plain lines
 //! for people.
 
-use exactly_once::operator::{ActionRecord, OperationRecord, OperationState};
+use exactly_once::operator::{ActionRecord, OperationRecord, OperationState, OperatorError};
 use exactly_once::StoredResponse;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -77,6 +77,7 @@ pub(super) fn actions_json(actions: &[ActionRecord]) -> Value {
                 "status": action.status,
                 "reason": action.reason,
                 "operator": action.operator,
+                "os_user": action.os_user,
             })
         })
         .collect()
@@ -187,10 +188,14 @@ pub(super) fn details(shown: &Value) -> String {
                 for action in actions {
                     let _ = writeln!(
                         out,
-                        "  {} {} by {}{}{}: {}",
+                        "  {} {} by {}{}{}{}: {}",
                         action["at"].as_str().unwrap_or_default(),
                         action["action"].as_str().unwrap_or_default(),
                         action["operator"].as_str().unwrap_or_default(),
+                        action["os_user"]
+                            .as_str()
+                            .map(|u| format!(" (os user {u})"))
+                            .unwrap_or_default(),
                         action["outcome"]
                             .as_str()
                             .map(|o| format!(" as {o}"))
@@ -261,4 +266,16 @@ pub(super) fn ledger_lines(record: &OperationRecord, ledger: &Value) -> String {
         );
     }
     out
+}
+
+/// An operator error as the one line it prints.
+pub(super) fn said(e: OperatorError) -> String {
+    exactly_once::error::Chain(&e).to_string()
+}
+
+pub(super) fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("JSON values serialise")
+    );
 }

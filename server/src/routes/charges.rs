@@ -20,14 +20,14 @@ keyed_post! {
     /// `POST /charges`: creates a charge, at most once per key: in one phase,
     /// or, with a provider, started here and finished around the provider call.
     pub async fn create(State(state): State<AppState>, keyed: Keyed) -> Response {
-        let (phased, receipts) = (state.provider.is_some(), state.receipts);
+        let (phased, caller) = (state.provider.is_some(), keyed.request.caller);
         state.engine.run(keyed, |body| {
             let request =
                 NewCharge::parse(body).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
             Ok::<_, ApiError>(if phased {
                 Box::new(StartCharge { request }) as Box<dyn Operation<Any>>
             } else {
-                Box::new(RecordCharge::new(request, receipts, now_secs()))
+                Box::new(RecordCharge::new(request, &state.receipts, &caller, now_secs()))
             })
         })
         .await

@@ -20,6 +20,6 @@ pub async fn show(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
         "chaos": state.chaos,
         "provider": state.provider.is_some(),
-        "receipts": state.receipts,
+        "receipts": state.receipts.enabled(),
     }))
 }

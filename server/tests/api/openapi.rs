@@ -178,6 +178,7 @@ fn every_api_error() -> Vec<ApiError> {
         Error::PayloadTooLarge(1),
         Error::IdempotencyKeyMismatch,
         Error::IdempotencyKeyInUse,
+        Error::TooManyUnfinished(1),
         server::steps::provider_unavailable("no answer"),
         Error::Unavailable("down".into()),
         Error::OutcomeUnknown("cut".into()),
@@ -198,6 +199,7 @@ fn every_api_error() -> Vec<ApiError> {
             | Error::PayloadTooLarge(_)
             | Error::IdempotencyKeyMismatch
             | Error::IdempotencyKeyInUse
+            | Error::TooManyUnfinished(_)
             | Error::StepUnavailable(_)
             | Error::Unavailable(_)
             | Error::OutcomeUnknown(_)
@@ -213,6 +215,10 @@ fn every_api_error() -> Vec<ApiError> {
         ApiError::InvalidRequest("bad".into()),
         ApiError::MethodNotAllowed,
         ApiError::NotFound("none".into()),
+        ApiError::RateLimited {
+            per_second: 1,
+            retry_after: std::time::Duration::from_secs(1),
+        },
     ];
     for error in &errors {
         match error {
@@ -220,6 +226,7 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::InvalidRequest(_)
             | ApiError::MethodNotAllowed
             | ApiError::NotFound(_)
+            | ApiError::RateLimited { .. }
             | ApiError::Engine(_) => {}
         }
     }

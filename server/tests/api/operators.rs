@@ -13,29 +13,29 @@ use std::time::{Duration, Instant};
 use testkit::{Binary, Fault, Psp, Server};
 
 /// What one `server operations …` run printed, and how it ended.
-struct Ran {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Ran {
     /// Stdout as JSON; panics (with both streams) when it is not.
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", self.stdout, self.stderr))
     }
 
     /// Asserts the run succeeded; itself.
     #[track_caller]
-    fn succeeded(self) -> Self {
+    pub(crate) fn succeeded(self) -> Self {
         assert!(self.ok, "stdout: {}\nstderr: {}", self.stdout, self.stderr);
         self
     }
 
     /// Asserts the run failed, saying `why` on stderr.
     #[track_caller]
-    fn failed_saying(&self, why: &str) {
+    pub(crate) fn failed_saying(&self, why: &str) {
         assert!(!self.ok, "it should have failed: {}", self.stdout);
         assert!(
             self.stderr.contains(why),
@@ -46,13 +46,20 @@ impl Ran {
 }
 
 /// Runs `server operations ARGS` on `app`'s database, with nothing of the
-/// test's environment but `USER` (the operator's name in the audit table).
-async fn operations(app: &TestApp, args: &[&str]) -> Ran {
+/// test's environment but `USER` (the operator's name in the audit table),
+/// and no terminal.
+pub(crate) async fn operations(app: &TestApp, args: &[&str]) -> Ran {
+    operations_with(app, &[], args).await
+}
+
+/// The same with `env` as well.
+pub(crate) async fn operations_with(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> Ran {
     let binary = Binary::server().path().expect("the server binary");
     let output = tokio::process::Command::new(binary)
         .env_clear()
         .env("USER", "on-call")
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .arg("operations")
         .args(args)
         .arg("--database")
@@ -68,7 +75,7 @@ async fn operations(app: &TestApp, args: &[&str]) -> Ran {
 }
 
 /// `list --json` with `args`, as an array.
-async fn listed(app: &TestApp, args: &[&str]) -> Vec<Value> {
+pub(crate) async fn listed(app: &TestApp, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["list", "--json"];
     all.extend_from_slice(args);
     let list = operations(app, &all).await.succeeded().json();
@@ -76,7 +83,7 @@ async fn listed(app: &TestApp, args: &[&str]) -> Vec<Value> {
 }
 
 /// The one operation `list` shows in `state`, waiting up to 10 s for it.
-async fn the_one(app: &TestApp, state: &str) -> Value {
+pub(crate) async fn the_one(app: &TestApp, state: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let list = listed(app, &["--state", state]).await;
@@ -186,6 +193,7 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
             &shop.psp.base_url(),
             "--reason",
             "killed mid-charge",
+            "--yes",
             "--json",
         ],
     )
@@ -207,7 +215,7 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
         listed(&shop.app, &[]).await.is_empty(),
         "nothing unfinished"
     );
-    operations(&shop.app, &["retry", op])
+    operations(&shop.app, &["retry", op, "--yes"])
         .await
         .failed_saying("is finished");
     let audited = operations(&shop.app, &["show", op, "--json"])
@@ -229,7 +237,14 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
     let op = stalled["op"].as_str().unwrap();
     let retried = operations(
         &shop.app,
-        &["retry", op, "--psp-url", &shop.psp.base_url(), "--json"],
+        &[
+            "retry",
+            op,
+            "--psp-url",
+            &shop.psp.base_url(),
+            "--yes",
+            "--json",
+        ],
     )
     .await
     .succeeded()
@@ -239,15 +254,21 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
     assert_eq!(ledger.len(), 2, "charged now, once");
 
     shop.app.server.restart().unwrap();
+    let mut adopted = Vec::new();
     for (key, amount) in [(&charged, 1500), (&asked, 2500)] {
         let reply = shop.pay(key, &visa(amount)).await;
         assert!(reply.replayed, "the answer retry recorded");
         let charge = reply.json();
         assert_eq!(charge["status"], "succeeded");
-        assert!(ledger
+        assert_eq!(charge["amount"], amount);
+        let row = ledger
             .iter()
-            .any(|row| charge["provider_charge"] == row.id.as_str()));
+            .find(|row| charge["provider_charge"] == row.id.as_str())
+            .unwrap_or_else(|| panic!("{charge} not in the ledger {ledger:?}"));
+        assert_eq!((row.amount, row.currency.as_str()), (amount, "usd"));
+        adopted.push(row.id.clone());
     }
+    assert_ne!(adopted[0], adopted[1], "one provider charge each");
     assert_eq!(shop.app.count("operator_actions").await, 2);
 }
 
@@ -365,7 +386,11 @@ async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the
     assert_eq!(ledger.len(), 1);
     let paid = Reply::read(app.post("/charges", &found, &visa(800)).await).await;
     assert!(paid.replayed);
-    assert_charged(&paid, &ledger[0].id);
+    let charge = assert_charged(&paid, &ledger[0].id);
+    assert_eq!(
+        (charge["amount"].as_i64(), ledger[0].amount),
+        (Some(800), 800)
+    );
 
     // Retried with the provider's right URL, the third is charged now.
     let (fixed_op, _) = op(&fixed);
@@ -374,6 +399,8 @@ async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the
         fixed_op.as_str(),
         "--reason",
         "URL fixed",
+        "--force",
+        "--yes",
         "--json",
     ];
     retry.extend_from_slice(&right);
@@ -382,12 +409,15 @@ async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the
     let ledger = psp.ledger().await.unwrap();
     assert_eq!(ledger.len(), 2);
     let paid = Reply::read(app.post("/charges", &fixed, &visa(900)).await).await;
-    assert_charged(
-        &paid,
-        retried["outcome"]["body"]["provider_charge"]
-            .as_str()
-            .unwrap(),
-    );
+    let made = retried["outcome"]["body"]["provider_charge"]
+        .as_str()
+        .unwrap();
+    let charge = assert_charged(&paid, made);
+    let row = ledger
+        .iter()
+        .find(|row| row.id == made)
+        .expect("in the ledger");
+    assert_eq!((charge["amount"].as_i64(), row.amount), (Some(900), 900));
 
     assert!(
         listed(&app, &[]).await.is_empty(),

@@ -83,6 +83,31 @@ fn run_to_exit(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// Runs the server with `args`, which it must refuse: its exit code and
+/// stderr; a server still running after 10 s is stopped and fails the test.
+fn refused_within(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(Binary::server().path().unwrap())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: started instead of being refused");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs the server with `args` to its exit: asserts a non-zero exit and
 /// exactly one `error:` line on stderr, which names each cause once.
 fn assert_exits_non_zero_with_one_error_line(args: &[&str]) {
@@ -104,6 +129,55 @@ fn a_bad_flag_exits_non_zero_with_one_line() {
         let (code, stderr) = run_to_exit(args);
         assert_ne!(code, 0, "{args:?}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+/// SMTP credentials without required TLS (`tls=opportunistic`, where
+/// whoever strips STARTTLS reads the password, or plain `smtp://`) end the
+/// start with one line naming the TLS to use.
+#[test]
+fn smtp_credentials_without_required_tls_are_refused_at_start_with_one_line() {
+    for url in [
+        "smtp://shop:secret@127.0.0.1:2525?tls=opportunistic",
+        "smtp://shop:secret@127.0.0.1:2525",
+    ] {
+        let (code, stderr) = refused_within(&["--listen", "127.0.0.1:0", "--smtp-url", url]);
+        assert_ne!(code, 0, "{url}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{url}: {stderr}");
+        assert!(
+            stderr.contains("smtps://") && stderr.contains("tls=required"),
+            "{url}: {stderr}"
+        );
+    }
+}
+
+/// `--chaos` (or `CHAOS=1`) on an address that is not loopback ends the
+/// start with one line naming `--chaos-on-any-address`, before anything
+/// is opened or bound.
+#[test]
+fn chaos_off_loopback_is_refused_at_start_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("shop.db").display());
+    for (args, env) in [
+        (&["--chaos", "--listen", "0.0.0.0:0"][..], &[][..]),
+        (&[], &[("CHAOS", "1"), ("LISTEN", "0.0.0.0:0")]),
+    ] {
+        let out = Command::new(Binary::server().path().unwrap())
+            .args(args)
+            .args(["--database", &database])
+            .env_remove("CHAOS_ON_ANY_ADDRESS")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} {env:?}: {stderr}");
+        let lines: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(lines.len(), 1, "{args:?} {env:?}: {stderr}");
+        assert!(lines[0].contains("--chaos-on-any-address"), "{}", lines[0]);
+        assert!(
+            !dir.path().join("shop.db").exists(),
+            "refused before the database is opened"
+        );
     }
 }
 

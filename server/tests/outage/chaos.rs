@@ -149,6 +149,19 @@ async fn hold_outage(servers: &[Server; 2], tally: &Tally, what: &str) -> usize 
                 .forbid(format!("/healthz answered {health} {what}"));
         }
     }
+    // What the alerts read: neither healthy nor reaching its database.
+    for server in servers {
+        let metrics = server.metrics().await.unwrap();
+        let gauges = (
+            metrics.counter("healthy", &[]).unwrap(),
+            metrics.counter("database_reachable", &[]).unwrap(),
+        );
+        if gauges != (0.0, 0.0) {
+            tally.kinds.forbid(format!(
+                "healthy, database_reachable were {gauges:?} {what}"
+            ));
+        }
+    }
     tally.outage.store(false, Ordering::SeqCst);
     tally.outage_answers.load(Ordering::SeqCst) - before
 }

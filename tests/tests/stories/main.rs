@@ -16,6 +16,10 @@
 //!   receipts to MailDev.
 //! - [`accounts`]: two shoppers on one browser, the page's strict
 //!   Content-Security-Policy, and axe-core's accessibility rules.
+//! - [`privacy`]: what the page leaves in storage after a receipt and a
+//!   sign-out, and where Shopper B's token is kept.
+//! - [`finishing`]: the server killed after the provider charged, walked
+//!   again and again with the demo's lease: every walk ends on the receipt.
 //!
 //! Each story is an `async fn` listed in its module's `e2e::stories!`,
 //! which runs it once per engine, each time in a fresh scene: a new
@@ -23,5 +27,7 @@
 
 mod accounts;
 mod failures;
+mod finishing;
+mod privacy;
 mod provider;
 mod shopper;

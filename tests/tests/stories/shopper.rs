@@ -25,8 +25,9 @@ e2e::stories![
 /// A browser whose shopper switched site storage off still gets a working
 /// shop: the page's own reads of `localStorage` and `sessionStorage` are
 /// guarded like the client's. The engines differ in what the switch does:
-/// Firefox's `dom.storage.enabled` turns Web Storage off and leaves
-/// cookies on, so the payment goes through (keys in page memory);
+/// Firefox's `dom.storage.enabled` and WebKit's local-storage setting turn
+/// Web Storage off and leave cookies on, so the payment goes through (keys
+/// in page memory);
 /// Chromium's "don't let sites save data" blocks cookies too, so the shop
 /// cannot tell who pays and refuses with 401, which the page explains.
 async fn a_browser_that_blocks_site_storage_still_gets_a_working_shop(
@@ -36,7 +37,7 @@ async fn a_browser_that_blocks_site_storage_still_gets_a_working_shop(
     fill_cart(&page).await?;
     page.pay().await?;
     match scene.engine() {
-        Engine::Firefox => {
+        Engine::Firefox | Engine::Webkit => {
             let receipt = page.wait_for_receipt().await?;
             ensure_charged_once(&page, &scene.server, &receipt).await
         }

@@ -6,7 +6,15 @@
 //!   speaks the protocol over the stream. `verify-ca` checks the chain,
 //!   `verify-full` the chain and the host's name; `require` with an
 //!   explicit `sslrootcert` checks the chain as libpq does. Without
-//!   `sslrootcert`, the platform's roots and `SSL_CERT_FILE`'s.
+//!   `sslrootcert`, the platform's roots and `SSL_CERT_FILE`'s. Secure by
+//!   default: without `sslmode`, a URL with a host that is neither
+//!   loopback nor a Unix socket means `verify-full` (libpq's `prefer`
+//!   stays for loopback and sockets), and an explicit weaker mode to such
+//!   a host is [`Settings::downgrade`], which the store logs as a warning;
+//!   `sslrootcert=system` means `verify-full` (as libpq 16), and so does
+//!   `verify-ca` without `sslrootcert` (a public CA's chain proves
+//!   nothing without the name). `hostaddr` gives a host's address without
+//!   a look-up; its name is still the one TLS checks.
 //! - **Bounds** (`connect_timeout` per host, `keepalives`,
 //!   `keepalives_idle`, `keepalives_interval`, `keepalives_count`,
 //!   `tcp_user_timeout`), each with a default that bounds a hung host:
@@ -33,6 +41,8 @@
 //!   success the standby may not have. (The notice is matched on its
 //!   English text: the server's `lc_messages` must be English.)
 
+pub use super::sslmode::SslMode;
+use super::sslmode::{is_local, ssl_mode};
 use super::wire::{Activity, Socket, Tapped, Transport};
 use crate::tls::TlsError;
 use deadpool_postgres::Connect;
@@ -77,48 +87,6 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 #[error("{0}")]
 pub struct ParameterError(String);
 
-/// libpq's `sslmode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SslMode {
-    /// No TLS.
-    Disable,
-    /// TLS if the server offers it, unchecked; else plain.
-    Prefer,
-    /// TLS, unchecked (checked as `verify-ca` with an explicit `sslrootcert`).
-    Require,
-    /// TLS, the chain checked against the roots.
-    VerifyCa,
-    /// TLS, the chain and the host's name checked.
-    VerifyFull,
-}
-
-impl SslMode {
-    fn parse(value: &str) -> Result<Self, ParameterError> {
-        Ok(match value {
-            "disable" => Self::Disable,
-            "prefer" => Self::Prefer,
-            "require" => Self::Require,
-            "verify-ca" => Self::VerifyCa,
-            "verify-full" => Self::VerifyFull,
-            other => {
-                return Err(ParameterError(format!(
-                    "sslmode={other}: use disable, prefer, require, verify-ca or verify-full"
-                )))
-            }
-        })
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Disable => "disable",
-            Self::Prefer => "prefer",
-            Self::Require => "require",
-            Self::VerifyCa => "verify-ca",
-            Self::VerifyFull => "verify-full",
-        }
-    }
-}
-
 /// libpq's `target_session_attrs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SessionAttrs {
@@ -135,8 +103,14 @@ pub struct Settings {
     /// The URL without the parameters read here, parsed by tokio-postgres
     /// (hosts, ports, user, database, password, `application_name`, …).
     pub config: tokio_postgres::Config,
-    /// `sslmode`; `prefer` by default, as libpq.
+    /// `sslmode`; by default `verify-full` off loopback, `prefer` on
+    /// loopback and Unix sockets.
     pub ssl_mode: SslMode,
+    /// Whether the URL gave `sslmode` (or `sslrootcert=system`).
+    pub ssl_mode_given: bool,
+    /// Whether every host is loopback (`localhost`, `127.0.0.0/8`, `::1`)
+    /// or a Unix socket, judged by its name.
+    pub local: bool,
     /// `sslrootcert`: a PEM file, or `system` for the platform's roots.
     pub root_cert: Option<PathBuf>,
     /// `sslcert` and `sslkey`: a client certificate.
@@ -208,7 +182,10 @@ impl Settings {
                     .map_err(|_| ParameterError(format!("{name}={v}: not a whole number"))),
             }
         };
-        let ssl_mode = get("sslmode").map_or(Ok(SslMode::Prefer), SslMode::parse)?;
+        let local = config.get_hosts().iter().all(is_local)
+            && config.get_hostaddrs().iter().all(|a| a.is_loopback());
+        let ssl_mode =
+            ssl_mode(get("sslmode"), get("sslrootcert"), local).map_err(ParameterError)?;
         let client_cert = match (get("sslcert"), get("sslkey")) {
             (None, None) => None,
             (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
@@ -245,6 +222,8 @@ impl Settings {
         Ok(Self {
             config,
             ssl_mode,
+            ssl_mode_given: get("sslmode").is_some() || get("sslrootcert") == Some("system"),
+            local,
             root_cert: get("sslrootcert").map(PathBuf::from),
             client_cert,
             connect_timeout,
@@ -261,6 +240,33 @@ impl Settings {
             response_timeout: seconds("response_timeout", DEFAULT_RESPONSE_TIMEOUT)?,
             target,
         })
+    }
+}
+
+impl Settings {
+    /// The warning an explicit `sslmode` weaker than `verify-full` to a
+    /// host off loopback deserves (what it gives up), or `None`.
+    pub fn downgrade(&self) -> Option<String> {
+        if self.local || !self.ssl_mode_given {
+            return None;
+        }
+        let gives_up = match self.ssl_mode {
+            SslMode::Disable => "data crosses the network in clear",
+            SslMode::Prefer => {
+                "data crosses the network in clear when TLS fails, and the server is not verified"
+            }
+            SslMode::Require if self.root_cert.is_some() => {
+                "the server's certificate chain is checked but not its name"
+            }
+            SslMode::Require => "the server is not verified: anyone on the path can pose as it",
+            SslMode::VerifyCa => "the server's certificate chain is checked but not its name",
+            SslMode::VerifyFull => return None,
+        };
+        Some(format!(
+            "the PostgreSQL URL asks for sslmode={} to a host that is not loopback: {gives_up} \
+             (the default there is verify-full)",
+            self.ssl_mode.as_str()
+        ))
     }
 }
 
@@ -462,32 +468,44 @@ impl Connector {
     /// bounded by `connect_timeout`), driven by a task of its own.
     pub async fn connect(&self, bound: Bound) -> Result<(Client, JoinHandle<()>), ConnectError> {
         let config = &self.settings.config;
-        let hosts = config.get_hosts();
+        let addresses = config.get_hostaddrs();
+        // `hostaddr` without `host`: the addresses are the hosts.
+        let unnamed: Vec<Host> = addresses.iter().map(|a| Host::Tcp(a.to_string())).collect();
+        let hosts = match config.get_hosts() {
+            [] => &unnamed[..],
+            hosts => hosts,
+        };
         let ports = config.get_ports();
         if hosts.is_empty() {
             return Err(ConnectError("the PostgreSQL URL names no host".into()));
         }
-        let mut targets: Vec<(&Host, u16, String)> = (hosts.iter().enumerate())
-            .map(|(i, host)| {
-                let port = match ports {
-                    [] => 5432,
-                    [one] => *one,
-                    many => many.get(i).copied().unwrap_or(5432),
-                };
-                let name = match host {
-                    Host::Tcp(h) if h.contains(':') => format!("[{h}]:{port}"),
-                    Host::Tcp(h) => format!("{h}:{port}"),
-                    Host::Unix(path) => format!("{}/.s.PGSQL.{port}", path.display()),
-                };
-                (host, port, name)
-            })
-            .collect();
+        if !addresses.is_empty() && addresses.len() != hosts.len() {
+            return Err(ConnectError(
+                "the PostgreSQL URL names a different number of hosts and hostaddrs".into(),
+            ));
+        }
+        let mut targets: Vec<(&Host, Option<std::net::IpAddr>, u16, String)> =
+            (hosts.iter().enumerate())
+                .map(|(i, host)| {
+                    let port = match ports {
+                        [] => 5432,
+                        [one] => *one,
+                        many => many.get(i).copied().unwrap_or(5432),
+                    };
+                    let name = match host {
+                        Host::Tcp(h) if h.contains(':') => format!("[{h}]:{port}"),
+                        Host::Tcp(h) => format!("{h}:{port}"),
+                        Host::Unix(path) => format!("{}/.s.PGSQL.{port}", path.display()),
+                    };
+                    (host, addresses.get(i).copied(), port, name)
+                })
+                .collect();
         // Hosts that went silent lately go last (a stable sort keeps the
         // URL's order otherwise).
-        targets.sort_by_key(|(_, _, name)| self.hosts.is_suspect(name));
+        targets.sort_by_key(|(_, _, _, name)| self.hosts.is_suspect(name));
         let mut failures = Vec::new();
-        for (host, port, name) in targets {
-            let attempt = self.connect_to(host, port, &name, bound);
+        for (host, address, port, name) in targets {
+            let attempt = self.connect_to(host, address, port, &name, bound);
             let result = match self.settings.connect_timeout {
                 Some(limit) => match tokio::time::timeout(limit, attempt).await {
                     Ok(result) => result,
@@ -515,12 +533,13 @@ impl Connector {
     async fn connect_to(
         &self,
         host: &Host,
+        address: Option<std::net::IpAddr>,
         port: u16,
         name: &str,
         bound: Bound,
     ) -> Result<(Client, JoinHandle<()>), String> {
         let socket = match host {
-            Host::Tcp(h) => Socket::Tcp(self.tcp(h, port).await?),
+            Host::Tcp(h) => Socket::Tcp(self.tcp(h, address, port).await?),
             Host::Unix(path) => Socket::Unix(
                 tokio::net::UnixStream::connect(path.join(format!(".s.PGSQL.{port}")))
                     .await
@@ -534,7 +553,7 @@ impl Connector {
                 // in clear, on a new connection.
                 Err(why) if self.settings.ssl_mode == SslMode::Prefer => {
                     tracing::debug!(host = %name, why, "TLS failed with sslmode=prefer: connecting in clear");
-                    Transport::Plain(Socket::Tcp(self.tcp(h, port).await?))
+                    Transport::Plain(Socket::Tcp(self.tcp(h, address, port).await?))
                 }
                 Err(why) => return Err(why),
             },
@@ -566,12 +585,21 @@ impl Connector {
         Ok((client, driver))
     }
 
-    /// TCP with the URL's keepalives and `tcp_user_timeout`, to each
-    /// address of the host in turn.
-    async fn tcp(&self, host: &str, port: u16) -> Result<tokio::net::TcpStream, String> {
-        let addresses = tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("cannot resolve: {e}"))?;
+    /// TCP with the URL's keepalives and `tcp_user_timeout`, to the
+    /// host's `hostaddr`, else to each address of its name in turn.
+    async fn tcp(
+        &self,
+        host: &str,
+        address: Option<std::net::IpAddr>,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, String> {
+        let addresses: Vec<std::net::SocketAddr> = match address {
+            Some(ip) => vec![(ip, port).into()],
+            None => tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|e| format!("cannot resolve: {e}"))?
+                .collect(),
+        };
         let mut last = None;
         for address in addresses {
             match tokio::net::TcpStream::connect(address).await {
@@ -689,24 +717,6 @@ impl Connector {
             Ok(())
         } else {
             Err(format!("{why} (target_session_attrs)"))
-        }
-    }
-}
-
-impl PartialOrd for SslMode {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.rank().cmp(&other.rank()))
-    }
-}
-
-impl SslMode {
-    fn rank(self) -> u8 {
-        match self {
-            Self::Disable => 0,
-            Self::Prefer => 1,
-            Self::Require => 2,
-            Self::VerifyCa => 3,
-            Self::VerifyFull => 4,
         }
     }
 }
@@ -957,7 +967,7 @@ mod tests {
 
     #[test]
     fn defaults_bound_a_hung_host() {
-        let s = Settings::parse("postgres://u@h/db").unwrap();
+        let s = Settings::parse("postgres://u@localhost/db").unwrap();
         assert_eq!(s.ssl_mode, SslMode::Prefer);
         assert_eq!(s.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
         assert_eq!(s.response_timeout, Some(DEFAULT_RESPONSE_TIMEOUT));
@@ -973,6 +983,72 @@ mod tests {
         let off =
             Settings::parse("postgres://u@h/db?connect_timeout=0&response_timeout=0").unwrap();
         assert_eq!((off.connect_timeout, off.response_timeout), (None, None));
+    }
+
+    #[test]
+    fn off_loopback_the_default_is_verify_full_and_a_weaker_mode_is_a_downgrade() {
+        let mode = |url: &str| Settings::parse(url).map(|s| (s.ssl_mode, s.downgrade().is_some()));
+        for (url, expected) in [
+            ("postgres://u@db.example/db", (SslMode::VerifyFull, false)),
+            (
+                "postgres://u@db.example/db?hostaddr=127.0.0.1",
+                (SslMode::VerifyFull, false),
+            ),
+            (
+                "postgres://u@127.0.0.1,db.example/db",
+                (SslMode::VerifyFull, false),
+            ),
+            ("postgres://u@localhost/db", (SslMode::Prefer, false)),
+            ("postgres://u@127.0.0.2:5433/db", (SslMode::Prefer, false)),
+            ("postgres://u@[::1]/db", (SslMode::Prefer, false)),
+            ("postgres://u@%2Ftmp/db", (SslMode::Prefer, false)),
+            (
+                "postgres://u@localhost/db?sslmode=disable",
+                (SslMode::Disable, false),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=disable",
+                (SslMode::Disable, true),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=prefer",
+                (SslMode::Prefer, true),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=require",
+                (SslMode::Require, true),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=verify-ca",
+                (SslMode::VerifyFull, false),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=verify-ca&sslrootcert=%2Fca.pem",
+                (SslMode::VerifyCa, true),
+            ),
+            (
+                "postgres://u@localhost/db?sslrootcert=system",
+                (SslMode::VerifyFull, false),
+            ),
+            (
+                "postgres://u@db.example/db?sslmode=verify-full&sslrootcert=system",
+                (SslMode::VerifyFull, false),
+            ),
+        ] {
+            assert_eq!(mode(url).unwrap(), expected, "{url}");
+        }
+        let weak = Settings::parse("postgres://u@db.example/db?sslmode=require&sslrootcert=system")
+            .unwrap_err()
+            .to_string();
+        assert!(weak.contains("sslrootcert=system"), "{weak}");
+        let line = Settings::parse("postgres://u@db.example/db?sslmode=disable")
+            .unwrap()
+            .downgrade()
+            .unwrap();
+        assert!(
+            line.contains("sslmode=disable") && line.contains("in clear"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -28,7 +28,8 @@
 //!   one-statement first phase; `batch`: many requests to a statement;
 //!   `outbox`: the messages' SQL; `operator`: an operator's listing,
 //!   takeover and settlement; `schema`: migrations under an advisory
-//!   lock; [`connect`]: libpq's URL parameters (TLS, timeouts), each
+//!   lock; `sslmode`: which TLS a URL gets (`verify-full` off loopback by
+//!   default); [`connect`]: libpq's URL parameters (TLS, timeouts), each
 //!   connection's bound on a silent server, and a commit whose wait for
 //!   the synchronous standby was cancelled; `wire`: the socket, TLS and
 //!   the tap that sees a server owe an answer.
@@ -205,6 +206,7 @@ mod protocol;
 mod schema;
 mod session;
 mod sql;
+mod sslmode;
 mod wire;
 
 pub use conn::{Conn, DbError, Index, Param, PgRow};
@@ -274,8 +276,9 @@ pub(super) const SERVER_ADDRESS: Sql = Sql::new(
     &[],
 );
 
-/// Where and how to connect.
-#[derive(Debug, Clone)]
+/// Where and how to connect. Its `Debug` shows the URL's password as
+/// `***`.
+#[derive(Clone)]
 pub struct PostgresOptions {
     /// `postgres://user:password@host:port/database`, with libpq's TLS
     /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
@@ -304,6 +307,23 @@ pub struct PostgresOptions {
     /// `false`: the database must be at a schema this release can serve
     /// on ([`schema`](crate::store::schema)).
     pub migrate: bool,
+}
+
+impl std::fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("url", &crate::secrets::Redacted(&self.url))
+            .field("durability", &self.durability)
+            .field("key_ttl", &self.key_ttl)
+            .field("lease", &self.lease)
+            .field("migrations", &self.migrations)
+            .field("application_name", &self.application_name)
+            .field("attention_after", &self.attention_after)
+            .field("tombstone_ttl", &self.tombstone_ttl)
+            .field("outbox_retention", &self.outbox_retention)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
 }
 
 impl PostgresOptions {
@@ -366,6 +386,9 @@ impl PostgresStore {
         let (url, pooled) = session::pooler_in(&options.url)?;
         let mut settings = Settings::parse(&url)
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
+        if let Some(downgrade) = settings.downgrade() {
+            tracing::warn!("{downgrade}");
+        }
         let session = Session::new(pooled, options.durability);
         if let Some(options) = session.startup_options() {
             settings.config.options(options);

@@ -374,7 +374,7 @@ store_on_a_pool! {
                 Execution::InUse => Ok(Execution::InUse),
                 execution if rolls_back(&execution, phase.end) => {
                     tx.rollback().await.map_err(classify)?;
-                    Ok(Execution::RolledBack)
+                    Ok(execution.rolled_back())
                 }
                 execution => {
                     commit(tx).await?;

@@ -335,8 +335,9 @@ async fn audit(
 ) -> Result<()> {
     const AUDIT: Sql = Sql::new(
         "INSERT INTO operator_actions (action, operation, caller, key, generation, recovery_point,
-                                       attention, last_error, outcome, status, reason, operator)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                                       attention, last_error, outcome, status, reason, operator,
+                                       os_user)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         &[
             Type::TEXT,
             Type::TEXT,
@@ -348,6 +349,7 @@ async fn audit(
             Type::TEXT,
             Type::TEXT,
             Type::INT2,
+            Type::TEXT,
             Type::TEXT,
             Type::TEXT,
         ],
@@ -369,6 +371,7 @@ async fn audit(
                 &status,
                 &action.by.reason,
                 &action.by.operator,
+                &action.by.os_user,
             ],
         )
         .await?;
@@ -437,7 +440,8 @@ pub(super) async fn actions(
     operation: &OperationId,
 ) -> Result<Vec<ActionRecord>> {
     const ACTIONS: Sql = Sql::new(
-        "SELECT (extract(epoch FROM at) * 1000)::int8, action, outcome, status, reason, operator
+        "SELECT (extract(epoch FROM at) * 1000)::int8, action, outcome, status, reason, operator,
+                os_user
          FROM operator_actions WHERE operation = $1 ORDER BY id",
         &[Type::TEXT],
     );
@@ -455,6 +459,7 @@ pub(super) async fn actions(
                 .and_then(|s| u16::try_from(s).ok()),
             reason: row.get(4),
             operator: row.get(5),
+            os_user: row.get(6),
         })
         .collect())
 }

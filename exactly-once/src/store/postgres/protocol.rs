@@ -108,7 +108,7 @@ pub(super) async fn execute(
         Execution::InUse => Ok(Execution::InUse),
         execution if rolls_back(&execution, phase.end) => {
             tx.rollback().await.map_err(classify)?;
-            Ok(Execution::RolledBack)
+            Ok(execution.rolled_back())
         }
         execution => {
             commit(tx).await?;
@@ -118,10 +118,12 @@ pub(super) async fn execute(
 }
 
 /// Whether an execution is rolled back instead of committed: the
-/// operation ran and its phase asked for it (chaos).
+/// operation ran and its phase asked for it (chaos), or it stopped past its
+/// caller's cap of unfinished operations.
 pub(super) fn rolls_back(execution: &Execution, end: TransactionEnd) -> bool {
-    end == TransactionEnd::RollBack
-        && matches!(execution, Execution::Ran(_) | Execution::Stopped(_))
+    matches!(execution, Execution::TooManyUnfinished(_))
+        || end == TransactionEnd::RollBack
+            && matches!(execution, Execution::Ran(_) | Execution::Stopped(_))
 }
 
 /// [`execute`] inside `tx`, whichever the driver, which the caller commits
@@ -188,6 +190,11 @@ pub(super) async fn execute_in<D: Driver>(
                     ],
                 )
                 .await?;
+            if let Some(cap) = phase.max_unfinished {
+                if over_unfinished_cap(tx, &request.caller, cap).await? {
+                    return Ok(Execution::TooManyUnfinished(cap));
+                }
+            }
             Execution::Stopped(Lease {
                 caller: request.caller,
                 key: request.key.clone(),
@@ -199,6 +206,43 @@ pub(super) async fn execute_in<D: Driver>(
             })
         }
     })
+}
+
+/// The class of the per-caller locks [`over_unfinished_cap`] takes (the
+/// first key of PostgreSQL's two-key advisory locks).
+const CALLER_LOCK: i32 = 0x1de3_9072;
+
+/// A transaction lock on one caller's unfinished operations: the next
+/// stop of that caller's counts after this transaction's is committed.
+/// (Callers whose hashes share their first four bytes share it: they only
+/// wait for each other.)
+const LOCK_CALLER: Sql = Sql::new(
+    "SELECT pg_advisory_xact_lock($1, $2)",
+    &[Type::INT4, Type::INT4],
+);
+
+/// A caller's unfinished operations, at most `$2`, through the index of
+/// them by caller.
+const UNFINISHED_OF_CALLER: Sql = Sql::new(
+    "SELECT count(*) FROM (SELECT 1 FROM idempotency_keys
+       WHERE caller = $1 AND recovery_point NOT IN ('finished', 'expired', 'claimed')
+       LIMIT $2) AS open",
+    &[Type::BYTEA, Type::INT8],
+);
+
+/// Whether `caller` has more than `cap` unfinished operations, counting
+/// the one this transaction just stopped. Under the caller's lock, and
+/// read by a statement that starts after it is granted (so it sees every
+/// stop committed before), two instances' stops of one caller are counted
+/// one after the other: the cap holds across instances.
+async fn over_unfinished_cap(tx: &impl Conn, caller: &Caller, cap: u32) -> Result<bool> {
+    let bytes = caller.as_bytes();
+    let key = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    LOCK_CALLER.execute(tx, &[&CALLER_LOCK, &key]).await?;
+    let row = UNFINISHED_OF_CALLER
+        .query_one(tx, &[caller, &(i64::from(cap) + 1)])
+        .await?;
+    Ok(row.get::<_, i64>(0) > i64::from(cap))
 }
 
 /// The first phase stopped at a recovery point, under a new lease.

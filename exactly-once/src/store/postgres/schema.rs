@@ -32,6 +32,23 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
         "0003_operators",
         include_str!("../../../migrations/postgres/0003_operators.sql"),
     ),
+    // A nullable column of a table the releases before 0003 do not know.
+    Migration::expand(
+        4,
+        "0004_operator_os_user",
+        include_str!("../../../migrations/postgres/0004_operator_os_user.sql"),
+    )
+    .runs_beside(2),
+    // An index: the releases 0004 runs beside do not notice it. Built in
+    // the migration's transaction (not CONCURRENTLY), so that it migrates
+    // on the application's own pool and behind a pooler too: writes wait
+    // while it is built (docs/OPERATIONS.md, "A release deploy").
+    Migration::expand(
+        5,
+        "0005_unfinished_by_caller",
+        include_str!("../../../migrations/postgres/0005_unfinished_by_caller.sql"),
+    )
+    .runs_beside(2),
 ]);
 
 /// Any number, the same for every instance: the migration lock.

@@ -86,6 +86,20 @@ const MIGRATIONS: Migrations = Migrations(&[
         "0003_operators",
         include_str!("../../../migrations/sqlite/0003_operators.sql"),
     ),
+    // A nullable column of a table the releases before 0003 do not know.
+    Migration::expand(
+        4,
+        "0004_operator_os_user",
+        include_str!("../../../migrations/sqlite/0004_operator_os_user.sql"),
+    )
+    .runs_beside(2),
+    // An index: the releases 0004 runs beside do not notice it.
+    Migration::expand(
+        5,
+        "0005_unfinished_by_caller",
+        include_str!("../../../migrations/sqlite/0005_unfinished_by_caller.sql"),
+    )
+    .runs_beside(2),
 ]);
 
 /// Where and how to open the database.
@@ -307,12 +321,21 @@ impl Store<Sqlite> for SqliteStore {
                     request,
                     operation,
                     end,
+                    max_unfinished,
                 } = &phase;
                 if let Some(db_clock) = db_clock {
                     db_clock.refresh(batch.conn).map_err(classify)?;
                 }
                 let execution = protocol::execute(batch.conn, request, operation.as_ref(), clock)
                     .map_err(classify)?;
+                // The writer runs one job at a time: the count is exact.
+                if let (Execution::Stopped(_), Some(cap)) = (&execution, *max_unfinished) {
+                    if queries::over_unfinished_cap(batch.conn, &request.caller, cap)
+                        .map_err(classify)?
+                    {
+                        return Ok((Execution::TooManyUnfinished(cap), Keep::No));
+                    }
+                }
                 Ok(match (execution, *end) {
                     (Execution::Ran(_) | Execution::Stopped(_), TransactionEnd::RollBack) => {
                         (Execution::RolledBack, Keep::No)

@@ -277,8 +277,8 @@ fn audit(
     conn.prepare_cached(
         "INSERT INTO operator_actions (at, action, operation, caller, key, generation,
                                        recovery_point, attention, last_error, outcome, status,
-                                       reason, operator)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                       reason, operator, os_user)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         now_ms(),
@@ -294,6 +294,7 @@ fn audit(
         action.status,
         action.by.reason,
         action.by.operator,
+        action.by.os_user,
     ])?;
     Ok(())
 }
@@ -342,7 +343,7 @@ pub(super) fn actions(
     operation: &OperationId,
 ) -> rusqlite::Result<Vec<ActionRecord>> {
     conn.prepare_cached(
-        "SELECT at, action, outcome, status, reason, operator FROM operator_actions
+        "SELECT at, action, outcome, status, reason, operator, os_user FROM operator_actions
          WHERE operation = ?1 ORDER BY id",
     )?
     .query_map([hex::encode(operation.as_bytes())], |row| {
@@ -353,6 +354,7 @@ pub(super) fn actions(
             status: row.get(3)?,
             reason: row.get(4)?,
             operator: row.get(5)?,
+            os_user: row.get(6)?,
         })
     })?
     .collect()

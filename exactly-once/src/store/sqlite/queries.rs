@@ -1,4 +1,5 @@
-//! The engine's reads, run on a read connection.
+//! The engine's reads, run on a read connection (and the count of a
+//! caller's unfinished operations, in the writer's transaction).
 
 use super::protocol::{life_left, record};
 use crate::store::LiveRecord;
@@ -53,4 +54,21 @@ pub(super) fn messages_dead(conn: &Connection) -> rusqlite::Result<u64> {
     conn.prepare_cached("SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL")?
         .query_row([], |row| row.get::<_, i64>(0))
         .map(|n| n.unsigned_abs())
+}
+
+/// Whether `caller` has more than `cap` unfinished operations, counting
+/// one just recorded in this transaction: read through the index of
+/// unfinished operations by caller, at most `cap + 1` entries.
+pub(super) fn over_unfinished_cap(
+    conn: &Connection,
+    caller: &Caller,
+    cap: u32,
+) -> rusqlite::Result<bool> {
+    let counted: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM idempotency_keys
+             WHERE caller = ?1 AND recovery_point NOT IN ('finished', 'expired') LIMIT ?2)",
+        )?
+        .query_row(params![caller, i64::from(cap) + 1], |row| row.get(0))?;
+    Ok(counted > i64::from(cap))
 }

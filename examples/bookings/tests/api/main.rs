@@ -285,3 +285,40 @@ async fn an_operator_lists_a_stalled_booking_and_retry_confirms_it() {
     assert_eq!((booked.status, booked.replayed), (201, true), "{booked:?}");
     assert_eq!(partner.ledger().await.unwrap().effects.len(), 1);
 }
+
+/// A password in the service's URLs never shows: `--help` names the
+/// variables without their values, and a refused database URL's line
+/// shows it as `***`.
+#[test]
+fn no_password_from_a_url_shows_in_help_or_a_refusal() {
+    let secret = format!("planted-{}", new_key());
+    let database = format!("postgres://shop:{secret}@127.0.0.1:1/shop");
+    let partner = format!("http://shop:{secret}@127.0.0.1:1");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(support::BOOKINGS.path().unwrap())
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status, text)
+    };
+    let (_, help) = run(
+        &["--help"],
+        &[
+            ("BOOKINGS_DATABASE", &database),
+            ("BOOKINGS_PARTNER_URL", &partner),
+        ],
+    );
+    assert!(help.contains("BOOKINGS_DATABASE"), "{help}");
+    assert!(!help.contains(&secret), "{help}");
+    let refused = database.replace("postgres://", "mysql://");
+    let (status, text) = run(&["--database", &refused], &[]);
+    assert!(!status.success(), "{text}");
+    assert!(text.contains("shop:***@"), "{text}");
+    assert!(!text.contains(&secret), "{text}");
+}
