@@ -728,6 +728,9 @@ export class Store {
     try {
       // Named after exactly this prefix and scope (the owner of operation "").
       this.channel ??= new BroadcastChannel("exactly-once-client " + this.owner(""));
+      // Node (tests, server rendering): the channel must not keep the
+      // process alive (Jest waits for it forever); browsers have no unref.
+      this.channel.unref?.();
     } catch {
       return;
     }
