@@ -92,7 +92,9 @@ start() {
       --backend "${program#backends-}" >"$dir/$out" 2>"$dir/err" &
   else
     local own=()
-    if [ "${SERVER:-$BIN/server}" = "$BIN/server" ]; then read -ra own <<<"$SERVER_FLAGS"; fi
+    # SERVER_FLAGS go to this build's server, except on an A/B pair's
+    # "before" side, whose flags are AB_FLAGS alone (a flag twice is refused).
+    if [ "${SERVER:-$BIN/server}" = "$BIN/server" ] && [ -z "${AB_BEFORE:-}" ]; then read -ra own <<<"$SERVER_FLAGS"; fi
     RUST_LOG=warn "${SERVER:-$BIN/server}" --listen 127.0.0.1:0 --database "$database" \
       --durability "$DURABILITY" --www "$dir" "${own[@]}" "$@" >"$dir/$out" 2>"$dir/err" &
   fi
@@ -260,16 +262,16 @@ if [ -n "${AB:-}" ] || [ -n "${AB_FLAGS:-}" ]; then
     for side in before after; do
       flags=()
       if [ "$side" = before ]; then
-        SERVER=${AB:-$BIN/server}; read -ra flags <<<"${AB_FLAGS:-}"
+        SERVER=${AB:-$BIN/server}; AB_BEFORE=1; read -ra flags <<<"${AB_FLAGS:-}"
       else
-        SERVER=$BIN/server
+        SERVER=$BIN/server; AB_BEFORE=
       fi
       run server new-key "${flags[@]}" >/dev/null; nk=$rps; nk_p99=$p99; nk_cpu=$cpu
       run server replay "${flags[@]}" >/dev/null
       echo "ab round=$round $side new_key_rps=$nk new_key_p99_ms=$nk_p99 new_key_cpu_us=$nk_cpu replay_rps=$rps replay_p99_ms=$p99"
     done
   done
-  unset SERVER
+  unset SERVER AB_BEFORE
 fi
 
 if [ "${WRK:-1}" = 1 ]; then

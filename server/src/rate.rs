@@ -87,12 +87,17 @@ impl CallerRate {
     }
 
     /// `None` when `request` may go on; else how long its caller must wait.
-    fn wait(&self, request: &Request) -> Option<Duration> {
+    /// The caller found is left in the request for the route (one SHA-256
+    /// of the token per request, not two).
+    fn wait(&self, request: &mut Request) -> Option<Duration> {
         if EXEMPT.contains(&request.uri().path()) {
             return None;
         }
         let who = match caller_from_headers(request.headers()) {
-            Ok(caller) => Who::Caller(caller),
+            Ok(caller) => {
+                request.extensions_mut().insert(caller);
+                Who::Caller(caller)
+            }
             Err(_) => Who::Address(
                 request
                     .extensions()
@@ -136,8 +141,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        match self.rate.wait(&request) {
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        match self.rate.wait(&mut request) {
             None => Answer::Handled {
                 future: self.inner.call(request),
             },
@@ -197,14 +202,14 @@ mod tests {
     fn a_caller_gets_a_burst_of_twice_the_rate_and_others_are_not_touched() {
         let rate = CallerRate::new(3).unwrap();
         for _ in 0..6 {
-            assert_eq!(rate.wait(&request("token-aaaaaaaaaaaaaaaa")), None);
+            assert_eq!(rate.wait(&mut request("token-aaaaaaaaaaaaaaaa")), None);
         }
-        let wait = rate.wait(&request("token-aaaaaaaaaaaaaaaa")).unwrap();
+        let wait = rate.wait(&mut request("token-aaaaaaaaaaaaaaaa")).unwrap();
         assert!(
             wait > Duration::ZERO && wait <= Duration::from_millis(334),
             "{wait:?}"
         );
-        assert_eq!(rate.wait(&request("token-bbbbbbbbbbbbbbbb")), None);
+        assert_eq!(rate.wait(&mut request("token-bbbbbbbbbbbbbbbb")), None);
     }
 
     #[test]
@@ -217,7 +222,7 @@ mod tests {
                 .unwrap()
         };
         for _ in 0..10 {
-            assert_eq!(rate.wait(&probe()), None);
+            assert_eq!(rate.wait(&mut probe()), None);
         }
         assert!(CallerRate::new(0).is_none());
     }

@@ -56,6 +56,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // `--caller-rate` found it already (only server code sets it).
+        if let Some(found) = parts.extensions.get::<Caller>() {
+            return Ok(Self(*found));
+        }
         Ok(Self(crate::domain::caller_from_headers(&parts.headers)?))
     }
 }
