@@ -129,7 +129,7 @@ impl Client {
         if let Some(record) = self.live_record(operation, now)? {
             return Ok(record.key);
         }
-        let record = Record::new(new_key(), now, self.config.key_ttl_ms());
+        let record = Record::new(js::new_key(), now, self.config.key_ttl_ms());
         self.store().put(operation, &record);
         Ok(record.key)
     }
@@ -217,17 +217,6 @@ impl Client {
         }
         operations.len() as u32
     }
-}
-
-/// A fresh idempotency key: a UUID v4 from the browser's CSPRNG
-/// (`crypto.getRandomValues`, which unlike `crypto.randomUUID` works on
-/// plain http pages too).
-pub(crate) fn new_key() -> String {
-    let mut bytes = [0; 16];
-    for (byte, random) in bytes.iter_mut().zip(js::random_bytes()) {
-        *byte = random;
-    }
-    text::uuid_v4(bytes)
 }
 
 /// `msg` followed by `operation "NAME"`.

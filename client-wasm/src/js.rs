@@ -169,9 +169,11 @@ extern "C" {
         cause: &JsValue,
     ) -> JsValue;
 
-    /// 16 bytes from `crypto.getRandomValues`.
-    #[wasm_bindgen(js_name = randomBytes)]
-    pub(crate) fn random_bytes() -> Vec<u8>;
+    /// A fresh idempotency key: a UUID v4 (lower-case, hyphenated) of 16
+    /// bytes from `crypto.getRandomValues`, which unlike
+    /// `crypto.randomUUID` works on plain http pages too.
+    #[wasm_bindgen(js_name = newKey)]
+    pub(crate) fn new_key() -> String;
 
     /// One client's entries: `localStorage`, or page memory where it
     /// refuses (and the page is told once). Never throws.

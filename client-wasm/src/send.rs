@@ -19,7 +19,7 @@ use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::client::{left_alone, new_key, Client};
+use crate::client::{left_alone, Client};
 use crate::error::{Code, Failure};
 use crate::js::{self, Answer, Call};
 use crate::lock::SETTLE_MS;
@@ -115,7 +115,7 @@ impl Sending {
         let (mut record, request) = match self.job.take() {
             Some(Job::Send(request)) => {
                 let record = found.unwrap_or_else(|| {
-                    let key = wanted.clone().unwrap_or_else(new_key);
+                    let key = wanted.clone().unwrap_or_else(js::new_key);
                     Record::new(key, now, client.config.key_ttl_ms())
                 });
                 (record, request)
