@@ -199,6 +199,10 @@ extern "C" {
     #[wasm_bindgen(catch, js_namespace = JSON, js_name = parse)]
     pub(crate) fn json_parse(text: &JsValue) -> Result<JsValue, JsValue>;
 
+    /// `JSON.stringify` of a string: its JSON string literal.
+    #[wasm_bindgen(js_namespace = JSON, js_name = stringify)]
+    pub(crate) fn json_string(text: &str) -> String;
+
     /// `Date.parse`: epoch milliseconds, NaN for what it cannot read.
     #[wasm_bindgen(js_namespace = Date, js_name = parse)]
     pub(crate) fn date_parse(text: &str) -> f64;

@@ -108,14 +108,22 @@ export async function after_the_answer(env) {
   const no = await client.post("/charges", refused, "checkout:refused");
   eq(no.status, 400, "a refused order");
   onlyKeyAndStatus(s.stored("checkout:refused"), no.key, 400, "a refusal");
-  // Before its answer the request is kept, to resume it after a reload;
-  // once the resume is answered, it is gone.
+  // Before its answer the request is kept, to resume it after a reload,
+  // as sent (quotes, a backslash, non-ASCII); once the resume is answered,
+  // it is gone.
   const pending = order();
+  pending.description = 'a "gift"\\ for café 😀\u2028 ' + pending.description;
   await rejects(s.make({ baseUrl: UNREACHABLE, maxAttempts: 1 }).post("/charges", pending, "checkout:pending"), "a call to nowhere");
   eq(JSON.parse(s.stored("checkout:pending").body), pending, "the body kept while the request has no answer");
   const resumed = await s.make().resume("checkout:pending");
-  eq(resumed.status, 201, "resumed");
+  eq([resumed.status, resumed.body?.description], [201, pending.description], "resumed");
   onlyKeyAndStatus(s.stored("checkout:pending"), resumed.key, 201, "resume");
+  // So is a body with control characters (which the server refuses in
+  // a description), until the page releases it.
+  const odd = { note: 'tab\t newline\n nul\u0000 \u0001 "q" \\ \u2028' };
+  await rejects(s.make({ baseUrl: UNREACHABLE, maxAttempts: 1 }).post("/charges", odd, "checkout:odd"), "another call to nowhere");
+  eq(JSON.parse(s.stored("checkout:odd").body), odd, "a body with control characters, kept");
+  s.make().release("checkout:odd");
   nothingKeptOf([paid, fetched, refused, pending], "after the answers");
   eq((await s.charges()).length, 3, "charges");
 }

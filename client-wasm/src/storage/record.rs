@@ -64,6 +64,9 @@
 //! here, on [`Field`]s, so that the host tests can feed it the members of
 //! JSON parsed by serde_json instead. (A hand-written JSON reader, tested
 //! on the host, made the module 1.7 KB brotli larger: docs/BENCHMARKS.md.)
+//! It is written here, its strings quoted by the browser's `JSON.stringify`
+//! (serde_json's on the host): an escaper of our own made the package
+//! about 200 bytes brotli larger.
 
 use alloc::string::String;
 use wasm_bindgen::JsValue;
@@ -383,23 +386,17 @@ pub(crate) fn is_method(method: &str) -> bool {
     !method.is_empty() && method.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
-/// Appends `s` as a JSON string literal.
+/// Appends `s` as a JSON string literal: `JSON.stringify`'s.
+#[cfg(target_arch = "wasm32")]
 fn push_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[(c as usize) >> 4]));
-                out.push(char::from(HEX[(c as usize) & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&js::json_string(s));
+}
+
+/// Appends `s` as a JSON string literal (the host's tests have no
+/// `JSON.stringify`).
+#[cfg(not(target_arch = "wasm32"))]
+fn push_string(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap());
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
