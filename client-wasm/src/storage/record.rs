@@ -387,14 +387,14 @@ pub(crate) fn is_method(method: &str) -> bool {
 }
 
 /// Appends `s` as a JSON string literal: `JSON.stringify`'s.
-#[cfg(target_arch = "wasm32")]
+#[cfg(not(all(test, not(target_arch = "wasm32"))))]
 fn push_string(out: &mut String, s: &str) {
     out.push_str(&js::json_string(s));
 }
 
 /// Appends `s` as a JSON string literal (the host's tests have no
 /// `JSON.stringify`).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(test, not(target_arch = "wasm32")))]
 fn push_string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).unwrap());
 }
