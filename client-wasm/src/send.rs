@@ -10,7 +10,7 @@
 //!
 //! The waiting is JavaScript's and every step here is synchronous: as an
 //! `async fn` the same loop was a state machine of 9.7 KB, with the futures
-//! runtime around it (docs/BENCHMARKS.md, "Issue 36's bytes").
+//! runtime around it (docs/BENCHMARKS.md, the browser client's size).
 
 use alloc::rc::Rc;
 use alloc::string::String;
