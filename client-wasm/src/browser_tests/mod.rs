@@ -1,4 +1,4 @@
-//! Browser tests: the client in headless Chromium and Firefox against a
+//! Browser tests: the client in headless Chromium, Firefox and WebKit against a
 //! real server.
 //!
 //! Run by `scripts/test-wasm.sh`, which starts `server --chaos` on a free
@@ -12,12 +12,17 @@
 //! One file per topic; this one holds what they share.
 
 mod abort;
+mod accounts;
 mod calls;
-mod checkouts;
+mod codes;
 mod frames;
-mod issue36;
+mod headers_and_fetch;
+mod key_life;
 mod keys;
+mod lock_waits;
+mod page;
 mod privacy;
+mod requests;
 mod retries;
 mod storage;
 mod tabs;

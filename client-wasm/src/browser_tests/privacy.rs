@@ -4,61 +4,16 @@
 //! stored answer and another body under it is still refused. Each test
 //! failed against the client that kept the request until the key's end.
 //!
-//! Written in JavaScript, as a page uses the client, like `checkouts.rs`
-//! (whose `env()` each test gets).
+//! Written in JavaScript, as a page uses the client (the helpers the files
+//! share are in `page.js`).
 
-use super::checkouts::{env, passed};
+use super::page::run;
 use super::*;
 
-#[wasm_bindgen(inline_js = r#"
-const UNREACHABLE = "http://127.0.0.1:9";
-
-function check(condition, what) {
-  if (!condition) throw new Error(what);
-}
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual), e = JSON.stringify(expected);
-  if (a !== e) throw new Error(`${what}: got ${a}, expected ${e}`);
-}
-
-/** Awaits a promise that must reject with an IdempotencyError; returns it. */
-async function rejects(promise, what) {
-  let outcome;
-  try {
-    outcome = await promise;
-  } catch (e) {
-    check(e?.name === "IdempotencyError", `${what}: not an IdempotencyError: ${e?.stack ?? e}`);
-    return e;
-  }
-  throw new Error(`${what}: resolved with ${JSON.stringify(outcome)}`);
-}
-
-function setup(env) {
-  const s = {
-    prefix: env.prefix,
-    bearer: "Bearer " + env.token,
-    make(extra = {}) {
-      return new env.Client({
-        baseUrl: env.server,
-        storagePrefix: env.prefix,
-        backoffBaseMs: 10,
-        backoffMaxMs: 100,
-        headers: { Authorization: s.bearer },
-        ...extra,
-      });
-    },
-    stored(operation) {
-      return JSON.parse(localStorage.getItem(s.prefix + operation));
-    },
-    async charges() {
-      const response = await fetch(env.server + "/charges", { headers: { Authorization: s.bearer } });
-      check(response.status === 200, "GET /charges: " + response.status);
-      return (await response.json()).data;
-    },
-  };
-  return s;
-}
-
+/// The tests of this file, in JavaScript as a page writes it: each
+/// `export`ed function is one test, run by [`run`] with `page.js`'s
+/// helpers in scope.
+const TESTS: &str = r#"
 /** A shopper's order: an e-mail address and a description of their own. */
 function order(amount = 1999) {
   const tag = Math.random().toString(36).slice(2);
@@ -97,32 +52,32 @@ export async function after_the_answer(env) {
   const paid = order();
   const outcome = await client.post("/charges", paid, "checkout:paid");
   eq([outcome.status, outcome.body?.description], [201, paid.description], "the payment");
-  onlyKeyAndStatus(s.stored("checkout:paid"), outcome.key, 201, "post");
+  onlyKeyAndStatus(s.record("checkout:paid"), outcome.key, 201, "post");
   // fetch: its body, a string, sent as given and forgotten alike.
   const fetched = order();
   const response = await client.fetch("/charges", { method: "POST", body: JSON.stringify(fetched), operation: "checkout:fetched" });
   eq(response.status, 201, "fetch");
-  onlyKeyAndStatus(s.stored("checkout:fetched"), client.keyFor("checkout:fetched"), 201, "fetch");
+  onlyKeyAndStatus(s.record("checkout:fetched"), client.keyFor("checkout:fetched"), 201, "fetch");
   // A final refusal is a final answer too: an amount of 0 (400).
   const refused = order(0);
   const no = await client.post("/charges", refused, "checkout:refused");
   eq(no.status, 400, "a refused order");
-  onlyKeyAndStatus(s.stored("checkout:refused"), no.key, 400, "a refusal");
+  onlyKeyAndStatus(s.record("checkout:refused"), no.key, 400, "a refusal");
   // Before its answer the request is kept, to resume it after a reload,
   // as sent (quotes, a backslash, non-ASCII); once the resume is answered,
   // it is gone.
   const pending = order();
   pending.description = 'a "gift"\\ for café 😀\u2028 ' + pending.description;
   await rejects(s.make({ baseUrl: UNREACHABLE, maxAttempts: 1 }).post("/charges", pending, "checkout:pending"), "a call to nowhere");
-  eq(JSON.parse(s.stored("checkout:pending").body), pending, "the body kept while the request has no answer");
+  eq(JSON.parse(s.record("checkout:pending").body), pending, "the body kept while the request has no answer");
   const resumed = await s.make().resume("checkout:pending");
   eq([resumed.status, resumed.body?.description], [201, pending.description], "resumed");
-  onlyKeyAndStatus(s.stored("checkout:pending"), resumed.key, 201, "resume");
+  onlyKeyAndStatus(s.record("checkout:pending"), resumed.key, 201, "resume");
   // So is a body with control characters (which the server refuses in
   // a description), until the page releases it.
   const odd = { note: 'tab\t newline\n nul\u0000 \u0001 "q" \\ \u2028' };
   await rejects(s.make({ baseUrl: UNREACHABLE, maxAttempts: 1 }).post("/charges", odd, "checkout:odd"), "another call to nowhere");
-  eq(JSON.parse(s.stored("checkout:odd").body), odd, "a body with control characters, kept");
+  eq(JSON.parse(s.record("checkout:odd").body), odd, "a body with control characters, kept");
   s.make().release("checkout:odd");
   nothingKeptOf([paid, fetched, refused, pending], "after the answers");
   eq((await s.charges()).length, 3, "charges");
@@ -138,7 +93,7 @@ export async function another_body(env) {
   const second = order(2500);
   const other = await s.make().post("/charges", second, "checkout:other");
   eq([other.status, other.code, other.key, other.replayed], [422, "idempotency-key-mismatch", paid.key, false], "another body");
-  onlyKeyAndStatus(s.stored("checkout:other"), paid.key, 422, "after the refusal");
+  onlyKeyAndStatus(s.record("checkout:other"), paid.key, 422, "after the refusal");
   nothingKeptOf([first, second], "after another body");
   // And the first body again still gets its stored answer.
   const again = await s.make().post("/charges", first, "checkout:other");
@@ -165,7 +120,7 @@ export async function same_body(env) {
   // A reload (a new client): the same body gets the stored answer.
   const again = await s.make().post("/charges", paid, "checkout:same");
   eq([again.status, again.replayed, again.key, again.body?.id], [201, true, first.key, first.body.id], "the same body again");
-  onlyKeyAndStatus(s.stored("checkout:same"), first.key, 201, "after the replay");
+  onlyKeyAndStatus(s.record("checkout:same"), first.key, 201, "after the replay");
   nothingKeptOf([paid], "after the replay");
   // There is no request left to resume: said so, with the answer's status.
   const resumed = await rejects(s.make().resume("checkout:same"), "resume after the answer");
@@ -195,24 +150,18 @@ export async function earlier_versions(env, fixture) {
   eq(client.pendingOperations(), ["checkout:legacy"], "pending at a new client's first use");
   // That first use forgot the answered requests, and kept their keys.
   for (const [i, operation] of ["checkout:v1", "checkout:v2"].entries()) {
-    const record = s.stored(operation);
+    const record = s.record(operation);
     onlyKeyAndStatus(record, record?.key, null, operation);
     const again = await client.post("/charges", old[i], operation);
     eq([again.status, again.replayed], [201, true], operation + " sent again");
   }
   const resumed = await client.resume("checkout:legacy");
   eq([resumed.status, resumed.key], [201, legacy.key], "the first release's record resumed");
-  onlyKeyAndStatus(s.stored("checkout:legacy"), legacy.key, 201, "the first release's record");
+  onlyKeyAndStatus(s.record("checkout:legacy"), legacy.key, 201, "the first release's record");
   nothingKeptOf([...old, JSON.parse(legacy.body)], "after the upgrade");
   eq((await s.charges()).length, 3, "charges");
 }
-"#)]
-extern "C" {
-    fn after_the_answer(env: JsValue) -> Promise;
-    fn another_body(env: JsValue) -> Promise;
-    fn same_body(env: JsValue) -> Promise;
-    fn earlier_versions(env: JsValue, fixture: &str) -> Promise;
-}
+"#;
 
 /// After a final answer (a 201 of `post`, of `fetch`, a 400, a resumed
 /// request's 201) no name or value in `localStorage` holds the request's
@@ -220,7 +169,7 @@ extern "C" {
 /// and the status. Before the answer the body is kept, to resume it.
 #[wasm_bindgen_test]
 async fn nothing_of_the_request_outlives_its_answer() {
-    passed(after_the_answer(env())).await;
+    run(TESTS, "after_the_answer", "").await;
 }
 
 /// Another body under an answered operation is still sent with its key
@@ -229,7 +178,7 @@ async fn nothing_of_the_request_outlives_its_answer() {
 /// is still refused before sending (`request-differs`).
 #[wasm_bindgen_test]
 async fn another_body_is_still_refused_once_the_request_is_forgotten() {
-    passed(another_body(env())).await;
+    run(TESTS, "another_body", "").await;
 }
 
 /// The same body after the answer still gets the stored answer (same
@@ -237,7 +186,7 @@ async fn another_body_is_still_refused_once_the_request_is_forgotten() {
 /// operation says there is nothing to resume, with the answer's status.
 #[wasm_bindgen_test]
 async fn the_same_body_still_gets_the_stored_answer() {
-    passed(same_body(env())).await;
+    run(TESTS, "same_body", "").await;
 }
 
 /// Answered records that earlier versions wrote with their request (the
@@ -246,9 +195,10 @@ async fn the_same_body_still_gets_the_stored_answer() {
 /// record still resumes, and is forgotten once answered.
 #[wasm_bindgen_test]
 async fn records_of_earlier_versions_are_read_and_made_private() {
-    passed(earlier_versions(
-        env(),
+    run(
+        TESTS,
+        "earlier_versions",
         include_str!("fixtures/record-v1.json"),
-    ))
+    )
     .await;
 }
