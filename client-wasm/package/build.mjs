@@ -98,8 +98,8 @@ const fileGlue = glue;
 // written into the bundle below): `init()` and `initSync()` with no
 // argument compile them synchronously, so a page makes no second request.
 // In a new browser profile that request alone costs more than the whole
-// init budget (docs/BENCHMARKS.md, "Issue 24's init: the wasm inside the
-// module"). A browser that refuses to compile this size on the page's
+// init budget (docs/BENCHMARKS.md, the browser client's init: the wasm
+// inside the module). A browser that refuses to compile this size on the page's
 // thread (a RangeError) gets the asynchronous compile of the same bytes.
 // A `module_or_path` passed by the page is loaded as wasm-bindgen does.
 // WASM_FETCH=1 builds the wasm-file layout as the default too, to measure

@@ -28,8 +28,9 @@
 //! - `error`: why a call failed, as the `IdempotencyError` a page sees.
 //! - `storage`: one versioned record per operation and owner (prefix and
 //!   scope), in `localStorage` or in page memory when that is unavailable
-//!   or full; `storage::record` is the record's schema and its upgrade
-//!   from version 1 (plain Rust, tested on the host).
+//!   or full; `storage::record` is the record's schema, its upgrade from
+//!   version 1, and what it forgets at the final answer (the request;
+//!   plain Rust, tested on the host).
 //! - `text`: keys and messages, without `core::fmt` (plain Rust, tested on
 //!   the host).
 //! - `js`: what is imported from JavaScript: `js/browser.js` (option
@@ -43,6 +44,12 @@
 //!   Firefox against a real server (`scripts/test-wasm.sh`). They live in
 //!   the library because the crate is a `cdylib` only: with an `rlib`
 //!   beside it, cargo skips LTO.
+//!
+//! The files import one another one way, with no circle: in the order
+//! `api`, `send`, `client`, `options`, `storage` (and `storage::record`),
+//! `error`, `js`, each imports only files after it, and `text` and `lock`
+//! import none of them. (`js` hands `run` the `Sending` as a `JsValue`,
+//! so that it needs nothing of `send`.)
 //!
 //! The retry policy (what is retried, backoff, `Retry-After`) is the
 //! `exactly-once-retry` crate of this workspace, which the server uses for its

@@ -13,7 +13,8 @@
 //!   one WebDriver session of either, with its own driver process and
 //!   profile (its own cookies and storage).
 //! - [`page`]: the checkout page in one browser window: one method per thing
-//!   a shopper does or sees.
+//!   a shopper does or sees (what it reads, receipts, reservations, the
+//!   attempt log, in `shown.rs`, re-exported there).
 //! - [`steps`]: the steps the stories repeat (a shopper with the stories'
 //!   cart, paying it, a killed server) and the checks that end them
 //!   (charged exactly once).
@@ -26,6 +27,7 @@ pub mod browser;
 pub mod page;
 pub mod paths;
 pub mod scene;
+mod shown;
 pub mod steps;
 
 pub use browser::{Browser, Engine, Profile};
