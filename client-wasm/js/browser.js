@@ -1,6 +1,6 @@
 // The browser's side of the client: the work that is plain JavaScript
 // plumbing, written in JavaScript because each piece is smaller here than
-// the wasm-bindgen shims it replaces (docs/BENCHMARKS.md, "Client size
+// the wasm-bindgen shims it replaces (docs/BENCHMARKS-JOURNAL.md, "Client size
 // levers"). The Rust crate imports this module
 // (`#[wasm_bindgen(module = "/js/browser.js")]` in src/js.rs) and keeps the
 // decisions: keys and their records, each step of a call, the retry

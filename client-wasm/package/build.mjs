@@ -82,7 +82,7 @@ for (const [oldName, newName] of names.exports) {
 // `init()` compiles from bytes, never by streaming
 // (`WebAssembly.instantiateStreaming` and its MIME check are cut): for a
 // module this small, streaming compilation's extra hops between the page's
-// thread and the compiler cost a cold page 2-5 ms (docs/BENCHMARKS.md,
+// thread and the compiler cost a cold page 2-5 ms (docs/BENCHMARKS-JOURNAL.md,
 // "Init").
 replaceOnce(
   /\n *if \(typeof WebAssembly\.instantiateStreaming === 'function'\) \{\n[^]*?\n {8}\}\n/g,

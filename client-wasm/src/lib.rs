@@ -11,7 +11,7 @@
 //!
 //! The Rust side keeps the decisions; `js/browser.js` does the browser
 //! plumbing that is smaller as plain JavaScript than as wasm-bindgen shims
-//! (docs/BENCHMARKS.md, "Client size levers").
+//! (docs/BENCHMARKS-JOURNAL.md, "Client size levers").
 //!
 //! - [`api`]: the exported class `IdempotentClient`.
 //! - `options`: the constructor's options as the key lifecycle and the
@@ -58,7 +58,7 @@
 
 // Without std in the release module: its panic machinery (hooks, messages,
 // `core::fmt`) was 1.2 KB brotli of code for panics that never print
-// anywhere (docs/BENCHMARKS.md). Tests and the host build keep std. (So
+// anywhere (docs/BENCHMARKS-JOURNAL.md). Tests and the host build keep std. (So
 // `cargo clippy --all-targets` for wasm32, which builds the library with
 // the tests' std-enabled dependencies, cannot link it: check `--lib` and
 // `--tests` apart there.)

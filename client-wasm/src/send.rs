@@ -10,7 +10,7 @@
 //!
 //! The waiting is JavaScript's and every step here is synchronous: as an
 //! `async fn` the same loop was a state machine of 9.7 KB, with the futures
-//! runtime around it (docs/BENCHMARKS.md, the browser client's size).
+//! runtime around it (docs/BENCHMARKS.md, "The browser client").
 
 use alloc::rc::Rc;
 use alloc::string::String;

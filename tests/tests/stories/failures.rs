@@ -1,4 +1,4 @@
-//! The README's story, failure by failure: each story makes one thing go
+//! The demo's story (docs/DEMO.md), failure by failure: each story makes one thing go
 //! wrong on the way (a lost answer, a timeout, a reload, a killed server,
 //! two tabs, a double click, a crash) and checks that the cart was
 //! charged exactly once. Told in order, its failures numbered 1 to 11;
