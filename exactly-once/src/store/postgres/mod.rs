@@ -46,17 +46,17 @@ macro_rules! store_on_a_pool {
 
             async fn lookup(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::store::LiveRecord>> {
                 protocol::lookup(&self.conn().await?, caller, key).await
             }
 
             async fn unfinished(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Fingerprint>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::fingerprint::Fingerprint>> {
                 protocol::unfinished(&self.conn().await?, caller, key).await
             }
 
@@ -70,19 +70,19 @@ macro_rules! store_on_a_pool {
 
             async fn renew(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 length: std::time::Duration,
             ) -> $crate::store::Result<bool> {
                 protocol::renew(&self.conn().await?, lease, length.as_secs_f64()).await
             }
 
-            async fn release(&self, lease: &$crate::Lease) -> $crate::store::Result<bool> {
+            async fn release(&self, lease: &$crate::record::Lease) -> $crate::store::Result<bool> {
                 protocol::release(&self.conn().await?, lease).await
             }
 
             async fn step_failed(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 error: &str,
             ) -> $crate::store::Result<$crate::store::AfterFailure> {
                 protocol::step_failed(&self.conn().await?, lease, error, self.clock()).await
@@ -90,7 +90,7 @@ macro_rules! store_on_a_pool {
 
             async fn set_aside(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 reason: &str,
             ) -> $crate::store::Result<bool> {
                 protocol::set_aside(&self.conn().await?, lease, reason).await
@@ -110,9 +110,9 @@ macro_rules! store_on_a_pool {
 
             async fn take_over(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Lease>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::record::Lease>> {
                 let lease_secs = self.clock().lease_secs;
                 protocol::take_over(&self.conn().await?, caller, key, lease_secs).await
             }
@@ -163,8 +163,8 @@ macro_rules! store_on_a_pool {
 
             async fn operation(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::operator::OperationRecord>> {
                 operator::operation(&self.conn().await?, caller, key).await
             }
@@ -172,7 +172,7 @@ macro_rules! store_on_a_pool {
             async fn find_operations(
                 &self,
                 prefix: &[u8],
-            ) -> $crate::store::Result<Vec<($crate::Caller, $crate::IdempotencyKey)>> {
+            ) -> $crate::store::Result<Vec<($crate::caller::Caller, $crate::key::IdempotencyKey)>> {
                 operator::find(&self.conn().await?, prefix).await
             }
 
@@ -186,7 +186,7 @@ macro_rules! store_on_a_pool {
 
             async fn actions(
                 &self,
-                operation: &$crate::OperationId,
+                operation: &$crate::operation_id::OperationId,
             ) -> $crate::store::Result<Vec<$crate::operator::ActionRecord>> {
                 operator::actions(&self.conn().await?, operation).await
             }
@@ -245,6 +245,8 @@ impl conn::Driver for Postgres {
 }
 
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
@@ -252,7 +254,6 @@ use crate::store::Result;
 use crate::store::{
     now_ms, Advanced, Durability, Execution, FirstPhase, Lifetimes, StoreError, TransactionEnd,
 };
-use crate::{Caller, IdempotencyKey};
 use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;

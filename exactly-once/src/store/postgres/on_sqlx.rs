@@ -50,13 +50,14 @@ use super::schema;
 use super::session::Session;
 use super::{classify, PostgresOptions, LOCK_TIMEOUT};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, Lifetimes, Message, Result, StoreError,
 };
-use crate::{Caller, IdempotencyKey};
 use sqlx::postgres::{PgArgumentBuffer, PgConnection, PgPool, PgTypeInfo, PgValueFormat};
 use sqlx::{Postgres as SqlxPostgres, Row, TypeInfo, ValueRef};
 use std::sync::Arc;

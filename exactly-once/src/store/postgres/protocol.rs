@@ -9,13 +9,15 @@ use super::sql::Sql;
 use super::Postgres;
 use super::{classify, LOCK_TIMEOUT};
 use crate::backend::{Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
     stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest,
     Lifetimes, LiveRecord, StoreError, TransactionEnd,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
