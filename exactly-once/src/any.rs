@@ -8,19 +8,22 @@
 //! whichever store was opened and hands each phase to it as that
 //! backend's operation.
 
-use super::operations::{
+use crate::backend::{sealed, Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
+use crate::record::{Lease, PhaseEnd, StoredResponse};
+use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use super::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
-use super::sqlite::{Sqlite, SqliteStore};
-use super::{
+use crate::store::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
+use crate::store::sqlite::{Sqlite, SqliteStore};
+use crate::store::{
     Abandoned, Advanced, AfterFailure, Execution, FirstPhase, LiveRecord, OutboxItem, Result,
     Store, StoreError,
 };
-use crate::backend::{sealed, Backend, BoxFuture, Operation, RunContext};
-use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;

@@ -78,7 +78,9 @@
 //! a key, records a phase, holds a lease) lives inside its store, and the
 //! [`Store`](crate::Store) trait only names it.
 
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -233,7 +235,7 @@ impl RunContext<'_> {
     /// ([`Lease::downstream_key`](crate::Lease::downstream_key)), for a
     /// first phase that records it or names a row after it.
     pub fn downstream_key(&self) -> String {
-        crate::OperationId::new(self.caller, self.key)
+        crate::operation_id::OperationId::new(self.caller, self.key)
             .downstream_key_for(self.fingerprint, self.generation)
     }
 }

@@ -12,10 +12,13 @@
 //! of the listing, so any number of them never hides the others).
 
 use crate::backend::Backend;
+use crate::caller::Caller;
+use crate::engine::Engine;
 use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
+use crate::key::IdempotencyKey;
 use crate::metrics::ResumedBy;
-use crate::{Caller, Engine, IdempotencyKey, OperationId};
+use crate::operation_id::OperationId;
 use std::future::Future;
 use std::time::Duration;
 use tracing::Instrument;

@@ -3,12 +3,14 @@
 
 use crate::backend::{Backend, Operation};
 use crate::cache::ReplayCache;
+use crate::caller::Caller;
 use crate::error::Error;
+use crate::key::IdempotencyKey;
 use crate::metrics::Metrics;
+use crate::operation_id::OperationId;
 use crate::record::Lease;
 use crate::store::operations::{Refusal, Settlement};
 use crate::store::Store;
-use crate::{Caller, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::ops::Deref;
 use std::sync::Arc;

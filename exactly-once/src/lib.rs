@@ -34,6 +34,8 @@
 #[macro_use]
 mod macros;
 
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod any;
 pub mod backend;
 mod cache;
 mod caller;
@@ -57,6 +59,8 @@ mod sweeper;
 #[cfg(feature = "tls")]
 pub mod tls;
 
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub use any::{Any, AnyStore};
 pub use backend::{Backend, Operation, RunContext};
 pub use caller::Caller;
 pub use engine::{Engine, EngineBuilder, NoSteps, Replay, Shared, Steps};
@@ -70,8 +74,6 @@ pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
 pub use record::{Answer, Lease, PhaseEnd, Record, StoredResponse, IDEMPOTENT_REPLAYED};
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub use store::any::{Any, AnyStore};
 #[cfg(feature = "sqlx")]
 pub use store::postgres::on_sqlx::{Sqlx, SqlxStore};
 #[cfg(feature = "postgres")]

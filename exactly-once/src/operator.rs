@@ -27,16 +27,19 @@
 //! [`Steps::reconcile`]: crate::Steps::reconcile
 
 use crate::backend::Backend;
+use crate::caller::Caller;
+use crate::engine::Engine;
 use crate::error::{Chain, Error};
 use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::StoredResponse;
 pub use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Refusal, Settlement, StateCount, Taken, Takeover,
 };
 use crate::store::StoreError;
-use crate::{Caller, Engine, IdempotencyKey, OperationId};
 use std::fmt;
 
 /// An operation named by an operator: its `op` (at least the 12 hex

@@ -28,9 +28,9 @@
 
 use crate::backend::Backend;
 use crate::clock::BootInstant;
+use crate::engine::Engine;
 pub use crate::store::Message;
 use crate::store::{OutboxItem, Store};
-use crate::Engine;
 use async_trait::async_trait;
 use exactly_once_retry::Policy;
 use std::future::Future;

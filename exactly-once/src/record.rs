@@ -4,7 +4,10 @@
 //! recovery point) and who may resume it (its lease). Both stores and the
 //! flow use these, so each decision is written once.
 
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 

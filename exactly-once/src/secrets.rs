@@ -213,7 +213,8 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[test]
     fn the_store_s_options_show_no_password() {
-        let options = crate::PostgresOptions::new("postgres://shop:hunter2@db.example/shop");
+        let options =
+            crate::store::postgres::PostgresOptions::new("postgres://shop:hunter2@db.example/shop");
         let shown = format!("{options:?}");
         assert!(
             shown.contains("postgres://shop:***@db.example/shop"),

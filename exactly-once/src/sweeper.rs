@@ -10,8 +10,8 @@
 //! `docs/BENCHMARKS.md` measures request p99 while a million records go.
 
 use crate::backend::Backend;
+use crate::engine::Engine;
 use crate::store::StoreError;
-use crate::Engine;
 use std::future::Future;
 use std::time::Duration;
 

@@ -5,10 +5,12 @@
 //! same key may be sent again with a corrected request. The body's fields
 //! are parsed later, after the replay lookup.
 
+use crate::caller::Caller;
 use crate::error::Error;
 use crate::faults::{Faults, NoFaults};
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::store::IdempotentRequest;
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::response::{IntoResponse, Response};

@@ -38,14 +38,18 @@ pub(crate) mod steps;
 
 use crate::backend::Backend;
 use crate::backend::Operation;
+use crate::caller::Caller;
 use crate::clock::BootInstant;
+use crate::engine::Engine;
 use crate::engine::Replay;
 use crate::error::Error;
 use crate::faults::Faults;
+use crate::flow::keyed::Keyed;
+use crate::key::IdempotencyKey;
 use crate::metrics::ResumedBy;
+use crate::operation_id::OperationId;
 use crate::record::{Answer, Lease, Record, StoredResponse, Verdict};
 use crate::store::{Execution, FirstPhase, IdempotentRequest};
-use crate::{Caller, Engine, IdempotencyKey, Keyed, OperationId};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use steps::Ended;
@@ -325,8 +329,8 @@ const WAIT_FOR_HOLDER: std::time::Duration = std::time::Duration::from_secs(5);
 /// rather than a 409; 409 if it takes longer than [`WAIT_FOR_HOLDER`].
 async fn taken_over<B: Backend>(
     state: &Engine<B>,
-    caller: &crate::Caller,
-    key: &crate::IdempotencyKey,
+    caller: &crate::caller::Caller,
+    key: &crate::key::IdempotencyKey,
 ) -> Result<Answer, Error> {
     let deadline = tokio::time::Instant::now() + WAIT_FOR_HOLDER;
     loop {

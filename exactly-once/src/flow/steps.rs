@@ -23,11 +23,11 @@
 
 use crate::backend::Backend;
 use crate::backend::Operation;
+use crate::engine::Engine;
 use crate::error::{Chain, Error};
 use crate::faults::Faults;
 use crate::record::{Lease, StoredResponse};
 use crate::store::{Advanced, AfterFailure};
-use crate::Engine;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;

@@ -107,8 +107,6 @@ macro_rules! store_option_setters {
     };
 }
 
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub mod any;
 mod error;
 #[cfg(feature = "sqlite")]
 pub mod migrations;
@@ -120,12 +118,15 @@ pub mod schema;
 pub mod sqlite;
 
 use crate::backend::{Backend, Operation};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, Record, StoredResponse};
 use crate::store::operations::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 pub use error::{Result, StoreError, StoreErrorKind};
 use std::sync::Arc;

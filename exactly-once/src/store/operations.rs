@@ -4,8 +4,11 @@
 //! the audit rows they leave. Plain data: the calls that use it live above
 //! the store.
 
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::fmt;
 use std::time::Duration;
 

@@ -3,11 +3,13 @@
 //! run the operation's first phase and record how it ended; later phases
 //! under a lease; the completer's and the sweeper's queries.
 
-use super::Sqlite;
+use super::backend::Sqlite;
 use crate::backend::{Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::{Advanced, AfterFailure, Execution, IdempotentRequest, LiveRecord};
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The SQLite file itself: its connection settings, its migrations, and
 //! which file a path names right now (a replaced file is noticed).
 
-use super::classify;
+use super::backend::classify;
 use crate::store::migrations::{ledger_state, migrate_in};
 use crate::store::schema::{Fit, Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::Result;
