@@ -130,9 +130,9 @@ pub struct Replay<'a> {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), exactly_once::StoreError> {
-/// use exactly_once::{Engine, SqliteOptions, SqliteStore};
+/// use exactly_once::{Engine, SqliteStore, StoreOptions};
 ///
-/// let store = SqliteStore::open(SqliteOptions::new("data/app.db"))?;
+/// let store = SqliteStore::open("data/app.db", StoreOptions::new())?;
 /// let engine = Engine::new(store);
 /// tokio::spawn(engine.sweeper(std::time::Duration::from_secs(60)));
 /// # Ok(()) }

@@ -77,8 +77,8 @@ pub use record::{Answer, Lease, PhaseEnd, Record, StoredResponse, IDEMPOTENT_REP
 #[cfg(feature = "sqlx")]
 pub use store::postgres::on_sqlx::{Sqlx, SqlxStore};
 #[cfg(feature = "postgres")]
-pub use store::postgres::{Postgres, PostgresOptions, PostgresStore};
+pub use store::postgres::{Postgres, PostgresStore};
 pub use store::schema::Migration;
 #[cfg(feature = "sqlite")]
-pub use store::sqlite::{Sqlite, SqliteOptions, SqliteStore};
-pub use store::{Durability, Lifetimes, Store, StoreError};
+pub use store::sqlite::{Sqlite, SqliteStore};
+pub use store::{Durability, Store, StoreError, StoreOptions};

@@ -13,7 +13,7 @@ use exactly_once::store::postgres::Transaction;
 use exactly_once::store::IdempotentRequest;
 use exactly_once::{
     Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation, PhaseEnd,
-    Postgres, PostgresOptions, PostgresStore, RunContext, StoredResponse,
+    Postgres, PostgresStore, RunContext, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ async fn the_engine_runs_on_the_applications_own_pool() {
         .max_size(8)
         .build()
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = PostgresStore::with_pool(pool.clone(), options)
         .await
         .unwrap();

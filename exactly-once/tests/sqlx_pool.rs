@@ -12,7 +12,7 @@ use exactly_once::backend::BoxFuture;
 use exactly_once::store::IdempotentRequest;
 use exactly_once::{
     store, Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation,
-    PhaseEnd, PostgresOptions, RunContext, Sqlx, SqlxStore, Steps, StoredResponse,
+    PhaseEnd, RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -138,7 +138,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
         .connect(&db.url())
         .await
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool.clone(), options).await.unwrap();
     let engine = Engine::new(store);
 
@@ -192,7 +192,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
 async fn a_step_left_by_its_request_is_finished_by_the_completer() {
     let db = Database::postgres().await.unwrap();
     let pool = sqlx::PgPool::connect(&db.url()).await.unwrap();
-    let options = PostgresOptions::new("")
+    let options = StoreOptions::new()
         .migrations(MIGRATIONS)
         .lease(Duration::from_millis(300));
     let store = Arc::new(SqlxStore::open(pool.clone(), options).await.unwrap());

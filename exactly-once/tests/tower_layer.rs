@@ -104,13 +104,17 @@ async fn store(lease: Duration) -> (Database, Arc<AnyStore>) {
     let store = match db.sqlite_path() {
         Some(path) => {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let options = exactly_once::SqliteOptions::new(path).lease(lease);
-            AnyStore::from(Arc::new(exactly_once::SqliteStore::open(options).unwrap()))
+            let options = exactly_once::StoreOptions::new().lease(lease);
+            AnyStore::from(Arc::new(
+                exactly_once::SqliteStore::open(path, options).unwrap(),
+            ))
         }
         None => {
-            let options = exactly_once::PostgresOptions::new(db.url()).lease(lease);
+            let options = exactly_once::StoreOptions::new().lease(lease);
             AnyStore::from(Arc::new(
-                exactly_once::PostgresStore::open(options).await.unwrap(),
+                exactly_once::PostgresStore::open(&db.url(), options)
+                    .await
+                    .unwrap(),
             ))
         }
     };

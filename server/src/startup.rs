@@ -16,8 +16,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use exactly_once::outbox::RelaySettings;
 use exactly_once::{
-    AnyStore, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
-    IDEMPOTENT_REPLAYED, MAX_BODY_BYTES,
+    AnyStore, Engine, PostgresStore, SqliteStore, StoreError, StoreOptions, IDEMPOTENT_REPLAYED,
+    MAX_BODY_BYTES,
 };
 use http::{header, HeaderName, Method};
 use std::future::Future;
@@ -178,10 +178,9 @@ pub(crate) fn provider(
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
     let store = match &config.database {
         DatabaseUrl::Sqlite(path) => {
-            let mut options = sqlite_options(config, path.clone());
-            options.migrate = migrate;
+            let (path, options) = (path.clone(), sqlite_options(config).migrate(migrate));
             AnyStore::from(Arc::new(
-                tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                tokio::task::spawn_blocking(move || SqliteStore::open(path, options))
                     .await
                     .map_err(|e| {
                         StoreError::internal("the database opener panicked").caused_by(e)
@@ -189,18 +188,13 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
             ))
         }
         DatabaseUrl::Postgres(url) => AnyStore::from(Arc::new(
-            PostgresStore::open(PostgresOptions {
-                url: url.clone(),
-                durability: config.durability.into(),
-                key_ttl: config.key_ttl,
-                lease: config.operation_lease,
-                migrations: POSTGRES_MIGRATIONS,
-                application_name: "idempotent-checkout".to_owned(),
-                attention_after: config.attention_after,
-                tombstone_ttl: config.tombstone_ttl,
-                outbox_retention: config.outbox_retention,
-                migrate,
-            })
+            PostgresStore::open(
+                url,
+                store_options(config)
+                    .migrations(POSTGRES_MIGRATIONS)
+                    .application_name("idempotent-checkout")
+                    .migrate(migrate),
+            )
             .await?,
         )),
     };
@@ -316,18 +310,21 @@ pub fn router(state: AppState, config: &Config) -> Router {
 }
 
 /// The SQLite store's options, from the flags.
-pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> SqliteOptions {
-    SqliteOptions {
-        path,
-        durability: config.durability.into(),
-        key_ttl: config.key_ttl,
-        lease: config.operation_lease,
-        migrations: SQLITE_MIGRATIONS,
-        attention_after: config.attention_after,
-        tombstone_ttl: config.tombstone_ttl,
-        outbox_retention: config.outbox_retention,
-        migrate: !config.no_migrate,
-    }
+pub(crate) fn sqlite_options(config: &Config) -> StoreOptions {
+    store_options(config)
+        .migrations(SQLITE_MIGRATIONS)
+        .migrate(!config.no_migrate)
+}
+
+/// What both stores' options take from the flags.
+fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions::new()
+        .durability(config.durability.into())
+        .key_ttl(config.key_ttl)
+        .lease(config.operation_lease)
+        .attention_after(config.attention_after)
+        .tombstone_ttl(config.tombstone_ttl)
+        .outbox_retention(config.outbox_retention)
 }
 
 /// How long the browser client keeps a key by default (its `keyTtlMs`).

@@ -14,8 +14,8 @@ use clap::{Parser, ValueEnum};
 use exactly_once::backend::{Backend, BoxFuture};
 use exactly_once::store::postgres::{Sql, Transaction};
 use exactly_once::{
-    store, Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresOptions,
-    PostgresStore, RunContext, Sqlx, SqlxStore, StoredResponse,
+    store, Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresStore,
+    RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use tokio_postgres::types::Type;
@@ -177,10 +177,13 @@ where
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let options = PostgresOptions::new(&args.database).migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     match args.backend {
         Driver::Postgres => {
-            let store = PostgresStore::open(options).await.map_err(said).unwrap();
+            let store = PostgresStore::open(&args.database, options)
+                .await
+                .map_err(said)
+                .unwrap();
             serve(Engine::new(store), &args.listen).await;
         }
         Driver::Sqlx => {

@@ -2,7 +2,7 @@
 //! store, and its reads, beside the engine's records in the same database.
 
 use exactly_once::store::postgres::Sql;
-use exactly_once::store::schema::Migration;
+use exactly_once::Migration;
 use exactly_once::{AnyStore, Caller, StoreError};
 use serde::Serialize;
 use std::sync::Arc;

@@ -250,10 +250,10 @@ use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
-use crate::store::Result;
 use crate::store::{
-    now_ms, Advanced, Durability, Execution, FirstPhase, Lifetimes, StoreError, TransactionEnd,
+    now_ms, Advanced, Execution, FirstPhase, StoreError, TimeLimits, TransactionEnd,
 };
+use crate::store::{Result, StoreOptions};
 use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;
@@ -277,84 +277,6 @@ pub(super) const SERVER_ADDRESS: Sql = Sql::new(
     &[],
 );
 
-/// Where and how to connect. Its `Debug` shows the URL's password as
-/// `***`.
-#[derive(Clone)]
-pub struct PostgresOptions {
-    /// `postgres://user:password@host:port/database`, with libpq's TLS
-    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
-    /// parameters and our `response_timeout` ([`connect`]).
-    pub url: String,
-    /// `synchronous_commit=on` or `off`.
-    pub durability: Durability,
-    /// How long a key's record lives.
-    pub key_ttl: Duration,
-    /// How long a stopped operation is its holder's.
-    pub lease: Duration,
-    /// Your own tables' migrations, applied before the engine's (under the
-    /// same advisory lock) and recorded in `schema_migrations`.
-    pub migrations: Migrations,
-    /// How the connections name themselves to the server
-    /// (`pg_stat_activity.application_name`); `exactly-once` by default.
-    pub application_name: String,
-    /// How long after its start a failing operation is set aside (12
-    /// hours by default).
-    pub attention_after: Duration,
-    /// How long an expired record's tombstone is kept (7 days by default).
-    pub tombstone_ttl: Duration,
-    /// How long a sent outbox message is kept (7 days by default).
-    pub outbox_retention: Duration,
-    /// Whether opening applies the migrations the database still needs;
-    /// `false`: the database must be at a schema this release can serve
-    /// on ([`schema`](crate::store::schema)).
-    pub migrate: bool,
-}
-
-impl std::fmt::Debug for PostgresOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresOptions")
-            .field("url", &crate::secrets::Redacted(&self.url))
-            .field("durability", &self.durability)
-            .field("key_ttl", &self.key_ttl)
-            .field("lease", &self.lease)
-            .field("migrations", &self.migrations)
-            .field("application_name", &self.application_name)
-            .field("attention_after", &self.attention_after)
-            .field("tombstone_ttl", &self.tombstone_ttl)
-            .field("outbox_retention", &self.outbox_retention)
-            .field("migrate", &self.migrate)
-            .finish()
-    }
-}
-
-impl PostgresOptions {
-    /// The database at `url`, with the defaults (full durability, a
-    /// 24-hour TTL, a 30-second lease) and no migrations of yours.
-    pub fn new(url: impl Into<String>) -> Self {
-        let defaults = Lifetimes::default();
-        Self {
-            url: url.into(),
-            durability: Durability::Full,
-            key_ttl: defaults.key_ttl,
-            lease: defaults.lease,
-            migrations: Migrations::default(),
-            application_name: "exactly-once".to_owned(),
-            attention_after: defaults.attention_after,
-            tombstone_ttl: defaults.tombstone_ttl,
-            outbox_retention: defaults.outbox_retention,
-            migrate: true,
-        }
-    }
-
-    store_option_setters!();
-
-    /// How the connections name themselves to the server.
-    pub fn application_name(mut self, name: impl Into<String>) -> Self {
-        self.application_name = name.into();
-        self
-    }
-}
-
 /// Checks that this release serves on the database's schema, and says so
 /// in the log. In a transaction: behind a pooler, the only place a
 /// statement's parse and its execution reach the same server connection.
@@ -369,7 +291,7 @@ pub struct PostgresStore {
     pool: Pool,
     /// One-statement first phases, many to a statement.
     batches: batch::Batches,
-    lifetimes: Lifetimes,
+    lifetimes: TimeLimits,
     /// How each transaction gets its settings.
     session: Session,
     /// The application's schema, checked with the engine's.
@@ -380,11 +302,14 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema
-    /// ([`PostgresOptions::migrate`]); fails if the schema is one this
+    /// ([`StoreOptions::migrate`]); fails if the schema is one this
     /// release cannot serve on (a later release's migration that does not
-    /// run beside it, named in the error).
-    pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let (url, pooled) = session::pooler_in(&options.url)?;
+    /// run beside it, named in the error). `url`:
+    /// `postgres://user:password@host:port/database`, with libpq's TLS
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
+    /// parameters and our `response_timeout`.
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self> {
+        let (url, pooled) = session::pooler_in(url)?;
         let mut settings = Settings::parse(&url)
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
         if let Some(downgrade) = settings.downgrade() {
@@ -449,7 +374,7 @@ impl PostgresStore {
     /// handlers already read with), rather than a pool of its own: the
     /// engine's transactions and yours share its connections. The pool's
     /// configuration decides where and how to connect (TLS included), so
-    /// `options.url` and `options.application_name` are not read. Its
+    /// [`StoreOptions::application_name`] is not read. Its
     /// connections carry none of the engine's settings, so every
     /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
     /// [`Session`]); migrations run as `open` runs them behind a pooler (one
@@ -459,15 +384,15 @@ impl PostgresStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use exactly_once::{PostgresOptions, PostgresStore};
+    /// use exactly_once::{PostgresStore, StoreOptions};
     ///
     /// let config: tokio_postgres::Config = "postgres://app@db/app".parse()?;
     /// let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
     /// let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build()?;
-    /// let store = PostgresStore::with_pool(pool.clone(), PostgresOptions::new("")).await?;
+    /// let store = PostgresStore::with_pool(pool.clone(), StoreOptions::new()).await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    pub async fn with_pool(pool: Pool, options: PostgresOptions) -> Result<Self> {
+    pub async fn with_pool(pool: Pool, options: StoreOptions) -> Result<Self> {
         let session = Session::new(true, options.durability);
         let mut first = pool
             .get()
@@ -482,22 +407,11 @@ impl PostgresStore {
         Ok(Self::over(pool, &options, session, Arc::default()))
     }
 
-    fn over(
-        pool: Pool,
-        options: &PostgresOptions,
-        session: Session,
-        host: Arc<ServerSeen>,
-    ) -> Self {
+    fn over(pool: Pool, options: &StoreOptions, session: Session, host: Arc<ServerSeen>) -> Self {
         Self {
             batches: batch::Batches::start(pool.clone()),
             pool,
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            lifetimes: options.limits,
             app: options.migrations,
             host,
             session,

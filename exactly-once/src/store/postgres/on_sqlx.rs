@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! use exactly_once::backend::BoxFuture;
-//! use exactly_once::{store, Engine, Operation, PhaseEnd, PostgresOptions, RunContext, Sqlx, SqlxStore, StoredResponse};
+//! use exactly_once::{store, Engine, Operation, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
 //!
 //! #[derive(Debug)]
 //! struct AddNote {
@@ -37,7 +37,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! // The pool your service already has, and its own migrations (sqlx's).
 //! let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
-//! let store = SqlxStore::open(pool.clone(), PostgresOptions::new("")).await?;
+//! let store = SqlxStore::open(pool.clone(), StoreOptions::new()).await?;
 //! let engine: Engine<Sqlx> = Engine::new(store);
 //! # let _ = engine; Ok(()) }
 //! ```
@@ -48,7 +48,7 @@ use super::outbox;
 use super::protocol::{self, classify_commit, rolls_back, Clock};
 use super::schema;
 use super::session::Session;
-use super::{classify, PostgresOptions, LOCK_TIMEOUT};
+use super::{classify, LOCK_TIMEOUT};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::caller::Caller;
 use crate::key::IdempotencyKey;
@@ -56,7 +56,7 @@ use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
-    now_ms, Advanced, Execution, FirstPhase, Lifetimes, Message, Result, StoreError,
+    now_ms, Advanced, Execution, FirstPhase, Message, Result, StoreError, StoreOptions, TimeLimits,
 };
 use sqlx::postgres::{PgArgumentBuffer, PgConnection, PgPool, PgTypeInfo, PgValueFormat};
 use sqlx::{Postgres as SqlxPostgres, Row, TypeInfo, ValueRef};
@@ -280,30 +280,24 @@ pub(super) fn column<'a, T: FromSql<'a>>(
 #[derive(Debug)]
 pub struct SqlxStore {
     pool: PgPool,
-    lifetimes: Lifetimes,
+    lifetimes: TimeLimits,
     app: Migrations,
     session: Session,
 }
 
 impl SqlxStore {
     /// The store on `pool`, with `options`' migrations, durability and
-    /// lifetimes (its URL is not read: the pool is connected already).
+    /// time limits (the pool is connected already).
     /// Unless `options.migrate` is false, applies the migrations the
     /// database still needs (the application's given here, then the
     /// engine's own) in one transaction under PostgreSQL's migration lock;
     /// either way refuses a schema this build cannot serve on. Every
     /// transaction of the engine's sets its own settings (`SET LOCAL`), so
     /// none stays on a connection the pool hands your handlers.
-    pub async fn open(pool: PgPool, options: PostgresOptions) -> Result<Self> {
+    pub async fn open(pool: PgPool, options: StoreOptions) -> Result<Self> {
         let store = Self {
             pool,
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            lifetimes: options.limits,
             app: options.migrations,
             session: Session::new(true, options.durability),
         };

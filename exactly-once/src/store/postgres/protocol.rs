@@ -16,7 +16,7 @@ use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
     stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest,
-    Lifetimes, LiveRecord, StoreError, TransactionEnd,
+    LiveRecord, StoreError, TimeLimits, TransactionEnd,
 };
 use deadpool_postgres::Transaction;
 use std::time::Duration;
@@ -52,7 +52,7 @@ impl Clock {
     }
 
     /// A call's clock with the store's lifetimes and session.
-    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
+    pub(super) fn new(now_ms: i64, lifetimes: &TimeLimits, session: Session) -> Self {
         Self {
             now_ms,
             ttl_secs: lifetimes.key_ttl.as_secs_f64(),

@@ -12,7 +12,7 @@
 //!   listing, takeover and settlement.
 
 //! - `backend`: the [`Sqlite`] type, the engine's schema, error sorting;
-//!   `store`: [`SqliteStore`] and its options.
+//!   `store`: [`SqliteStore`].
 
 mod backend;
 mod checkpointer;
@@ -28,4 +28,4 @@ mod writer;
 
 pub use backend::{classify, Sqlite};
 pub use outbox::enqueue;
-pub use store::{SqliteOptions, SqliteStore};
+pub use store::SqliteStore;

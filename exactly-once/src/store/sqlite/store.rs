@@ -1,5 +1,5 @@
 //! [`SqliteStore`]: the writer thread and the readers behind the
-//! [`Store`] protocol, and how it opens ([`SqliteOptions`]).
+//! [`Store`] protocol, and how it opens ([`StoreOptions`](crate::StoreOptions)).
 
 use super::backend::{classify, Sqlite, MIGRATIONS};
 use super::clock::DbClock;
@@ -22,8 +22,9 @@ use crate::store::operations::{
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Durability,
-    Execution, FirstPhase, Lifetimes, LiveRecord, OutboxItem, Store, StoreError, TransactionEnd,
+    millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Execution,
+    FirstPhase, LiveRecord, OutboxItem, Store, StoreError, StoreOptions, TimeLimits,
+    TransactionEnd,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -31,54 +32,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Where and how to open the database.
-#[derive(Debug, Clone)]
-pub struct SqliteOptions {
-    /// The database file; its folder is created if missing.
-    pub path: PathBuf,
-    /// `synchronous=FULL` (the default) or `NORMAL`.
-    pub durability: Durability,
-    /// How long a key's record lives (24 hours by default).
-    pub key_ttl: Duration,
-    /// How long a stopped operation is its holder's (30 seconds by
-    /// default).
-    pub lease: Duration,
-    /// Your own tables' migrations, applied before the engine's and
-    /// recorded in `schema_migrations`.
-    pub migrations: Migrations,
-    /// How long after its start a failing operation is set aside (12
-    /// hours by default).
-    pub attention_after: Duration,
-    /// How long an expired record's tombstone is kept (7 days by default).
-    pub tombstone_ttl: Duration,
-    /// How long a sent outbox message is kept (7 days by default).
-    pub outbox_retention: Duration,
-    /// Whether opening applies the migrations the file still needs (and
-    /// creates the file); `false`: the file must exist at a schema this
-    /// release can serve on ([`schema`](crate::store::schema)).
-    pub migrate: bool,
-}
-
-impl SqliteOptions {
-    /// The file at `path`, with the defaults and no migrations of yours.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        let defaults = Lifetimes::default();
-        Self {
-            path: path.into(),
-            durability: Durability::Full,
-            key_ttl: defaults.key_ttl,
-            lease: defaults.lease,
-            migrations: Migrations::default(),
-            attention_after: defaults.attention_after,
-            tombstone_ttl: defaults.tombstone_ttl,
-            outbox_retention: defaults.outbox_retention,
-            migrate: true,
-        }
-    }
-
-    store_option_setters!();
-}
 
 /// The SQLite store: a handle to the writer thread and the read pool.
 pub struct SqliteStore {
@@ -90,7 +43,7 @@ pub struct SqliteStore {
     clock: DbClock,
     /// When the clock's reading was last stored (boot clock, ms).
     clock_stored: AtomicI64,
-    lifetimes: Lifetimes,
+    limits: TimeLimits,
 }
 
 /// How often the database clock's reading is stored, at most: a reboot
@@ -103,25 +56,26 @@ impl SqliteStore {
     /// the writer thread. Fails if the database cannot be opened, or if
     /// its schema is one this release cannot serve on (a later release's
     /// migration that does not run beside it: the error names it). With
-    /// [`SqliteOptions::migrate`] off, the file must exist and nothing is
+    /// [`StoreOptions::migrate`] off, the file must exist and nothing is
     /// migrated: a file behind this release is refused.
-    pub fn open(options: SqliteOptions) -> Result<Self> {
+    pub fn open(path: impl Into<PathBuf>, options: StoreOptions) -> Result<Self> {
+        let path: PathBuf = path.into();
         let mut conn = if options.migrate {
-            if let Some(dir) = options.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     StoreError::unavailable(format!("cannot create {}", dir.display())).caused_by(e)
                 })?;
             }
-            Connection::open(&options.path).map_err(classify)?
+            Connection::open(&path).map_err(classify)?
         } else {
-            if !options.path.exists() {
+            if !path.exists() {
                 return Err(StoreError::incompatible_schema(format!(
                     "the database file {} does not exist, and this server does not migrate: \
                      migrate it first",
-                    options.path.display()
+                    path.display()
                 )));
             }
-            schema::open_existing(&options.path).map_err(classify)?
+            schema::open_existing(&path).map_err(classify)?
         };
         schema::configure_writer(&conn, options.durability).map_err(classify)?;
         if options.migrate {
@@ -132,7 +86,7 @@ impl SqliteStore {
         let generation = Arc::new(AtomicU64::new(0));
         let writer = Writer::start(
             conn,
-            options.path.clone(),
+            path.clone(),
             options.durability,
             options.migrations,
             generation.clone(),
@@ -140,29 +94,23 @@ impl SqliteStore {
         )?;
         Ok(Self {
             writer,
-            readers: ReadPool::new(options.path, generation),
+            readers: ReadPool::new(path, generation),
             app: options.migrations,
             clock,
             clock_stored: AtomicI64::new(BootInstant::now().as_ms()),
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            limits: options.limits,
         })
     }
 
     fn clock(&self) -> Clock {
-        let lifetimes = &self.lifetimes;
+        let limits = &self.limits;
         Clock {
             now: self.clock.now(),
             wall: now_ms(),
-            ttl: millis(lifetimes.key_ttl),
-            lease: millis(lifetimes.lease),
-            attention_after: millis(lifetimes.attention_after),
-            tombstone_ttl: millis(lifetimes.tombstone_ttl),
+            ttl: millis(limits.key_ttl),
+            lease: millis(limits.lease),
+            attention_after: millis(limits.attention_after),
+            tombstone_ttl: millis(limits.tombstone_ttl),
         }
     }
 
@@ -235,11 +183,11 @@ impl Store<Sqlite> for SqliteStore {
     }
 
     fn key_ttl(&self) -> Duration {
-        self.lifetimes.key_ttl
+        self.limits.key_ttl
     }
 
     fn lease(&self) -> Duration {
-        self.lifetimes.lease
+        self.limits.lease
     }
 
     async fn execute(&self, phase: FirstPhase<Sqlite>) -> Result<Execution> {
@@ -341,7 +289,7 @@ impl Store<Sqlite> for SqliteStore {
 
     async fn sweep(&self, limit: u32) -> Result<u64> {
         let (db_clock, clock) = (self.clock, self.clock());
-        let sent_before = now_ms().saturating_sub(millis(self.lifetimes.outbox_retention));
+        let sent_before = now_ms().saturating_sub(millis(self.limits.outbox_retention));
         self.write(Kind::Other, move |conn| {
             db_clock.refresh(conn)?;
             outbox::prune_sent(conn, sent_before, limit)?;
