@@ -9,7 +9,7 @@
 //! | backend | your operation receives | its run returns | store |
 //! |---|---|---|---|
 //! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
-//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`] of `store::Result<PhaseEnd>` | [`PostgresStore`](crate::PostgresStore) |
+//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`](crate::postgres::BoxFuture) of [`Result<PhaseEnd>`](crate::postgres::Result) | [`PostgresStore`](crate::PostgresStore) |
 //! | [`Any`](crate::Any) | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
 //!
 //! [`Any`](crate::Any) is for an application that picks its database at
@@ -22,8 +22,7 @@
 //! and an `Engine<Any>` (which may be on PostgreSQL) refuses it:
 //!
 //! ```compile_fail
-//! use exactly_once::store::IdempotentRequest;
-//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
+//! use exactly_once::{Any, IdempotentRequest, Engine, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
 //!
 //! #[derive(Debug)]
 //! struct SqliteOnly;
@@ -44,9 +43,8 @@
 //!
 //! ```
 //! # #[cfg(all(feature = "sqlite", feature = "postgres"))] mod demo {
-//! use exactly_once::backend::BoxFuture;
-//! use exactly_once::store::{self, postgres::Transaction, IdempotentRequest};
-//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, Postgres, RunContext, Sqlite};
+//! use exactly_once::postgres::{BoxFuture, Result, Transaction};
+//! use exactly_once::{Any, Engine, IdempotentRequest, NoFaults, Operation, PhaseEnd, Postgres, RunContext, Sqlite};
 //!
 //! #[derive(Debug)]
 //! struct Both;
@@ -62,7 +60,7 @@
 //!         &'a self,
 //!         _: &'a Transaction<'a>,
 //!         _: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+//!     ) -> BoxFuture<'a, Result<PhaseEnd>> {
 //!         Box::pin(async { Ok(PhaseEnd::stop("never", &())) })
 //!     }
 //! }
@@ -75,8 +73,8 @@
 //! ```
 //!
 //! The backends are sealed: the engine's protocol on each (how it claims
-//! a key, records a phase, holds a lease) lives inside its store, and the
-//! [`Store`](crate::Store) trait only names it.
+//! a key, records a phase, holds a lease) lives inside its store, private
+//! to this crate.
 
 use crate::caller::Caller;
 use crate::fingerprint::Fingerprint;
@@ -88,9 +86,10 @@ use std::time::Duration;
 
 /// A future that may move between threads, borrowing for `'a`: what an
 /// operation's run returns on an asynchronous backend.
+#[cfg_attr(not(feature = "postgres"), allow(unreachable_pub, dead_code))]
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A database the engine runs on (see the [module](self)). Sealed: the
+/// A database the engine runs on ([`Operation`] says what runs on it). Sealed: the
 /// backends are this crate's.
 pub trait Backend: sealed::Sealed + Send + Sync + Sized + 'static {
     /// What an operation writes with: the backend's own transaction (or,
@@ -146,9 +145,8 @@ pub(crate) mod sealed {
 ///
 /// ```
 /// # #[cfg(feature = "postgres")] mod demo {
-/// use exactly_once::backend::BoxFuture;
-/// use exactly_once::store::postgres::Transaction;
-/// use exactly_once::{store, Operation, Postgres, RunContext, PhaseEnd, StoredResponse};
+/// use exactly_once::postgres::{BoxFuture, Result, Transaction};
+/// use exactly_once::{Operation, Postgres, RunContext, PhaseEnd, StoredResponse};
 ///
 /// #[derive(Debug)]
 /// struct AddNote { text: String }
@@ -158,12 +156,11 @@ pub(crate) mod sealed {
 ///         &'a self,
 ///         tx: &'a Transaction<'a>,
 ///         at: &'a RunContext<'a>,
-///     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+///     ) -> BoxFuture<'a, Result<PhaseEnd>> {
 ///         Box::pin(async move {
-///             tx.execute("INSERT INTO notes (text, at) VALUES ($1, $2)", &[&self.text, &at.now_ms])
-///                 .await
-///                 .map_err(exactly_once::store::postgres::classify)?;
-///             Ok(PhaseEnd::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
+///             let sql = "INSERT INTO notes (text, at) VALUES ($1, $2)";
+///             tx.execute(sql, &[&self.text, &at.now_ms]).await?;
+///             Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &())))
 ///         })
 ///     }
 /// }
@@ -210,6 +207,7 @@ impl<B: Backend> Operation<B> for Box<dyn Operation<B>> {
 
 /// What an operation sees of the request running it.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,

@@ -64,6 +64,7 @@ pub trait Transport: Send + Sync + 'static {
 
 /// Why a message was not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// It may go through later (the receiver is down, busy, timed out, or
     /// answered a temporary refusal such as SMTP's 4xx): tried again with
@@ -171,14 +172,14 @@ async fn run<B: Backend, T: Transport>(
             room.clone(),
         ));
     }
-    let store = &engine.store;
+    let store = &engine.0.store;
     loop {
         room.acquire_many(batch)
             .await
             .expect("the semaphore is never closed")
             .forget();
         match store.outbox_census().await {
-            Ok(census) => engine.metrics.outbox(&census),
+            Ok(census) => engine.0.metrics.outbox(&census),
             Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
         let window = Window::new(BootInstant::now(), claim);
@@ -217,7 +218,7 @@ async fn connection<B: Backend, T: Transport>(
         };
         match window.send_limit(BootInstant::now()) {
             Some(limit) => {
-                if send(&*engine.store, &*transport, &line, item, limit).await == Sent::GaveUp {
+                if send(&*engine.0.store, &*transport, &line, item, limit).await == Sent::GaveUp {
                     transport.close(line).await;
                     line = transport.connect();
                 }

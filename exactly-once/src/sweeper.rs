@@ -30,7 +30,7 @@ impl<B: Backend> Engine<B> {
 
 async fn run<B: Backend>(engine: Engine<B>, interval: Duration) {
     // Each batch borrows them; `run` holds them as long as it runs.
-    let (store, metrics) = (&*engine.store, &*engine.metrics);
+    let (store, metrics) = (&*engine.0.store, &*engine.0.metrics);
     crate::sweep::every(interval, BATCH, REST_FACTOR, move |limit| async move {
         let n = store.sweep(limit).await?;
         metrics.expired(n);

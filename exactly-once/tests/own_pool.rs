@@ -8,9 +8,9 @@
 //! and the engine's settings never stay on a connection their handlers
 //! get back from the pool.
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::Transaction;
+use exactly_once::IdempotentRequest;
 use exactly_once::{
     Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation, PhaseEnd,
     Postgres, PostgresStore, RunContext, StoreOptions, StoredResponse,
@@ -34,7 +34,7 @@ impl Operation<Postgres> for AddNote {
         &'a self,
         tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let row = tx
                 .query_one(
@@ -42,7 +42,7 @@ impl Operation<Postgres> for AddNote {
                     &[&self.0],
                 )
                 .await
-                .map_err(exactly_once::store::postgres::classify)?;
+                .map_err(exactly_once::postgres::classify)?;
             let id: i64 = row.get(0);
             let body = serde_json::json!({ "note": id, "text": self.0 });
             Ok(PhaseEnd::Finished(StoredResponse::new(

@@ -8,11 +8,11 @@
 //! after its request died, and none of the engine's settings stays on a
 //! connection of their pool.
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::BoxFuture;
+use exactly_once::IdempotentRequest;
 use exactly_once::{
-    store, Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation,
-    PhaseEnd, RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
+    RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ impl Operation<Sqlx> for AddNote {
         &'a self,
         conn: &'a mut sqlx::PgConnection,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let (id,): (i64,) =
                 sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
@@ -69,7 +69,7 @@ impl Operation<Sqlx> for MarkSent {
         &'a self,
         conn: &'a mut sqlx::PgConnection,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let (text,): (String,) =
                 sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")

@@ -7,11 +7,12 @@
 //! route's key namespace hold, and the replay hook sees each replay.
 
 use bytes::Bytes;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
+use exactly_once::operator::{ListFilter, OperationState};
+use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::Transaction;
 use exactly_once::{
     Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
-    Refused, RunContext, Sqlite, Store, StoredResponse,
+    Refused, RunContext, Sqlite, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -63,7 +64,7 @@ impl Operation<Postgres> for AddNote {
         &'a self,
         _tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move { Ok(self.answer()) })
     }
 
@@ -140,7 +141,7 @@ impl Operation<Postgres> for StartCall {
         &'a self,
         _tx: &'a Transaction<'a>,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async { Ok(PhaseEnd::stop("quick", &serde_json::json!({}))) })
     }
 }
@@ -406,7 +407,7 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
     let engine = Engine::builder(Arc::clone(&store)).steps(Slow).build();
     let caller = Caller::of(b"token-of-alice");
     let key = exactly_once::IdempotencyKey::parse(b"k-8").unwrap();
-    let request = exactly_once::store::IdempotentRequest {
+    let request = exactly_once::IdempotentRequest {
         caller,
         key: key.clone(),
         fingerprint: exactly_once::Fingerprint::new(
@@ -432,8 +433,15 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
 
     let started = std::time::Instant::now();
     loop {
-        let abandoned = store.abandoned(10, &[]).await.unwrap();
-        if abandoned.iter().any(|a| a.key == key && a.point == "quick") {
+        let stalled = ListFilter {
+            states: vec![OperationState::Stalled],
+            ..ListFilter::default()
+        };
+        let abandoned = engine.list_operations(&stalled).await.unwrap();
+        if abandoned
+            .iter()
+            .any(|a| a.key == key && a.recovery_point == "quick")
+        {
             break;
         }
         assert!(

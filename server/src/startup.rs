@@ -207,7 +207,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
 /// release serves on the result and that a write commits, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
     let db = open_database(config, true).await?;
-    exactly_once::Store::health(&*db.store()).await
+    Engine::builder(db.store()).build().health().await
 }
 
 /// The shop's state over its database: the engine (its store, metrics and
@@ -299,7 +299,7 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // `observe`; the trace layer's own line would be a second.
                 .layer(TraceLayer::new_for_http().on_failure(()))
                 // Inside the router's layer, so it sees the matched route.
-                .layer(ObserveLayer::new(state.engine.metrics.clone()))
+                .layer(ObserveLayer::new(state.engine.metrics().clone()))
                 .option_layer(cors)
                 // Inside CORS, so that a page on another origin reads its 429.
                 .option_layer(state.caller_rate.clone())

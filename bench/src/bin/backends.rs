@@ -11,11 +11,11 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
-use exactly_once::backend::{Backend, BoxFuture};
-use exactly_once::store::postgres::{Sql, Transaction};
+use exactly_once::postgres::{Sql, Transaction};
+use exactly_once::{postgres::BoxFuture, Backend};
 use exactly_once::{
-    store, Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresStore,
-    RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse,
+    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresStore, RunContext,
+    Sqlx, SqlxStore, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use tokio_postgres::types::Type;
@@ -84,7 +84,7 @@ impl Operation<Postgres> for Charge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         const ROW: Sql = Sql::new(
             INSERT,
             &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::INT8, Type::TEXT],
@@ -112,7 +112,7 @@ impl Operation<Sqlx> for Charge {
         &'a self,
         conn: &'a mut sqlx::PgConnection,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let id = Self::id(at);
             sqlx::query(INSERT)
@@ -200,5 +200,5 @@ async fn main() {
 
 /// A store that did not open, said with its causes.
 fn said(e: exactly_once::StoreError) -> String {
-    exactly_once::error::Chain(&e).to_string()
+    exactly_once::workspace::Chain(&e).to_string()
 }

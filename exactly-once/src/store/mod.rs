@@ -15,7 +15,7 @@
 //! phase, claimed and marked by the relay ([`crate::outbox`]).
 //!
 //! A backend only translates: the verdict on a finished record
-//! ([`Record::verdict`](crate::Record::verdict)), the stored response's
+//! ([`Record::verdict`](crate::record::Record::verdict)), the stored response's
 //! encoding and the schema rules ([`schema`]) are decided once, here and
 //! in [`crate::record`]. Each operation is the application's own type that
 //! implements [`Operation`] for the backend it runs on: its SQL there.
@@ -35,15 +35,13 @@
 //! | [`Store::operator_take`] | [`Taken`] | a lease, missing, refused |
 
 mod error;
-#[cfg(feature = "sqlite")]
-pub mod migrations;
-pub mod operations;
+pub(crate) mod operations;
 mod options;
 #[cfg(feature = "postgres")]
-pub mod postgres;
-pub mod schema;
+pub(crate) mod postgres;
+pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
-pub mod sqlite;
+pub(crate) mod sqlite;
 
 use crate::backend::{Backend, Operation};
 use crate::caller::Caller;
@@ -56,7 +54,9 @@ use crate::store::operations::{
     Taken, Takeover,
 };
 use async_trait::async_trait;
-pub use error::{Result, StoreError, StoreErrorKind};
+#[cfg_attr(not(feature = "postgres"), allow(unreachable_pub))]
+pub use error::Result;
+pub use error::{StoreError, StoreErrorKind};
 pub(crate) use options::TimeLimits;
 pub use options::{Durability, StoreOptions};
 use std::sync::Arc;

@@ -63,7 +63,8 @@ fn store_options(config: &Config) -> StoreOptions {
 /// `bookings migrate`: applies the migrations the database still needs,
 /// checks that this release serves on the result, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
-    exactly_once::Store::health(&*open_database(config, true).await?.store()).await
+    let db = open_database(config, true).await?;
+    Engine::builder(db.store()).build().health().await
 }
 
 /// A bound, ready service.

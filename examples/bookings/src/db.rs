@@ -1,7 +1,7 @@
 //! The service's own table on each backend: its migrations, handed to the
 //! store, and its reads, beside the engine's records in the same database.
 
-use exactly_once::store::postgres::Sql;
+use exactly_once::postgres::Sql;
 use exactly_once::Migration;
 use exactly_once::{AnyStore, Caller, StoreError};
 use serde::Serialize;

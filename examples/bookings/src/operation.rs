@@ -2,8 +2,8 @@
 //! each backend, run by the engine inside the transaction that records
 //! the key (phase 1) or advances it under the lease (phase 2).
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::{Sql, Transaction};
+use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::{Sql, Transaction};
 use exactly_once::{Error, Operation, PhaseEnd, Problem, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
@@ -149,7 +149,7 @@ impl Operation<Postgres> for HoldSeat {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let id = booking_id(at);
             let inserted = HOLD_POSTGRES
@@ -215,7 +215,7 @@ impl Operation<Postgres> for ConfirmSeat {
         &'a self,
         tx: &'a Transaction<'a>,
         _: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let row = CONFIRM_POSTGRES
                 .query_opt(&**tx, &[&self.id, &self.confirmation])

@@ -113,7 +113,7 @@ async fn list(State(state): State<AppState>, Customer(caller): Customer) -> Resp
 
 /// `GET /healthz`: 200 when the database can commit.
 async fn health(State(state): State<AppState>) -> Response {
-    match state.engine.store.health().await {
+    match state.engine.health().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => exactly_once::Error::from(e).into_response(),
     }

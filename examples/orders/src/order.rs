@@ -8,9 +8,9 @@
 //! transaction.
 
 use async_trait::async_trait;
-use exactly_once::backend::BoxFuture;
+use exactly_once::postgres::BoxFuture;
 use exactly_once::{
-    store, Caller, Error, Lease, Operation, PhaseEnd, RunContext, Sqlx, StepUnavailable, Steps,
+    Caller, Error, Lease, Operation, PhaseEnd, RunContext, Sqlx, StepUnavailable, Steps,
     StoredResponse,
 };
 use http::StatusCode;
@@ -70,7 +70,7 @@ impl Operation<Sqlx> for PlaceOrder {
         &'a self,
         conn: &'a mut sqlx::PgConnection,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             // The order's id is the operation's: a run that a restore made
             // the database forget writes the same row again.
@@ -114,7 +114,7 @@ impl Operation<Sqlx> for FinishOrder {
         &'a self,
         conn: &'a mut sqlx::PgConnection,
         _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(async move {
             let (status, charge) = match &self.verdict {
                 Verdict::Charged(charge) => ("paid", Some(charge.as_str())),

@@ -6,7 +6,7 @@ pub mod postgres;
 pub(crate) mod sqlite_reads;
 
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
-use exactly_once::store::Result;
+use exactly_once::postgres::Result;
 use exactly_once::AnyStore;
 use exactly_once::Migration;
 use std::sync::Arc;

@@ -14,8 +14,8 @@ use crate::domain::{
     PaymentMethod, ProviderChargeId,
 };
 use crate::error::Problem;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::{OneStatement, Transaction};
+use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::{OneStatement, Transaction};
 use exactly_once::{Lease, Operation, PhaseEnd, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
@@ -241,7 +241,7 @@ impl Operation<Postgres> for RecordCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(on_postgres::record_charge(self, tx, at))
     }
 
@@ -261,7 +261,7 @@ impl Operation<Postgres> for StartCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(on_postgres::start_charge(self, tx, at))
     }
 }
@@ -277,7 +277,7 @@ impl Operation<Postgres> for FinishCharge {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(on_postgres::finish_charge(self, tx, at))
     }
 }
@@ -430,7 +430,7 @@ mod on_sqlite {
     use super::{finished, FinishCharge, RecordCharge, StartCharge};
     use crate::db::sqlite_reads;
     use crate::domain::{Charge, ChargeStatus, CHARGE_COLUMNS};
-    use exactly_once::store::sqlite::enqueue;
+    use exactly_once::sqlite::enqueue;
     use exactly_once::{PhaseEnd, RunContext};
     use rusqlite::{params, Connection};
 
@@ -518,8 +518,8 @@ mod on_postgres {
     use crate::charge_columns;
     use crate::db::postgres::charge;
     use crate::domain::{Charge, ChargeStatus};
-    use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
-    use exactly_once::store::Result;
+    use exactly_once::postgres::Result;
+    use exactly_once::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
     use exactly_once::{PhaseEnd, RunContext};
     use tokio_postgres::types::Type;
 

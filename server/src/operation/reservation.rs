@@ -2,8 +2,8 @@
 
 use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
+use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::Transaction;
 use exactly_once::{Operation, PhaseEnd, RunContext, StoredResponse};
 use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
@@ -19,7 +19,7 @@ impl Operation<Postgres> for NewReservation {
         &'a self,
         tx: &'a Transaction<'a>,
         at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
         Box::pin(on_postgres::new_reservation(self, tx, at))
     }
 }
@@ -111,8 +111,8 @@ mod on_postgres {
     use crate::db::postgres::available;
     use crate::domain::{NewReservation, Reservation};
     use crate::operation;
-    use exactly_once::store::postgres::{Sql, Transaction};
-    use exactly_once::store::Result;
+    use exactly_once::postgres::Result;
+    use exactly_once::postgres::{Sql, Transaction};
     use exactly_once::{PhaseEnd, RunContext};
     use tokio_postgres::types::Type;
 

@@ -196,9 +196,9 @@ macro_rules! store_on_a_pool {
 
 mod batch;
 mod conn;
-pub mod connect;
+pub(crate) mod connect;
 #[cfg(feature = "sqlx")]
-pub mod on_sqlx;
+pub(crate) mod on_sqlx;
 mod one_statement;
 mod operator;
 mod outbox;
@@ -213,7 +213,7 @@ pub use conn::{Conn, DbError, Index, Param, PgRow};
 pub use deadpool_postgres::Transaction;
 pub use one_statement::{Insert, OneStatement, Shape, Values};
 pub use outbox::enqueue;
-pub use session::Session;
+pub(crate) use session::Session;
 pub use sql::Sql;
 
 /// The backend of many instances: PostgreSQL, through tokio-postgres and a
@@ -377,7 +377,7 @@ impl PostgresStore {
     /// [`StoreOptions::application_name`] is not read. Its
     /// connections carry none of the engine's settings, so every
     /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
-    /// [`Session`]); migrations run as `open` runs them behind a pooler (one
+    /// `Session`); migrations run as `open` runs them behind a pooler (one
     /// transaction, under a transaction lock). What the store's own pool
     /// adds and yours may not: a bound on a silent server (a hung primary,
     /// `response_timeout`) and the server it writes to in `database_host_info`.
@@ -565,6 +565,14 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
+}
+
+/// `?` on a tokio-postgres call (in an operation, a read of yours): the
+/// error sorted by [`classify`].
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        classify(e)
+    }
 }
 
 /// A caller is stored as its hash, a 32-byte BYTEA.

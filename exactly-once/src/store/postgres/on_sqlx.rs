@@ -5,8 +5,8 @@
 //! transaction.
 //!
 //! ```no_run
-//! use exactly_once::backend::BoxFuture;
-//! use exactly_once::{store, Engine, Operation, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
+//! use exactly_once::postgres::{BoxFuture, Result};
+//! use exactly_once::{Engine, Operation, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
 //!
 //! #[derive(Debug)]
 //! struct AddNote {
@@ -18,18 +18,14 @@
 //!         &'a self,
 //!         conn: &'a mut sqlx::PgConnection,
 //!         _at: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+//!     ) -> BoxFuture<'a, Result<PhaseEnd>> {
 //!         Box::pin(async move {
 //!             let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (text) VALUES ($1) RETURNING id")
 //!                 .bind(&self.text)
 //!                 .fetch_one(&mut *conn)
 //!                 .await?;
 //!             let body = serde_json::json!({ "id": id, "text": self.text });
-//!             Ok(PhaseEnd::Finished(StoredResponse::new(
-//!                 http::StatusCode::CREATED,
-//!                 "application/json",
-//!                 body.to_string(),
-//!             )))
+//!             Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &body)))
 //!         })
 //!     }
 //! }

@@ -177,7 +177,7 @@ pub(super) async fn execute_in<D: Driver>(
             record_response(tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             let token = Lease::new_token();
             STOP_FIRST
                 .execute(
@@ -472,7 +472,7 @@ pub(super) async fn advance_in<D: Driver>(
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             STOP_LATER
                 .execute(
                     tx,

@@ -81,6 +81,14 @@ pub fn classify(e: rusqlite::Error) -> StoreError {
     StoreError::sorted(retryable, "SQLite", e)
 }
 
+/// `?` on a rusqlite call (a read of yours, say): the error sorted by
+/// [`classify`].
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        classify(e)
+    }
+}
+
 /// A caller is stored as its hash, a 32-byte BLOB.
 impl rusqlite::ToSql for Caller {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {

@@ -17,6 +17,7 @@
 mod backend;
 mod checkpointer;
 mod clock;
+pub mod migrations;
 mod operator;
 mod outbox;
 mod protocol;

@@ -123,7 +123,7 @@ mod tests {
 
     fn outbox_with_one_message() -> Connection {
         let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrations::migrate(
+        super::super::migrations::migrate(
             &mut conn,
             super::super::backend::MIGRATIONS.0,
             0,

@@ -79,7 +79,7 @@ pub(super) fn execute(
     let step = operation.run(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
         PhaseEnd::Finished(response) => (FINISHED, None, None, None, Some(response)),
-        PhaseEnd::Stopped(point, state) => (
+        PhaseEnd::Stopped { point, state } => (
             point.as_str(),
             Some(state.as_str()),
             Some(Lease::new_token()),
@@ -110,7 +110,7 @@ pub(super) fn execute(
     ])?;
     Ok(match step {
         PhaseEnd::Finished(response) => Execution::Ran(response),
-        PhaseEnd::Stopped(point, state) => Execution::Stopped(Lease {
+        PhaseEnd::Stopped { point, state } => Execution::Stopped(Lease {
             caller: request.caller,
             key: request.key.clone(),
             token: token.expect("a stopped operation has a lease"),
@@ -258,7 +258,7 @@ pub(super) fn advance(
             ])?;
             Ok(Advanced::Finished(response))
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys SET recovery_point = ?3, state = ?4, leased_until = ?5
                  WHERE caller = ?1 AND key = ?2",

@@ -2,7 +2,7 @@
 //! which file a path names right now (a replaced file is noticed).
 
 use super::backend::classify;
-use crate::store::migrations::{ledger_state, migrate_in};
+use super::migrations::{ledger_state, migrate_in};
 use crate::store::schema::{Fit, Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::Result;
 use crate::store::{now_ms, Durability, StoreError};
