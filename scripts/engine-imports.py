@@ -79,7 +79,7 @@ edges = {r: set() for r in files}
 for rel, text in files.items():
     code = strip_comments(text)
     # cut `#[cfg(test)] mod tests { ... }` at the end of a file
-    code = re.split(r'#\[cfg\(test\)\]\s*mod tests', code)[0]
+    code = re.split(r'#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*mod tests', code)[0]
     for m in re.finditer(r'\buse\s+([A-Za-z_][A-Za-z0-9_]*::[^;]*);', code, re.S):
         for p in expand(re.sub(r'\s+', ' ', m.group(1))):
             t = resolve(rel, p)

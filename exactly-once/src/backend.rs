@@ -99,7 +99,7 @@ pub trait Backend: sealed::Sealed + Send + Sync + Sized + 'static {
 
     /// What an operation's run returns: the phase's end at once on SQLite
     /// (its writer thread runs it), a future of it on PostgreSQL.
-    type Ran<'t>;
+    type RunOutput<'t>;
 
     /// An operation's first phase said as one statement, which the backend
     /// may batch with other requests' ([`Operation::one_statement`]); on a
@@ -168,7 +168,7 @@ pub(crate) mod sealed {
 /// ```
 pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
     /// Runs the change in `tx` and says how the phase ended.
-    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a>;
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::RunOutput<'a>;
 
     /// The first phase as part of its key's claim, in one statement, when
     /// the operation's answer is known before the database is touched;
@@ -192,7 +192,7 @@ pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
 /// A route that runs one of several operations (in one phase or in two,
 /// by configuration, say) returns it boxed.
 impl<B: Backend> Operation<B> for Box<dyn Operation<B>> {
-    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a> {
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::RunOutput<'a> {
         (**self).run(tx, at)
     }
 

@@ -9,7 +9,7 @@ use crate::key::IdempotencyKey;
 use crate::metrics::Metrics;
 use crate::operation_id::OperationId;
 use crate::record::Lease;
-use crate::store::operations::{Refusal, Settlement};
+use crate::store::operator::{Refusal, Settlement};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use std::sync::Arc;

@@ -63,7 +63,6 @@ pub mod outbox;
 mod record;
 pub mod secrets;
 mod store;
-mod sweep;
 mod sweeper;
 #[cfg(feature = "tls")]
 pub mod tls;

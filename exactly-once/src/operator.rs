@@ -35,7 +35,7 @@ use crate::flow::steps::{self, Ended};
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::StoredResponse;
-pub use crate::store::operations::{
+pub use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Refusal, Settlement, StateCount, Taken, Takeover,
 };
@@ -277,7 +277,7 @@ impl<B: Backend> Engine<B> {
 mod tests {
     use super::*;
     #[cfg(feature = "sqlite")]
-    use crate::store::operations::matches;
+    use crate::store::operator::matches;
 
     #[test]
     fn an_operation_is_named_by_at_least_the_digits_the_logs_print() {

@@ -15,7 +15,7 @@ pub use crate::key::{key_text, single, BadKey, Repeated, MAX_KEY_LEN};
 pub use crate::store::sqlite::migrations;
 /// Deleting expired records in batches, every interval.
 pub mod sweep {
-    pub use crate::sweep::every;
+    pub use crate::sweeper::every;
 }
 #[cfg(feature = "tls")]
 pub use crate::tls::server_config;

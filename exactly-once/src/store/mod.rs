@@ -35,7 +35,7 @@
 //! | [`Store::operator_take`] | [`Taken`] | a lease, missing, refused |
 
 mod error;
-pub(crate) mod operations;
+pub(crate) mod operator;
 mod options;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
@@ -49,7 +49,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, Record, StoredResponse};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };

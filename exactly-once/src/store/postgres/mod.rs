@@ -227,7 +227,7 @@ impl crate::backend::sealed::Sealed for Postgres {}
 
 impl Backend for Postgres {
     type Transaction<'t> = &'t Transaction<'t>;
-    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
+    type RunOutput<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = OneStatement;
     const NAME: &'static str = "postgres";
 }
@@ -248,7 +248,7 @@ use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::caller::Caller;
 use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, StoreError, TimeLimits, TransactionEnd,

@@ -49,7 +49,7 @@ use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::caller::Caller;
 use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, Message, Result, StoreError, StoreOptions, TimeLimits,
@@ -70,7 +70,7 @@ impl crate::backend::sealed::Sealed for Sqlx {}
 
 impl Backend for Sqlx {
     type Transaction<'t> = &'t mut PgConnection;
-    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
+    type RunOutput<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = std::convert::Infallible;
     const NAME: &'static str = "sqlx";
 }

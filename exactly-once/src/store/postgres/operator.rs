@@ -15,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Settlement, StoredRecord, Taken, Takeover,
 };

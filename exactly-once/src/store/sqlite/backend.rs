@@ -19,7 +19,7 @@ impl crate::backend::sealed::Sealed for Sqlite {}
 
 impl Backend for Sqlite {
     type Transaction<'t> = &'t Connection;
-    type Ran<'t> = rusqlite::Result<crate::record::PhaseEnd>;
+    type RunOutput<'t> = rusqlite::Result<crate::record::PhaseEnd>;
     type OneStatement = std::convert::Infallible;
     const NAME: &'static str = "sqlite";
 }

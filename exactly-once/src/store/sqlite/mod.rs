@@ -17,6 +17,7 @@
 mod backend;
 mod checkpointer;
 mod clock;
+mod lease;
 pub mod migrations;
 mod operator;
 mod outbox;

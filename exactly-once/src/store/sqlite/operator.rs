@@ -11,7 +11,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
-use crate::store::operations::{
+use crate::store::operator::{
     self, ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState,
     OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
@@ -113,7 +113,7 @@ pub(super) fn find(
             found.extend(
                 stored
                     .into_iter()
-                    .filter(|(caller, key)| operations::matches(prefix, caller, key)),
+                    .filter(|(caller, key)| operator::matches(prefix, caller, key)),
             );
         }
         if !found.is_empty() {

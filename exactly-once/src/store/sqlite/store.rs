@@ -7,7 +7,7 @@ use super::outbox::Settled;
 use super::protocol::Clock;
 use super::readers::ReadPool;
 use super::writer::{Keep, Kind, Writer};
-use super::{checkpointer, operator, outbox, protocol, queries, schema};
+use super::{checkpointer, lease, operator, outbox, protocol, queries, schema};
 use crate::backend::Operation;
 use crate::caller::Caller;
 use crate::clock::BootInstant;
@@ -15,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
@@ -235,24 +235,20 @@ impl Store<Sqlite> for SqliteStore {
     async fn renew(&self, lease: &Lease, length: Duration) -> Result<bool> {
         let (lease, mut clock) = (lease.clone(), self.clock());
         clock.lease = millis(length);
-        self.write(Kind::Write, move |conn| {
-            protocol::renew(conn, &lease, clock)
-        })
-        .await
+        self.write(Kind::Write, move |conn| lease::renew(conn, &lease, clock))
+            .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool> {
         let (lease, clock) = (lease.clone(), self.clock());
-        self.write(Kind::Write, move |conn| {
-            protocol::release(conn, &lease, clock)
-        })
-        .await
+        self.write(Kind::Write, move |conn| lease::release(conn, &lease, clock))
+            .await
     }
 
     async fn step_failed(&self, lease: &Lease, error: &str) -> Result<AfterFailure> {
         let (lease, clock, error) = (lease.clone(), self.clock(), error.to_owned());
         self.write(Kind::Write, move |conn| {
-            protocol::step_failed(conn, &lease, &error, clock)
+            lease::step_failed(conn, &lease, &error, clock)
         })
         .await
     }
@@ -260,13 +256,13 @@ impl Store<Sqlite> for SqliteStore {
     async fn set_aside(&self, lease: &Lease, reason: &str) -> Result<bool> {
         let (lease, reason) = (lease.clone(), reason.to_owned());
         self.write(Kind::Write, move |conn| {
-            protocol::set_aside(conn, &lease, &reason, None)
+            lease::set_aside(conn, &lease, &reason, None)
         })
         .await
     }
 
     async fn needing_attention(&self) -> Result<u64> {
-        self.readers.with(protocol::needing_attention)
+        self.readers.with(lease::needing_attention)
     }
 
     async fn abandoned(&self, limit: u32, skip: &[String]) -> Result<Vec<Abandoned>> {
