@@ -92,18 +92,48 @@ impl std::fmt::Display for SendError {
     }
 }
 
-/// How the relay runs.
+/// How the relay runs: the defaults, changed by a setter each.
+///
+/// ```
+/// use exactly_once::outbox::RelaySettings;
+/// use std::time::Duration;
+///
+/// let settings = RelaySettings::default().claim(Duration::from_secs(30)).connections(8);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RelaySettings {
+    pub(crate) claim: Duration,
+    pub(crate) connections: usize,
+    pub(crate) batch: u32,
+    pub(crate) poll: Duration,
+}
+
+impl RelaySettings {
     /// How long a claimed message is this relay's before another may send
-    /// it.
-    pub claim: Duration,
-    /// Connections sending at once.
-    pub connections: usize,
-    /// Messages claimed at once.
-    pub batch: u32,
-    /// How often the outbox is looked at when it is empty.
-    pub poll: Duration,
+    /// it (a minute by default).
+    pub fn claim(mut self, claim: Duration) -> Self {
+        self.claim = claim;
+        self
+    }
+
+    /// Connections sending at once (4 by default).
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.connections = connections;
+        self
+    }
+
+    /// Messages claimed at once (64 by default).
+    pub fn batch(mut self, batch: u32) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// How often the outbox is looked at when it is empty (every half
+    /// second by default).
+    pub fn poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
 }
 
 impl Default for RelaySettings {

@@ -17,5 +17,25 @@ pub use crate::store::sqlite::migrations;
 pub mod sweep {
     pub use crate::sweeper::every;
 }
+
 #[cfg(feature = "tls")]
-pub use crate::tls::server_config;
+/// A server configuration from a PEM certificate chain and its key, with
+/// ALPN for HTTP/2 and HTTP/1.1.
+pub fn server_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<rustls::ServerConfig, crate::tls::TlsError> {
+    let chain = crate::tls::certificates("certificate", cert)?;
+    let key = crate::tls::private_key("key", key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|source| crate::tls::TlsError::Rustls {
+            what: format!("certificate {} with its key", cert.display()),
+            source,
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}

@@ -94,11 +94,9 @@ impl Application {
             complete_interval: config.complete_interval,
             limits: config.listener_limits(),
             relay: mailer.map(|mailer| {
-                let settings = RelaySettings {
-                    claim: config.receipt_claim,
-                    connections: mailer::CONNECTIONS,
-                    ..RelaySettings::default()
-                };
+                let settings = RelaySettings::default()
+                    .claim(config.receipt_claim)
+                    .connections(mailer::CONNECTIONS);
                 (mailer, settings)
             }),
         })
@@ -122,7 +120,7 @@ impl Application {
         ];
         if let Some((mailer, settings)) = self.relay {
             let smtp = mailer.smtp();
-            tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
+            tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = mailer::CONNECTIONS, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
         background.push(tokio::spawn(self.state.receipts.clone().forget_idle()));
