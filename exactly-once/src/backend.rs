@@ -6,11 +6,11 @@
 //! engine's database is a compile error, not a 500 at run time. Each
 //! backend is a type of its own module, with its store:
 //!
-//! | backend | your operation receives | its run returns | store |
-//! |---|---|---|---|
-//! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
-//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`](crate::postgres::BoxFuture) of [`Result<PhaseEnd>`](crate::postgres::Result) | [`PostgresStore`](crate::PostgresStore) |
-//! | [`Any`](crate::Any) | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
+//! | backend | you implement | your operation receives | its run returns | store |
+//! |---|---|---|---|---|
+//! | [`Sqlite`](crate::Sqlite) | `Operation<Sqlite>` | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
+//! | [`Postgres`](crate::Postgres) | [`PostgresOperation`](crate::postgres::PostgresOperation) (an `async fn`) | `&deadpool_postgres::Transaction`, the request's own | [`Result<PhaseEnd>`](crate::postgres::Result) | [`PostgresStore`](crate::PostgresStore) |
+//! | [`Any`](crate::Any) | both of the above | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
 //!
 //! [`Any`](crate::Any) is for an application that picks its database at
 //! run time (the demo shop: SQLite by default, PostgreSQL by URL): its
@@ -43,8 +43,8 @@
 //!
 //! ```
 //! # #[cfg(all(feature = "sqlite", feature = "postgres"))] mod demo {
-//! use exactly_once::postgres::{BoxFuture, Result, Transaction};
-//! use exactly_once::{Any, Engine, IdempotentRequest, NoFaults, Operation, PhaseEnd, Postgres, RunContext, Sqlite};
+//! use exactly_once::postgres::{PostgresOperation, Result, Transaction};
+//! use exactly_once::{Any, Engine, IdempotentRequest, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
 //!
 //! #[derive(Debug)]
 //! struct Both;
@@ -55,13 +55,9 @@
 //!     }
 //! }
 //!
-//! impl Operation<Postgres> for Both {
-//!     fn run<'a>(
-//!         &'a self,
-//!         _: &'a Transaction<'a>,
-//!         _: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, Result<PhaseEnd>> {
-//!         Box::pin(async { Ok(PhaseEnd::stop("never", &())) })
+//! impl PostgresOperation for Both {
+//!     async fn run(&self, _: &Transaction<'_>, _: &RunContext<'_>) -> Result<PhaseEnd> {
+//!         Ok(PhaseEnd::stop("never", &()))
 //!     }
 //! }
 //!
@@ -140,32 +136,10 @@ pub(crate) mod sealed {
 /// # }
 /// ```
 ///
-/// On PostgreSQL the transaction is the request's own, and the run is a
-/// future:
-///
-/// ```
-/// # #[cfg(feature = "postgres")] mod demo {
-/// use exactly_once::postgres::{BoxFuture, Result, Transaction};
-/// use exactly_once::{Operation, Postgres, RunContext, PhaseEnd, StoredResponse};
-///
-/// #[derive(Debug)]
-/// struct AddNote { text: String }
-///
-/// impl Operation<Postgres> for AddNote {
-///     fn run<'a>(
-///         &'a self,
-///         tx: &'a Transaction<'a>,
-///         at: &'a RunContext<'a>,
-///     ) -> BoxFuture<'a, Result<PhaseEnd>> {
-///         Box::pin(async move {
-///             let sql = "INSERT INTO notes (text, at) VALUES ($1, $2)";
-///             tx.execute(sql, &[&self.text, &at.now_ms]).await?;
-///             Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &())))
-///         })
-///     }
-/// }
-/// # }
-/// ```
+/// On PostgreSQL the transaction is the request's own, and the run an
+/// `async fn`: implement
+/// [`PostgresOperation`](crate::postgres::PostgresOperation), which makes
+/// the type an `Operation<Postgres>`.
 pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
     /// Runs the change in `tx` and says how the phase ended.
     fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::RunOutput<'a>;

@@ -60,6 +60,8 @@ mod metrics;
 mod operation_id;
 pub mod operator;
 pub mod outbox;
+#[cfg(feature = "postgres")]
+mod postgres_operation;
 mod record;
 pub mod secrets;
 mod store;
@@ -109,6 +111,7 @@ pub mod postgres {
     //! ([`enqueue`]), and how errors are sorted ([`classify`]; `?` does it
     //! too).
     pub use crate::backend::BoxFuture;
+    pub use crate::postgres_operation::PostgresOperation;
     pub use crate::store::postgres::{
         classify, enqueue, Conn, DbError, Index, Insert, OneStatement, Param, PgRow, Postgres,
         PostgresStore, Shape, Sql, Transaction, Values,

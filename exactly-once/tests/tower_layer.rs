@@ -8,11 +8,11 @@
 
 use bytes::Bytes;
 use exactly_once::operator::{ListFilter, OperationState};
-use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::PostgresOperation;
 use exactly_once::postgres::Transaction;
 use exactly_once::{
-    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
-    Refused, RunContext, Sqlite, StoredResponse,
+    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Refused,
+    RunContext, Sqlite, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -59,13 +59,13 @@ impl Operation<Sqlite> for AddNote {
     }
 }
 
-impl Operation<Postgres> for AddNote {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
-        Box::pin(async move { Ok(self.answer()) })
+impl PostgresOperation for AddNote {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(self.answer())
     }
 
     fn key_ttl(&self) -> Option<Duration> {
@@ -136,13 +136,13 @@ impl Operation<Sqlite> for StartCall {
     }
 }
 
-impl Operation<Postgres> for StartCall {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
-        Box::pin(async { Ok(PhaseEnd::stop("quick", &serde_json::json!({}))) })
+impl PostgresOperation for StartCall {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(PhaseEnd::stop("quick", &serde_json::json!({})))
     }
 }
 

@@ -11,11 +11,11 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
-use exactly_once::postgres::{Sql, Transaction};
+use exactly_once::postgres::{PostgresOperation, Sql, Transaction};
 use exactly_once::{postgres::BoxFuture, Backend};
 use exactly_once::{
-    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresStore, RunContext,
-    Sqlx, SqlxStore, StoreOptions, StoredResponse,
+    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, PostgresStore, RunContext, Sqlx,
+    SqlxStore, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use tokio_postgres::types::Type;
@@ -79,31 +79,29 @@ impl Charge {
     }
 }
 
-impl Operation<Postgres> for Charge {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
+impl PostgresOperation for Charge {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
         const ROW: Sql = Sql::new(
             INSERT,
             &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::INT8, Type::TEXT],
         );
-        Box::pin(async move {
-            let id = Self::id(at);
-            ROW.execute(
-                &**tx,
-                &[
-                    &id,
-                    at.caller,
-                    &at.key.as_ref(),
-                    &self.amount,
-                    &self.currency,
-                ],
-            )
-            .await?;
-            Ok(self.answer(&id))
-        })
+        let id = Self::id(at);
+        ROW.execute(
+            &**tx,
+            &[
+                &id,
+                at.caller,
+                &at.key.as_ref(),
+                &self.amount,
+                &self.currency,
+            ],
+        )
+        .await?;
+        Ok(self.answer(&id))
     }
 }
 
