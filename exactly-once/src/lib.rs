@@ -64,6 +64,8 @@ pub mod outbox;
 mod postgres_operation;
 mod record;
 pub mod secrets;
+#[cfg(feature = "sqlx")]
+mod sqlx_operation;
 mod store;
 mod sweeper;
 #[cfg(feature = "tls")]
@@ -122,6 +124,7 @@ pub mod postgres {
     pub mod sqlx {
         //! The engine on your `sqlx::PgPool` ([`SqlxStore`]): operations
         //! write with sqlx queries in the engine's transaction.
+        pub use crate::sqlx_operation::SqlxOperation;
         pub use crate::store::postgres::on_sqlx::{enqueue, Sqlx, SqlxConn, SqlxStore};
     }
 }

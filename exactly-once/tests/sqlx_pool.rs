@@ -8,7 +8,7 @@
 //! after its request died, and none of the engine's settings stays on a
 //! connection of their pool.
 
-use exactly_once::postgres::BoxFuture;
+use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::IdempotentRequest;
 use exactly_once::{
     Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
@@ -34,24 +34,22 @@ struct AddNote {
     then_send: bool,
 }
 
-impl Operation<Sqlx> for AddNote {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (id,): (i64,) =
-                sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
-                    .bind(at.key.as_ref())
-                    .bind(&self.text)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            if self.then_send {
-                return Ok(PhaseEnd::stop("sending", &id));
-            }
-            Ok(PhaseEnd::Finished(created(id, &self.text)))
-        })
+impl SqlxOperation for AddNote {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (id,): (i64,) =
+            sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
+                .bind(at.key.as_ref())
+                .bind(&self.text)
+                .fetch_one(&mut *conn)
+                .await?;
+        if self.then_send {
+            return Ok(PhaseEnd::stop("sending", &id));
+        }
+        Ok(PhaseEnd::Finished(created(id, &self.text)))
     }
 }
 
@@ -64,20 +62,18 @@ fn created(id: i64, text: &str) -> StoredResponse {
 #[derive(Debug)]
 struct MarkSent(i64);
 
-impl Operation<Sqlx> for MarkSent {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (text,): (String,) =
-                sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
-                    .bind(self.0)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            Ok(PhaseEnd::Finished(created(self.0, &text)))
-        })
+impl SqlxOperation for MarkSent {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (text,): (String,) =
+            sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
+                .bind(self.0)
+                .fetch_one(&mut *conn)
+                .await?;
+        Ok(PhaseEnd::Finished(created(self.0, &text)))
     }
 }
 

@@ -11,11 +11,12 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
+use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::postgres::{PostgresOperation, Sql, Transaction};
-use exactly_once::{postgres::BoxFuture, Backend};
+use exactly_once::Backend;
 use exactly_once::{
-    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, PostgresStore, RunContext, Sqlx,
-    SqlxStore, StoreOptions, StoredResponse,
+    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, PostgresStore, RunContext, SqlxStore,
+    StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use tokio_postgres::types::Type;
@@ -105,24 +106,22 @@ impl PostgresOperation for Charge {
     }
 }
 
-impl Operation<Sqlx> for Charge {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::postgres::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let id = Self::id(at);
-            sqlx::query(INSERT)
-                .bind(&id)
-                .bind(&at.caller.as_bytes()[..])
-                .bind(at.key.as_ref())
-                .bind(self.amount)
-                .bind(&self.currency)
-                .execute(&mut *conn)
-                .await?;
-            Ok(self.answer(&id))
-        })
+impl SqlxOperation for Charge {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let id = Self::id(at);
+        sqlx::query(INSERT)
+            .bind(&id)
+            .bind(&at.caller.as_bytes()[..])
+            .bind(at.key.as_ref())
+            .bind(self.amount)
+            .bind(&self.currency)
+            .execute(&mut *conn)
+            .await?;
+        Ok(self.answer(&id))
     }
 }
 

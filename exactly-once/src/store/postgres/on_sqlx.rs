@@ -5,28 +5,23 @@
 //! transaction.
 //!
 //! ```no_run
-//! use exactly_once::postgres::{BoxFuture, Result};
-//! use exactly_once::{Engine, Operation, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
+//! use exactly_once::postgres::sqlx::SqlxOperation;
+//! use exactly_once::postgres::Result;
+//! use exactly_once::{Engine, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
 //!
 //! #[derive(Debug)]
 //! struct AddNote {
 //!     text: String,
 //! }
 //!
-//! impl Operation<Sqlx> for AddNote {
-//!     fn run<'a>(
-//!         &'a self,
-//!         conn: &'a mut sqlx::PgConnection,
-//!         _at: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, Result<PhaseEnd>> {
-//!         Box::pin(async move {
-//!             let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (text) VALUES ($1) RETURNING id")
-//!                 .bind(&self.text)
-//!                 .fetch_one(&mut *conn)
-//!                 .await?;
-//!             let body = serde_json::json!({ "id": id, "text": self.text });
-//!             Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &body)))
-//!         })
+//! impl SqlxOperation for AddNote {
+//!     async fn run(&self, conn: &mut sqlx::PgConnection, _at: &RunContext<'_>) -> Result<PhaseEnd> {
+//!         let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (text) VALUES ($1) RETURNING id")
+//!             .bind(&self.text)
+//!             .fetch_one(&mut *conn)
+//!             .await?;
+//!         let body = serde_json::json!({ "id": id, "text": self.text });
+//!         Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &body)))
 //!     }
 //! }
 //!
