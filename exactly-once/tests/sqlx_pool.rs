@@ -8,11 +8,11 @@
 //! after its request died, and none of the engine's settings stays on a
 //! connection of their pool.
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::sqlx::SqlxOperation;
+use exactly_once::IdempotentRequest;
 use exactly_once::{
-    store, Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation,
-    PhaseEnd, PostgresOptions, RunContext, Sqlx, SqlxStore, Steps, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
+    RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -34,24 +34,22 @@ struct AddNote {
     then_send: bool,
 }
 
-impl Operation<Sqlx> for AddNote {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (id,): (i64,) =
-                sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
-                    .bind(at.key.as_ref())
-                    .bind(&self.text)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            if self.then_send {
-                return Ok(PhaseEnd::stop("sending", &id));
-            }
-            Ok(PhaseEnd::Finished(created(id, &self.text)))
-        })
+impl SqlxOperation for AddNote {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (id,): (i64,) =
+            sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
+                .bind(at.key.as_ref())
+                .bind(&self.text)
+                .fetch_one(&mut *conn)
+                .await?;
+        if self.then_send {
+            return Ok(PhaseEnd::stop("sending", &id));
+        }
+        Ok(PhaseEnd::Finished(created(id, &self.text)))
     }
 }
 
@@ -64,20 +62,18 @@ fn created(id: i64, text: &str) -> StoredResponse {
 #[derive(Debug)]
 struct MarkSent(i64);
 
-impl Operation<Sqlx> for MarkSent {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (text,): (String,) =
-                sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
-                    .bind(self.0)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            Ok(PhaseEnd::Finished(created(self.0, &text)))
-        })
+impl SqlxOperation for MarkSent {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (text,): (String,) =
+            sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
+                .bind(self.0)
+                .fetch_one(&mut *conn)
+                .await?;
+        Ok(PhaseEnd::Finished(created(self.0, &text)))
     }
 }
 
@@ -138,7 +134,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
         .connect(&db.url())
         .await
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool.clone(), options).await.unwrap();
     let engine = Engine::new(store);
 
@@ -192,7 +188,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
 async fn a_step_left_by_its_request_is_finished_by_the_completer() {
     let db = Database::postgres().await.unwrap();
     let pool = sqlx::PgPool::connect(&db.url()).await.unwrap();
-    let options = PostgresOptions::new("")
+    let options = StoreOptions::new()
         .migrations(MIGRATIONS)
         .lease(Duration::from_millis(300));
     let store = Arc::new(SqlxStore::open(pool.clone(), options).await.unwrap());

@@ -7,11 +7,12 @@
 //! route's key namespace hold, and the replay hook sees each replay.
 
 use bytes::Bytes;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
+use exactly_once::operator::{ListFilter, OperationState};
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::Transaction;
 use exactly_once::{
-    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
-    Refused, RunContext, Sqlite, Store, StoredResponse,
+    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Refused,
+    RunContext, Sqlite, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -58,13 +59,13 @@ impl Operation<Sqlite> for AddNote {
     }
 }
 
-impl Operation<Postgres> for AddNote {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async move { Ok(self.answer()) })
+impl PostgresOperation for AddNote {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(self.answer())
     }
 
     fn key_ttl(&self) -> Option<Duration> {
@@ -104,13 +105,17 @@ async fn store(lease: Duration) -> (Database, Arc<AnyStore>) {
     let store = match db.sqlite_path() {
         Some(path) => {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let options = exactly_once::SqliteOptions::new(path).lease(lease);
-            AnyStore::from(Arc::new(exactly_once::SqliteStore::open(options).unwrap()))
+            let options = exactly_once::StoreOptions::new().lease(lease);
+            AnyStore::from(Arc::new(
+                exactly_once::SqliteStore::open(path, options).unwrap(),
+            ))
         }
         None => {
-            let options = exactly_once::PostgresOptions::new(db.url()).lease(lease);
+            let options = exactly_once::StoreOptions::new().lease(lease);
             AnyStore::from(Arc::new(
-                exactly_once::PostgresStore::open(options).await.unwrap(),
+                exactly_once::PostgresStore::open(&db.url(), options)
+                    .await
+                    .unwrap(),
             ))
         }
     };
@@ -131,13 +136,13 @@ impl Operation<Sqlite> for StartCall {
     }
 }
 
-impl Operation<Postgres> for StartCall {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async { Ok(PhaseEnd::stop("quick", &serde_json::json!({}))) })
+impl PostgresOperation for StartCall {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(PhaseEnd::stop("quick", &serde_json::json!({})))
     }
 }
 
@@ -402,7 +407,7 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
     let engine = Engine::builder(Arc::clone(&store)).steps(Slow).build();
     let caller = Caller::of(b"token-of-alice");
     let key = exactly_once::IdempotencyKey::parse(b"k-8").unwrap();
-    let request = exactly_once::store::IdempotentRequest {
+    let request = exactly_once::IdempotentRequest {
         caller,
         key: key.clone(),
         fingerprint: exactly_once::Fingerprint::new(
@@ -428,8 +433,15 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
 
     let started = std::time::Instant::now();
     loop {
-        let abandoned = store.abandoned(10, &[]).await.unwrap();
-        if abandoned.iter().any(|a| a.key == key && a.point == "quick") {
+        let stalled = ListFilter {
+            states: vec![OperationState::Stalled],
+            ..ListFilter::default()
+        };
+        let abandoned = engine.list_operations(&stalled).await.unwrap();
+        if abandoned
+            .iter()
+            .any(|a| a.key == key && a.recovery_point == "quick")
+        {
             break;
         }
         assert!(

@@ -30,9 +30,9 @@ pub mod logs;
 pub mod macros;
 pub mod watch;
 /// The numbered migrations of a SQLite file: the engine's runner.
-pub use exactly_once::store::migrations;
+pub use exactly_once::workspace::migrations;
 /// Deleting expired records in batches, every interval: the engine's loop.
-pub use exactly_once::sweep;
+pub use exactly_once::workspace::sweep;
 
 pub use accept::{serve, serve_tls, serve_with_limits, shutdown_signal, ConnectionControl};
 pub use tokio_rustls::TlsAcceptor;
@@ -146,7 +146,7 @@ pub fn assert_each_cause_once(line: &str) {
 
 /// An error and its sources, `: `-separated, on one line, each cause once:
 /// the engine's.
-pub use exactly_once::error::Chain;
+pub use exactly_once::workspace::Chain;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use async_trait::async_trait;
 use axum::extract::FromRequestParts;
-use exactly_once::store::TransactionEnd;
+use exactly_once::faults::TransactionEnd;
 use exactly_once::{Error, Faults};
 use http::request::Parts;
 use serve::ConnectionControl;

@@ -7,7 +7,7 @@
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use exactly_once::store::StoreErrorKind;
+use exactly_once::StoreErrorKind;
 use exactly_once::{Metrics, StoreError};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
@@ -131,10 +131,10 @@ impl ShopMetrics {
     responses(crate::openapi::responses::MetricsResponses)
 )]
 pub async fn handler(State(state): State<AppState>) -> Response {
-    let metrics = &state.engine.metrics;
-    let checked = tokio::time::timeout(HEALTH_WITHIN, state.engine.store.health()).await;
+    let metrics = state.engine.metrics();
+    let checked = tokio::time::timeout(HEALTH_WITHIN, state.engine.health()).await;
     state.shop_metrics.health(checked.as_ref().ok());
-    metrics.database_host(state.engine.store.database_host());
+    metrics.database_host(state.engine.database_host());
     (
         [(
             http::header::CONTENT_TYPE,

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!(
                     "error: cannot migrate the database: {}",
-                    redact(&exactly_once::error::Chain(&e).to_string())
+                    redact(&exactly_once::workspace::Chain(&e).to_string())
                 );
                 ExitCode::FAILURE
             }
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         if let Some(Command::Operations(command)) = &config.command {
             let ran = match bookings::app::open(&config, false).await {
                 Ok((engine, _)) => bookings::operations::run(&engine, command).await,
-                Err(e) => Err(exactly_once::error::Chain(&e).to_string()),
+                Err(e) => Err(exactly_once::workspace::Chain(&e).to_string()),
             };
             return match ran {
                 Ok(()) => ExitCode::SUCCESS,
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!(
                     "error: {}",
-                    redact(&exactly_once::error::Chain(&e).to_string())
+                    redact(&exactly_once::workspace::Chain(&e).to_string())
                 );
                 return ExitCode::FAILURE;
             }

@@ -6,9 +6,9 @@ pub mod postgres;
 pub(crate) mod sqlite_reads;
 
 use crate::domain::{Caller, Charge, ChargeId, ItemId};
-use exactly_once::store::schema::{Migration, Migrations};
-use exactly_once::store::Result;
+use exactly_once::postgres::Result;
 use exactly_once::AnyStore;
+use exactly_once::Migration;
 use std::sync::Arc;
 
 /// The shop's schema on SQLite: its history, which created the engine's
@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// schema, the second rebuilt its tables, and the third moved every lease
 /// and expiry onto the database's own clock, which a release built for
 /// version 2 (on the wall clock) would misjudge.
-pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
+pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration::contract(
         1,
         "0001_init",
@@ -40,10 +40,10 @@ pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
         "0004_charge_note",
         include_str!("../../migrations/next-release/0004_charge_note.sql"),
     ),
-]);
+];
 
 /// The shop's schema on PostgreSQL (the second rebuilt its tables).
-pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
+pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration::contract(
         1,
         "0001_init",
@@ -68,7 +68,7 @@ pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
     )
     .runs_beside(2)
     .outside_transaction(),
-]);
+];
 
 /// The database the shop runs on, as the shop reads it: the engine's store
 /// (whichever backend `--database` named), and the shop's reads on it.

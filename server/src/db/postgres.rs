@@ -3,12 +3,12 @@
 
 use crate::charge_columns;
 use crate::domain::{Charge, ChargeRow};
-use exactly_once::store::postgres::{Conn, Sql};
-use exactly_once::store::Result;
+use exactly_once::postgres::Result;
+use exactly_once::postgres::{Conn, Sql};
 use tokio_postgres::types::Type;
 
 /// A charge, from a row of [`charge_columns!`].
-pub(crate) fn charge(row: &exactly_once::store::postgres::PgRow) -> Charge {
+pub(crate) fn charge(row: &exactly_once::postgres::PgRow) -> Charge {
     let columns: ChargeRow = (
         row.get(0),
         row.get(1),

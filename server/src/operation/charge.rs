@@ -14,10 +14,10 @@ use crate::domain::{
     PaymentMethod, ProviderChargeId,
 };
 use crate::error::Problem;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::{OneStatement, Transaction};
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::{OneStatement, Transaction};
+use exactly_once::Sqlite;
 use exactly_once::{Lease, Operation, PhaseEnd, RunContext, StoredResponse};
-use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
@@ -236,13 +236,13 @@ impl Operation<Sqlite> for RecordCharge {
     }
 }
 
-impl Operation<Postgres> for RecordCharge {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(on_postgres::record_charge(self, tx, at))
+impl PostgresOperation for RecordCharge {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        on_postgres::record_charge(self, tx, at).await
     }
 
     fn one_statement(&self) -> Option<OneStatement> {
@@ -256,13 +256,13 @@ impl Operation<Sqlite> for StartCharge {
     }
 }
 
-impl Operation<Postgres> for StartCharge {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(on_postgres::start_charge(self, tx, at))
+impl PostgresOperation for StartCharge {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        on_postgres::start_charge(self, tx, at).await
     }
 }
 
@@ -272,13 +272,13 @@ impl Operation<Sqlite> for FinishCharge {
     }
 }
 
-impl Operation<Postgres> for FinishCharge {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(on_postgres::finish_charge(self, tx, at))
+impl PostgresOperation for FinishCharge {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        on_postgres::finish_charge(self, tx, at).await
     }
 }
 
@@ -430,7 +430,7 @@ mod on_sqlite {
     use super::{finished, FinishCharge, RecordCharge, StartCharge};
     use crate::db::sqlite_reads;
     use crate::domain::{Charge, ChargeStatus, CHARGE_COLUMNS};
-    use exactly_once::store::sqlite::enqueue;
+    use exactly_once::sqlite::enqueue;
     use exactly_once::{PhaseEnd, RunContext};
     use rusqlite::{params, Connection};
 
@@ -518,8 +518,8 @@ mod on_postgres {
     use crate::charge_columns;
     use crate::db::postgres::charge;
     use crate::domain::{Charge, ChargeStatus};
-    use exactly_once::store::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
-    use exactly_once::store::Result;
+    use exactly_once::postgres::Result;
+    use exactly_once::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
     use exactly_once::{PhaseEnd, RunContext};
     use tokio_postgres::types::Type;
 

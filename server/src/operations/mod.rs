@@ -254,7 +254,7 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
     let db = open_database(config, false).await.map_err(|e| {
         format!(
             "cannot open the database: {}",
-            exactly_once::error::Chain(&e)
+            exactly_once::workspace::Chain(&e)
         )
     })?;
     let provider = provider(config).map_err(|e| e.to_string())?;
@@ -276,7 +276,7 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
             let records = engine
                 .list_operations(&filter)
                 .await
-                .map_err(|e| exactly_once::error::Chain(&e).to_string())?;
+                .map_err(|e| exactly_once::workspace::Chain(&e).to_string())?;
             if json {
                 let rows: Vec<Value> = records.iter().map(|r| record_json(r, ttl)).collect();
                 print_json(&Value::Array(rows));
@@ -291,7 +291,7 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
             let actions = engine
                 .operator_actions(&record)
                 .await
-                .map_err(|e| exactly_once::error::Chain(&e).to_string())?;
+                .map_err(|e| exactly_once::workspace::Chain(&e).to_string())?;
             let mut shown = record_json(&record, ttl);
             shown["actions"] = render::actions_json(&actions);
             if json {
@@ -350,7 +350,7 @@ pub async fn unfinished_json(engine: &Engine<Any>, ttl: Duration) -> Result<Valu
             ..ListFilter::default()
         })
         .await
-        .map_err(|e| exactly_once::error::Chain(&e).to_string())?;
+        .map_err(|e| exactly_once::workspace::Chain(&e).to_string())?;
     Ok(Value::Array(
         records.iter().map(|r| record_json(r, ttl)).collect(),
     ))

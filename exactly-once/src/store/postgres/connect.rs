@@ -41,7 +41,7 @@
 //!   success the standby may not have. (The notice is matched on its
 //!   English text: the server's `lc_messages` must be English.)
 
-pub use super::sslmode::SslMode;
+pub(crate) use super::sslmode::SslMode;
 use super::sslmode::{is_local, ssl_mode};
 use super::wire::{Activity, Socket, Tapped, Transport};
 use crate::tls::TlsError;
@@ -66,26 +66,26 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 /// Defaults that bound a hung primary (no request waits more than 10 s):
 /// each host gets this long to connect, authenticate and say whether it
 /// takes writes.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Idle time before the first keepalive probe.
-pub const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
 /// Time between probes.
-pub const DEFAULT_KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
 /// Probes unanswered before the connection is dropped.
-pub const DEFAULT_KEEPALIVES_COUNT: u32 = 3;
+pub(crate) const DEFAULT_KEEPALIVES_COUNT: u32 = 3;
 /// How long sent data may stay unacknowledged.
-pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(9);
+pub(crate) const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(9);
 /// How long a server that owes an answer may stay silent. Longer than the
 /// store's `lock_timeout` (5 s), the longest a healthy server makes a
 /// statement of the engine wait.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(6);
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(6);
 /// How often a driver looks at its connection's silence.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// A URL parameter that cannot be used; the message names it.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ParameterError(String);
+pub(crate) struct ParameterError(String);
 
 /// libpq's `target_session_attrs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +99,7 @@ enum SessionAttrs {
 
 /// What the URL says about connecting, beyond what tokio-postgres reads.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The URL without the parameters read here, parsed by tokio-postgres
     /// (hosts, ports, user, database, password, `application_name`, …).
     pub config: tokio_postgres::Config,
@@ -135,7 +135,7 @@ pub struct Settings {
 impl Settings {
     /// Reads the parameters of a `postgres://` URL that this module
     /// handles and hands the rest to tokio-postgres.
-    pub fn parse(url: &str) -> Result<Self, ParameterError> {
+    pub(crate) fn parse(url: &str) -> Result<Self, ParameterError> {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut rest = Vec::new();
         let mut ours: HashMap<String, String> = HashMap::new();
@@ -246,7 +246,7 @@ impl Settings {
 impl Settings {
     /// The warning an explicit `sslmode` weaker than `verify-full` to a
     /// host off loopback deserves (what it gives up), or `None`.
-    pub fn downgrade(&self) -> Option<String> {
+    pub(crate) fn downgrade(&self) -> Option<String> {
         if self.local || !self.ssl_mode_given {
             return None;
         }
@@ -309,7 +309,7 @@ fn decode(raw: &str) -> String {
 
 /// Why no connection could be made; one line naming each host's reason.
 #[derive(Debug)]
-pub struct ConnectError(String);
+pub(crate) struct ConnectError(String);
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -363,7 +363,7 @@ impl Hosts {
 }
 
 /// Makes connections (the pool's, through [`Connect`], and the store's own).
-pub struct Connector {
+pub(crate) struct Connector {
     settings: Settings,
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Where the trusted roots came from, for errors.
@@ -381,7 +381,7 @@ impl fmt::Debug for Connector {
 
 /// Whether a connection's silence is bounded by `response_timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     /// The pool's connections: bounded.
     Response,
     /// A long statement of the store's own (migrations): not bounded.
@@ -391,7 +391,7 @@ pub enum Bound {
 impl Connector {
     /// Loads what TLS needs (roots, a client certificate): an error names
     /// the file.
-    pub fn new(settings: Settings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: Settings) -> Result<Self, TlsError> {
         let (tls, roots) = match settings.ssl_mode {
             SslMode::Disable => (None, String::new()),
             mode => {
@@ -459,14 +459,12 @@ impl Connector {
         })
     }
 
-    /// The settings the URL gave.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// A connection to the first host of the URL that takes it (each host
     /// bounded by `connect_timeout`), driven by a task of its own.
-    pub async fn connect(&self, bound: Bound) -> Result<(Client, JoinHandle<()>), ConnectError> {
+    pub(crate) async fn connect(
+        &self,
+        bound: Bound,
+    ) -> Result<(Client, JoinHandle<()>), ConnectError> {
         let config = &self.settings.config;
         let addresses = config.get_hostaddrs();
         // `hostaddr` without `host`: the addresses are the hosts.

@@ -46,17 +46,17 @@ macro_rules! store_on_a_pool {
 
             async fn lookup(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::store::LiveRecord>> {
                 protocol::lookup(&self.conn().await?, caller, key).await
             }
 
             async fn unfinished(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Fingerprint>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::fingerprint::Fingerprint>> {
                 protocol::unfinished(&self.conn().await?, caller, key).await
             }
 
@@ -70,19 +70,19 @@ macro_rules! store_on_a_pool {
 
             async fn renew(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 length: std::time::Duration,
             ) -> $crate::store::Result<bool> {
                 protocol::renew(&self.conn().await?, lease, length.as_secs_f64()).await
             }
 
-            async fn release(&self, lease: &$crate::Lease) -> $crate::store::Result<bool> {
+            async fn release(&self, lease: &$crate::record::Lease) -> $crate::store::Result<bool> {
                 protocol::release(&self.conn().await?, lease).await
             }
 
             async fn step_failed(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 error: &str,
             ) -> $crate::store::Result<$crate::store::AfterFailure> {
                 protocol::step_failed(&self.conn().await?, lease, error, self.clock()).await
@@ -90,7 +90,7 @@ macro_rules! store_on_a_pool {
 
             async fn set_aside(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 reason: &str,
             ) -> $crate::store::Result<bool> {
                 protocol::set_aside(&self.conn().await?, lease, reason).await
@@ -110,9 +110,9 @@ macro_rules! store_on_a_pool {
 
             async fn take_over(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Lease>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::record::Lease>> {
                 let lease_secs = self.clock().lease_secs;
                 protocol::take_over(&self.conn().await?, caller, key, lease_secs).await
             }
@@ -163,8 +163,8 @@ macro_rules! store_on_a_pool {
 
             async fn operation(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::operator::OperationRecord>> {
                 operator::operation(&self.conn().await?, caller, key).await
             }
@@ -172,7 +172,7 @@ macro_rules! store_on_a_pool {
             async fn find_operations(
                 &self,
                 prefix: &[u8],
-            ) -> $crate::store::Result<Vec<($crate::Caller, $crate::IdempotencyKey)>> {
+            ) -> $crate::store::Result<Vec<($crate::caller::Caller, $crate::key::IdempotencyKey)>> {
                 operator::find(&self.conn().await?, prefix).await
             }
 
@@ -186,7 +186,7 @@ macro_rules! store_on_a_pool {
 
             async fn actions(
                 &self,
-                operation: &$crate::OperationId,
+                operation: &$crate::operation_id::OperationId,
             ) -> $crate::store::Result<Vec<$crate::operator::ActionRecord>> {
                 operator::actions(&self.conn().await?, operation).await
             }
@@ -196,9 +196,9 @@ macro_rules! store_on_a_pool {
 
 mod batch;
 mod conn;
-pub mod connect;
+pub(crate) mod connect;
 #[cfg(feature = "sqlx")]
-pub mod on_sqlx;
+pub(crate) mod on_sqlx;
 mod one_statement;
 mod operator;
 mod outbox;
@@ -213,7 +213,7 @@ pub use conn::{Conn, DbError, Index, Param, PgRow};
 pub use deadpool_postgres::Transaction;
 pub use one_statement::{Insert, OneStatement, Shape, Values};
 pub use outbox::enqueue;
-pub use session::Session;
+pub(crate) use session::Session;
 pub use sql::Sql;
 
 /// The backend of many instances: PostgreSQL, through tokio-postgres and a
@@ -227,7 +227,7 @@ impl crate::backend::sealed::Sealed for Postgres {}
 
 impl Backend for Postgres {
     type Transaction<'t> = &'t Transaction<'t>;
-    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
+    type RunOutput<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = OneStatement;
     const NAME: &'static str = "postgres";
 }
@@ -245,14 +245,15 @@ impl conn::Driver for Postgres {
 }
 
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
-use crate::store::Result;
 use crate::store::{
-    now_ms, Advanced, Durability, Execution, FirstPhase, Lifetimes, StoreError, TransactionEnd,
+    now_ms, Advanced, Execution, FirstPhase, StoreError, TimeLimits, TransactionEnd,
 };
-use crate::{Caller, IdempotencyKey};
+use crate::store::{Result, StoreOptions};
 use connect::{Bound, Connector, Settings};
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use protocol::Clock;
@@ -276,84 +277,6 @@ pub(super) const SERVER_ADDRESS: Sql = Sql::new(
     &[],
 );
 
-/// Where and how to connect. Its `Debug` shows the URL's password as
-/// `***`.
-#[derive(Clone)]
-pub struct PostgresOptions {
-    /// `postgres://user:password@host:port/database`, with libpq's TLS
-    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
-    /// parameters and our `response_timeout` ([`connect`]).
-    pub url: String,
-    /// `synchronous_commit=on` or `off`.
-    pub durability: Durability,
-    /// How long a key's record lives.
-    pub key_ttl: Duration,
-    /// How long a stopped operation is its holder's.
-    pub lease: Duration,
-    /// Your own tables' migrations, applied before the engine's (under the
-    /// same advisory lock) and recorded in `schema_migrations`.
-    pub migrations: Migrations,
-    /// How the connections name themselves to the server
-    /// (`pg_stat_activity.application_name`); `exactly-once` by default.
-    pub application_name: String,
-    /// How long after its start a failing operation is set aside (12
-    /// hours by default).
-    pub attention_after: Duration,
-    /// How long an expired record's tombstone is kept (7 days by default).
-    pub tombstone_ttl: Duration,
-    /// How long a sent outbox message is kept (7 days by default).
-    pub outbox_retention: Duration,
-    /// Whether opening applies the migrations the database still needs;
-    /// `false`: the database must be at a schema this release can serve
-    /// on ([`schema`](crate::store::schema)).
-    pub migrate: bool,
-}
-
-impl std::fmt::Debug for PostgresOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresOptions")
-            .field("url", &crate::secrets::Redacted(&self.url))
-            .field("durability", &self.durability)
-            .field("key_ttl", &self.key_ttl)
-            .field("lease", &self.lease)
-            .field("migrations", &self.migrations)
-            .field("application_name", &self.application_name)
-            .field("attention_after", &self.attention_after)
-            .field("tombstone_ttl", &self.tombstone_ttl)
-            .field("outbox_retention", &self.outbox_retention)
-            .field("migrate", &self.migrate)
-            .finish()
-    }
-}
-
-impl PostgresOptions {
-    /// The database at `url`, with the defaults (full durability, a
-    /// 24-hour TTL, a 30-second lease) and no migrations of yours.
-    pub fn new(url: impl Into<String>) -> Self {
-        let defaults = Lifetimes::default();
-        Self {
-            url: url.into(),
-            durability: Durability::Full,
-            key_ttl: defaults.key_ttl,
-            lease: defaults.lease,
-            migrations: Migrations::default(),
-            application_name: "exactly-once".to_owned(),
-            attention_after: defaults.attention_after,
-            tombstone_ttl: defaults.tombstone_ttl,
-            outbox_retention: defaults.outbox_retention,
-            migrate: true,
-        }
-    }
-
-    store_option_setters!();
-
-    /// How the connections name themselves to the server.
-    pub fn application_name(mut self, name: impl Into<String>) -> Self {
-        self.application_name = name.into();
-        self
-    }
-}
-
 /// Checks that this release serves on the database's schema, and says so
 /// in the log. In a transaction: behind a pooler, the only place a
 /// statement's parse and its execution reach the same server connection.
@@ -368,7 +291,7 @@ pub struct PostgresStore {
     pool: Pool,
     /// One-statement first phases, many to a statement.
     batches: batch::Batches,
-    lifetimes: Lifetimes,
+    lifetimes: TimeLimits,
     /// How each transaction gets its settings.
     session: Session,
     /// The application's schema, checked with the engine's.
@@ -379,11 +302,14 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema
-    /// ([`PostgresOptions::migrate`]); fails if the schema is one this
+    /// ([`StoreOptions::migrate`]); fails if the schema is one this
     /// release cannot serve on (a later release's migration that does not
-    /// run beside it, named in the error).
-    pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let (url, pooled) = session::pooler_in(&options.url)?;
+    /// run beside it, named in the error). `url`:
+    /// `postgres://user:password@host:port/database`, with libpq's TLS
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
+    /// parameters and our `response_timeout`.
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self> {
+        let (url, pooled) = session::pooler_in(url)?;
         let mut settings = Settings::parse(&url)
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
         if let Some(downgrade) = settings.downgrade() {
@@ -448,25 +374,25 @@ impl PostgresStore {
     /// handlers already read with), rather than a pool of its own: the
     /// engine's transactions and yours share its connections. The pool's
     /// configuration decides where and how to connect (TLS included), so
-    /// `options.url` and `options.application_name` are not read. Its
+    /// [`StoreOptions::application_name`] is not read. Its
     /// connections carry none of the engine's settings, so every
     /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
-    /// [`Session`]); migrations run as `open` runs them behind a pooler (one
+    /// `Session`); migrations run as `open` runs them behind a pooler (one
     /// transaction, under a transaction lock). What the store's own pool
     /// adds and yours may not: a bound on a silent server (a hung primary,
     /// `response_timeout`) and the server it writes to in `database_host_info`.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use exactly_once::{PostgresOptions, PostgresStore};
+    /// use exactly_once::{PostgresStore, StoreOptions};
     ///
     /// let config: tokio_postgres::Config = "postgres://app@db/app".parse()?;
     /// let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
     /// let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build()?;
-    /// let store = PostgresStore::with_pool(pool.clone(), PostgresOptions::new("")).await?;
+    /// let store = PostgresStore::with_pool(pool.clone(), StoreOptions::new()).await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    pub async fn with_pool(pool: Pool, options: PostgresOptions) -> Result<Self> {
+    pub async fn with_pool(pool: Pool, options: StoreOptions) -> Result<Self> {
         let session = Session::new(true, options.durability);
         let mut first = pool
             .get()
@@ -481,22 +407,11 @@ impl PostgresStore {
         Ok(Self::over(pool, &options, session, Arc::default()))
     }
 
-    fn over(
-        pool: Pool,
-        options: &PostgresOptions,
-        session: Session,
-        host: Arc<ServerSeen>,
-    ) -> Self {
+    fn over(pool: Pool, options: &StoreOptions, session: Session, host: Arc<ServerSeen>) -> Self {
         Self {
             batches: batch::Batches::start(pool.clone()),
             pool,
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            lifetimes: options.limits,
             app: options.migrations,
             host,
             session,
@@ -650,6 +565,14 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
+}
+
+/// `?` on a tokio-postgres call (in an operation, a read of yours): the
+/// error sorted by [`classify`].
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        classify(e)
+    }
 }
 
 /// A caller is stored as its hash, a 32-byte BYTEA.

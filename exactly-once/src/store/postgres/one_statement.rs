@@ -45,7 +45,7 @@ const CLAIM_COLUMNS: [(&str, &str, Type); 7] = [
 /// receipt) or skipped when it already exists.
 ///
 /// ```
-/// use exactly_once::store::postgres::{Insert, Shape};
+/// use exactly_once::postgres::{Insert, Shape};
 ///
 /// static NOTE: Shape = Shape::inserts(&[
 ///     Insert::into("notes", &[("id", "text"), ("text", "text")]).caller("caller"),

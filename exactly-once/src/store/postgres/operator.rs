@@ -10,13 +10,16 @@ use super::protocol::{self, begin, Clock};
 use super::sql::Sql;
 use super::Postgres;
 use crate::backend::Operation;
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Settlement, StoredRecord, Taken, Takeover,
 };
 use crate::store::{stored_keys, Advanced, Result, StoreError};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
 use tokio_postgres::types::Type;
 

@@ -9,13 +9,15 @@ use super::sql::Sql;
 use super::Postgres;
 use super::{classify, LOCK_TIMEOUT};
 use crate::backend::{Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
 use crate::store::Result;
 use crate::store::{
     stored_abandoned, Abandoned, Advanced, AfterFailure, Execution, FirstPhase, IdempotentRequest,
-    Lifetimes, LiveRecord, StoreError, TransactionEnd,
+    LiveRecord, StoreError, TimeLimits, TransactionEnd,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
@@ -50,7 +52,7 @@ impl Clock {
     }
 
     /// A call's clock with the store's lifetimes and session.
-    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
+    pub(super) fn new(now_ms: i64, lifetimes: &TimeLimits, session: Session) -> Self {
         Self {
             now_ms,
             ttl_secs: lifetimes.key_ttl.as_secs_f64(),
@@ -175,7 +177,7 @@ pub(super) async fn execute_in<D: Driver>(
             record_response(tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             let token = Lease::new_token();
             STOP_FIRST
                 .execute(
@@ -470,7 +472,7 @@ pub(super) async fn advance_in<D: Driver>(
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             STOP_LATER
                 .execute(
                     tx,

@@ -18,7 +18,7 @@ use crate::store::{Durability, Result, StoreError};
 
 /// Where a connection's settings come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Session {
+pub(crate) struct Session {
     /// Behind a pooler in transaction mode (`pgbouncer=true`).
     pooled: bool,
     /// `on` or `off`.
@@ -27,7 +27,7 @@ pub struct Session {
 
 impl Session {
     /// The session of a store with `durability`, behind a pooler or not.
-    pub fn new(pooled: bool, durability: Durability) -> Self {
+    pub(crate) fn new(pooled: bool, durability: Durability) -> Self {
         let synchronous_commit = match durability {
             Durability::Full => "on",
             Durability::Relaxed => "off",
@@ -39,7 +39,7 @@ impl Session {
     }
 
     /// Whether the store runs behind a pooler in transaction mode.
-    pub fn pooled(&self) -> bool {
+    pub(crate) fn pooled(&self) -> bool {
         self.pooled
     }
 
