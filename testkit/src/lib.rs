@@ -71,7 +71,9 @@ pub mod clock;
 pub mod cluster;
 pub mod concurrent;
 pub mod database;
+mod first_line;
 mod http;
+mod keys;
 pub mod killed_start;
 pub mod lazyfs;
 pub mod load;
@@ -91,6 +93,7 @@ pub use clock::SteppedClock;
 pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
+pub use keys::{new_key, new_token};
 pub use killed_start::{KillAt, KilledStart};
 pub use lazyfs::LazyFs;
 pub use load::AnswerKinds;
@@ -103,13 +106,3 @@ pub use psp::{Fault, LedgerRow, Psp};
 pub use refusing_smtp::RefusingSmtp;
 pub use server::{Server, ServerBuilder};
 pub use tls::TestCa;
-
-/// A fresh random idempotency key (a UUID v4).
-pub fn new_key() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// A fresh random caller token (a customer of its own).
-pub fn new_token() -> String {
-    format!("test-{}", uuid::Uuid::new_v4().simple())
-}
