@@ -1,4 +1,4 @@
-//! Dead letters (issue 34, CONTRACT section 3 `operation-needs-attention`):
+//! Dead letters (CONTRACT section 3 `operation-needs-attention`):
 //! a step that can never succeed, or an operation that kept failing past
 //! `--attention-after`, is set aside for an operator instead of being
 //! retried forever. Every retry of its key gets the same final answer (424

@@ -1,4 +1,4 @@
-//! What an operator does to the database (issue 34): a restore, a
+//! What an operator does to the database: a restore, a
 //! point-in-time recovery or an asynchronous failover sets it back and it
 //! forgets answered work; a backup renamed over the live SQLite file. None
 //! of it charges a card twice.

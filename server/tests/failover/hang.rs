@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, Postgres, Psp, Server};
 
-/// No request waits longer than this for its answer (issue 35).
+/// No request waits longer than this for its answer.
 const WAIT_BOUND: Duration = Duration::from_secs(10);
 /// New keys are answered 201 within this of the promotion.
 const NEW_KEYS_BOUND: Duration = Duration::from_secs(15);

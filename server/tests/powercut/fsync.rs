@@ -1,4 +1,4 @@
-//! A disk error at `fsync` (issue 34): SQLite's COMMIT fails after the
+//! A disk error at `fsync`: SQLite's COMMIT fails after the
 //! batch's frames, its commit frame included, are in the WAL. This process
 //! no longer sees them, but a process that starts on the file before they
 //! are overwritten replays them: the batch did happen. So the answer is
