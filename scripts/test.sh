@@ -101,6 +101,12 @@ TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_laye
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p orders -- --include-ignored
 
+# Each binary starts when built beside the others in one cargo invocation
+# (features unified), as well as alone: it chooses its TLS crypto provider
+# in code.
+step "binaries: built in one cargo invocation, each starts"
+TEST_POSTGRES_URL="$pgurl" scripts/test-binaries.sh
+
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every
 # client): the URL carries pgbouncer=true, so the server sends no startup
