@@ -45,6 +45,8 @@
 //! - [`tls`]: a certificate authority of the test's own and a server
 //!   certificate it signed (rcgen), for PostgreSQL, the provider and
 //!   MailDev over TLS.
+//! - `skip`: [`skipped`], for a test that does not apply to this run's
+//!   database: counted as skipped, not passed.
 //!
 //! # Example
 //!
@@ -85,6 +87,7 @@ pub mod proxy;
 pub mod psp;
 pub mod refusing_smtp;
 pub mod server;
+mod skip;
 pub mod tls;
 
 pub use binary::Binary;
@@ -105,4 +108,5 @@ pub use proxy::Proxy;
 pub use psp::{Fault, LedgerRow, Psp};
 pub use refusing_smtp::RefusingSmtp;
 pub use server::{Server, ServerBuilder};
+pub use skip::{skipped, SKIPPED};
 pub use tls::TestCa;
