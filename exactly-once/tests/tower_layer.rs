@@ -11,7 +11,7 @@ use exactly_once::backend::BoxFuture;
 use exactly_once::store::postgres::Transaction;
 use exactly_once::{
     Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
-    Refused, RunContext, Sqlite, Store, StoredResponse,
+    Refused, RunContext, Sqlite, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
