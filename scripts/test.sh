@@ -4,7 +4,8 @@
 # Chromium, chromedriver, Firefox, geckodriver, WebKitWebDriver and Xvfb,
 # Vite, TypeScript, PostgreSQL, Patroni and etcd, schemathesis, promtool,
 # cargo-deny), then runs every test, building with --locked (a Cargo.lock
-# that does not match the manifests fails): lints, the dependencies'
+# that does not match the manifests fails): the code's shape (no import
+# circle between files, no long file), lints, the dependencies'
 # licences, bans and sources (cargo deny), the alerting rules' unit tests
 # (promtool), the server's
 # API, crash and rolling-deploy tests on SQLite and on a throwaway
@@ -27,6 +28,17 @@ step() { printf '\n== %s\n' "$*"; }
 # Everything is also logged, to count the tests at the end.
 log="$(mktemp)"
 exec > >(tee "$log") 2>&1
+
+# Cheap checks of the code's shape first (python3 only, a second): no
+# import circle between the files of a crate, and no file over 500 lines in
+# the engine's, the shop's or the client's src/.
+step "structure: no import circle between files, no src/ file over 500 lines"
+scripts/import-circles.py
+long="$(find exactly-once/src server/src client-wasm/src -name '*.rs' -print0 | xargs -0 wc -l | awk '$2 != "total" && $1 > 500')"
+if [ -n "$long" ]; then
+  printf 'files over 500 lines (split them by concept):\n%s\n' "$long"
+  exit 1
+fi
 
 step "toolchain"
 . scripts/wasm-tools.sh
@@ -88,6 +100,12 @@ TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_laye
 # provider simulator, SIGKILLed amid duplicate senders, and its completer.
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool -- --include-ignored
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p orders -- --include-ignored
+
+# Each binary starts when built beside the others in one cargo invocation
+# (features unified), as well as alone: it chooses its TLS crypto provider
+# in code.
+step "binaries: built in one cargo invocation, each starts"
+TEST_POSTGRES_URL="$pgurl" scripts/test-binaries.sh
 
 # The same API suite and crash harness through Debian's PgBouncer in
 # transaction mode with a small pool (4 server connections for every

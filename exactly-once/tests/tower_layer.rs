@@ -7,7 +7,6 @@
 //! route's key namespace hold, and the replay hook sees each replay.
 
 use bytes::Bytes;
-use exactly_once::operator::{ListFilter, OperationState};
 use exactly_once::postgres::PostgresOperation;
 use exactly_once::postgres::Transaction;
 use exactly_once::{
@@ -85,7 +84,7 @@ async fn app() -> App {
     let replays = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&replays);
     let engine = Engine::builder(store)
-        .steps(Slow)
+        .steps(Slow::default())
         .on_replay(move |replay| {
             assert_eq!(replay.status, 201);
             seen.fetch_add(1, Ordering::SeqCst);
@@ -147,8 +146,12 @@ impl PostgresOperation for StartCall {
 }
 
 /// Steps whose call at `quick` never answers (the process dies in it),
-/// with a lease of half a second at that point.
-struct Slow;
+/// with a lease of half a second at that point; `calls` counts the calls,
+/// each a run of the step: the request's, then the completer's.
+#[derive(Default)]
+struct Slow {
+    calls: Arc<AtomicUsize>,
+}
 
 #[async_trait::async_trait]
 impl exactly_once::Steps<Any> for Slow {
@@ -156,6 +159,7 @@ impl exactly_once::Steps<Any> for Slow {
         &self,
         _lease: &exactly_once::Lease,
     ) -> Result<Arc<dyn Operation<Any>>, exactly_once::Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         std::future::pending().await
     }
 
@@ -404,7 +408,9 @@ async fn a_key_namespace_per_route_keeps_the_same_key_apart() {
 async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores() {
     // The store's lease is a minute; the point `quick` says half a second.
     let (_db, store) = store(Duration::from_secs(60)).await;
-    let engine = Engine::builder(Arc::clone(&store)).steps(Slow).build();
+    let slow = Slow::default();
+    let calls = Arc::clone(&slow.calls);
+    let engine = Engine::builder(Arc::clone(&store)).steps(slow).build();
     let caller = Caller::of(b"token-of-alice");
     let key = exactly_once::IdempotencyKey::parse(b"k-8").unwrap();
     let request = exactly_once::IdempotentRequest {
@@ -431,23 +437,17 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
     tokio::time::sleep(Duration::from_millis(300)).await;
     running.abort();
 
+    // The completer, looking every 100 ms, runs the step again once the
+    // point's half second is over: well before the store's minute.
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the request ran the step");
+    let completer = tokio::spawn(engine.completer(Duration::from_millis(100)));
     let started = std::time::Instant::now();
-    loop {
-        let stalled = ListFilter {
-            states: vec![OperationState::Stalled],
-            ..ListFilter::default()
-        };
-        let abandoned = engine.list_operations(&stalled).await.unwrap();
-        if abandoned
-            .iter()
-            .any(|a| a.key == key && a.recovery_point == "quick")
-        {
-            break;
-        }
+    while calls.load(Ordering::SeqCst) < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "still held after 5 s: the store's minute-long lease, not the point's half second"
+            "not resumed after 5 s: the store's minute-long lease, not the point's half second"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    completer.abort();
 }

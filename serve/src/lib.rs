@@ -68,6 +68,17 @@ pub trait App: Sized {
     fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> impl Future<Output = ()>;
 }
 
+/// Makes ring the process's rustls crypto provider, as the first line of
+/// every binary's `main`. Which providers a build compiles in depends on
+/// the features Cargo unified across everything built with it (reqwest's
+/// `rustls-tls-manual-roots-no-provider` brings rustls and no provider),
+/// so a binary that left the choice to rustls could start when built alone
+/// and panic ("No provider set") when built beside the others. An `Err`
+/// only says a provider is installed already.
+pub fn install_crypto_provider() {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+}
+
 /// A binary's `main`: parses the flags of `A`, starts logs with
 /// `default_filter` (`RUST_LOG` wins), builds and serves `A` until SIGTERM
 /// or Ctrl-C. A bad flag: its first line on stderr, exit 2; a failed start:

@@ -26,10 +26,10 @@
 //!   the shared retry policy; [`mailer`]: receipts by SMTP (`--smtp-url`),
 //!   the engine's outbox transport.
 //! * [`routes`]: one module per resource, each handler annotated with its
-//!   OpenAPI description.
-//! * [`openapi`]: `GET /openapi.json`, generated from those annotations,
-//!   the answer types in [`openapi::responses`] and the schemas in
-//!   [`openapi::schemas`].
+//!   OpenAPI description; [`routes::api`] gathers them into the router and
+//!   the document `GET /openapi.json` serves.
+//! * [`openapi`]: the document's fixed parts, the answer types in
+//!   [`openapi::responses`] and the schemas in [`openapi::schemas`].
 //! * [`error`]: `ApiError`, the shop's errors beside the engine's, rendered
 //!   as `application/problem+json`.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests (the
@@ -37,7 +37,8 @@
 //! * [`operations`]: `server operations list|show|retry|settle`, the
 //!   operator's commands (the engine's [`exactly_once::operator`]), and
 //!   the demo's `GET /operations` (with `--chaos`).
-//! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
+//! * [`metrics`]: the shop's Prometheus metrics beside the engine's
+//!   (served by [`routes::metrics`]);
 //!   [`observe`]: the middleware that records each request's latency and
 //!   logs its server error; [`rate`]: `--caller-rate`, requests a second
 //!   per caller. Logs, the accept loop and the binary's `main`

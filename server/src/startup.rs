@@ -4,9 +4,8 @@
 use crate::config::{Config, DatabaseUrl};
 use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::mailer::{self, Mailer};
-use crate::metrics::{self, ShopMetrics};
+use crate::metrics::ShopMetrics;
 use crate::observe::ObserveLayer;
-use crate::openapi;
 use crate::operation::receipt::Receipts;
 use crate::provider::Provider;
 use crate::routes;
@@ -29,8 +28,6 @@ use tower::ServiceBuilder;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -247,20 +244,6 @@ pub fn state(
     })
 }
 
-/// The routes of the HTTP API of docs/CONTRACT.md section 3, each with its
-/// OpenAPI description: the router and `GET /openapi.json` both come from
-/// here, so the document lists every route served.
-pub fn api_routes() -> OpenApiRouter<AppState> {
-    openapi::router()
-        .routes(routes!(routes::charges::create, routes::charges::list))
-        .routes(routes!(routes::reservations::create))
-        .routes(routes!(routes::inventory::show))
-        .routes(routes!(routes::health::healthz))
-        .routes(routes!(metrics::handler))
-        .routes(routes!(routes::config::show))
-        .routes(routes!(openapi::serve))
-}
-
 serve::app!(Application, Config, StartupError);
 
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
@@ -271,7 +254,7 @@ serve::app!(Application, Config, StartupError);
 /// a replay 28 of its 93 allocations (docs/BENCHMARKS.md, "Per-request
 /// CPU").
 pub fn router(state: AppState, config: &Config) -> Router {
-    let (mut api, _) = api_routes().split_for_parts();
+    let (mut api, _) = routes::api::api_routes().split_for_parts();
     if config.chaos {
         // The demo's operator panel: not in the API (nor its document).
         api = api.route("/operations", axum::routing::get(routes::operations::list));

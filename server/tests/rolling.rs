@@ -1,4 +1,4 @@
-//! Rolling releases (issue 35; docs/CONTRACT.md section 7: `server
+//! Rolling releases (docs/CONTRACT.md section 7: `server
 //! migrate`, `--no-migrate`, "a database migrated by a later release"):
 //! two real binaries on one database, this release and the next.
 //!

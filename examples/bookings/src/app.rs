@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// How often expired records are deleted.
+/// How often expired records are swept (to tombstones) and old tombstones
+/// deleted.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why the service could not start.

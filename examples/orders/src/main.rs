@@ -153,6 +153,10 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // ring, whatever the features Cargo unified with other packages built
+    // beside this one (reqwest can be given rustls without a provider);
+    // an `Err` only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = match Config::try_parse() {
         Ok(config) => config,
         Err(e) if !e.use_stderr() => e.exit(),

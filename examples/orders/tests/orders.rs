@@ -248,6 +248,16 @@ async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_ke
     for (key, rows) in &charges {
         assert_eq!(rows.len(), 1, "{key} was charged {} times", rows.len());
     }
+    // All six lost answers happened: six times a charge was made (or
+    // replayed) and its answer never came, so it was asked again.
+    let pending = shop.psp.pending_fault().await?;
+    assert_eq!(pending["mode"], "none", "faults left unused: {pending}");
+    let dropped = shop
+        .psp
+        .log_text()
+        .matches("fault: dropping the answer")
+        .count();
+    assert_eq!(dropped, 6, "answers the provider dropped after charging");
     Ok(())
 }
 

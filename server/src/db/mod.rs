@@ -2,10 +2,13 @@
 //! migrations, and the shop's reads on each backend (charges, stock). Each
 //! operation's own SQL lives with it, in [`crate::operation`].
 
+mod page;
 pub mod postgres;
 pub(crate) mod sqlite_reads;
 
-use crate::domain::{Caller, Charge, ChargeId, ItemId};
+pub use page::{ChargePage, ChargeQuery};
+
+use crate::domain::ItemId;
 use exactly_once::postgres::Result;
 use exactly_once::AnyStore;
 use exactly_once::Migration;
@@ -74,50 +77,6 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
 /// (whichever backend `--database` named), and the shop's reads on it.
 #[derive(Clone)]
 pub struct Db(pub Arc<AnyStore>);
-
-/// One page of a caller's charges, newest first.
-#[derive(Debug, Clone)]
-pub struct ChargePage {
-    /// The charges.
-    pub data: Vec<Charge>,
-    /// Whether older charges remain.
-    pub has_more: bool,
-}
-
-/// Which page of a caller's charges to read: the paging rules both
-/// backends follow.
-#[derive(Debug, Clone, Copy)]
-pub struct ChargeQuery<'a> {
-    /// Whose charges.
-    pub caller: &'a Caller,
-    /// At most this many charges (1 to 1000).
-    pub limit: u32,
-    /// Only charges older than this one.
-    pub starting_after: Option<&'a ChargeId>,
-}
-
-impl ChargeQuery<'_> {
-    /// Ids are `ch_` + hex compared as bytes, so `"ch_~"` sorts after every
-    /// id: the first page reads "ids below it".
-    pub fn before(&self) -> &str {
-        self.starting_after.map_or("ch_~", |id| id.as_ref())
-    }
-
-    /// Rows to ask for: one more than the page, to learn `has_more`.
-    pub fn rows(&self) -> i64 {
-        i64::from(self.limit) + 1
-    }
-
-    /// The page of `rows`, newest first as read.
-    pub fn page(&self, mut rows: Vec<Charge>) -> ChargePage {
-        let has_more = rows.len() > self.limit as usize;
-        rows.truncate(self.limit as usize);
-        ChargePage {
-            data: rows,
-            has_more,
-        }
-    }
-}
 
 impl Db {
     /// The engine's store.

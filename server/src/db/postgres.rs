@@ -37,10 +37,10 @@ pub(crate) async fn available(
 }
 
 /// One page of a caller's charges, newest first (one row more than the
-/// page, see [`ChargeQuery`](super::ChargeQuery)).
+/// page, see [`ChargeQuery`](super::page::ChargeQuery)).
 pub(crate) async fn charges(
     client: &impl Conn,
-    query: &super::ChargeQuery<'_>,
+    query: &super::page::ChargeQuery<'_>,
 ) -> Result<Vec<Charge>> {
     // Ids are compared as bytes: the column's collation is "C".
     const PAGE: Sql = Sql::new(
