@@ -3,7 +3,7 @@
 //! Everything is read from the DOM the page renders. One file because it
 //! is one type: the page and what can be done and seen on it.
 
-use crate::{eventually, PATIENCE};
+use crate::wait::{eventually, PATIENCE};
 use anyhow::{anyhow, bail, Context, Result};
 use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
 use fantoccini::elements::Element;
