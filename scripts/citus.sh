@@ -134,6 +134,9 @@ start_node_new() {
   # options postgres.sh started it with, port included).
   psql_on "$url" "ALTER SYSTEM SET shared_preload_libraries = 'citus'" >/dev/null
   psql_on "$url" "ALTER SYSTEM SET max_prepared_transactions = 200" >/dev/null
+  # Citus runs a maintenance worker per database with the extension: the
+  # tests make a database each.
+  psql_on "$url" "ALTER SYSTEM SET max_worker_processes = 300" >/dev/null
   restart_node "$dir" "$name"
   psql_on "$url" "CREATE EXTENSION IF NOT EXISTS citus" >/dev/null
   echo "$url" >"$dir/$name/url"
@@ -175,6 +178,11 @@ start)
   url=$(start_node_new "$dir" coordinator)
   read -r host port < <(host_port "$url")
   psql_on "$url" "SELECT citus_set_coordinator_host('$host', $port)" >/dev/null
+  # A database created on the coordinator is created on the workers too
+  # (the tests make one per test; each then needs the extension and the
+  # nodes registered in it: testkit does that).
+  psql_on "$url" "ALTER SYSTEM SET citus.enable_create_database_propagation = on" >/dev/null
+  psql_on "$url" "SELECT pg_reload_conf()" >/dev/null
   for _ in $(seq "$workers"); do add_worker "$dir" >/dev/null; done
   say "a coordinator and $workers workers in $dir"
   echo "$url"

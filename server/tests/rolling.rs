@@ -271,7 +271,7 @@ async fn a_rolling_deploy_keeps_both_releases_serving_through_migration_overlap_
         migrated.stdout
     );
     let (ledger_version, runs_beside) = if database.is_postgres() {
-        (4, "runs_beside = 2")
+        (5, "runs_beside = 2")
     } else {
         (4, "runs_beside = 3")
     };
@@ -432,7 +432,7 @@ async fn a_contract_migration_makes_the_earlier_release_refuse_to_start_naming_i
         201
     );
     let (version, name) = if database.is_postgres() {
-        (3, "0003_rename_description")
+        (4, "0004_rename_description")
     } else {
         (4, "0004_rename_description")
     };
@@ -515,7 +515,7 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
     let www = tempfile::tempdir().unwrap();
     let www_dir = www.path().to_str().unwrap();
     let (next_version, missing) = if database.is_postgres() {
-        (3, "from 3 (0003_charge_note)")
+        (4, "from 4 (0004_charge_note)")
     } else {
         (4, "from 4 (0004_charge_note)")
     };

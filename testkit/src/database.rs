@@ -76,8 +76,8 @@ impl Database {
     /// The URL's parameters (`?pgbouncer=true`, `?sslmode=…`) are kept.
     pub async fn postgres_on(admin: &str) -> Result<Self> {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        connect(admin)
-            .await?
+        let client = connect(admin).await?;
+        client
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .with_context(|| format!("CREATE DATABASE {name}"))?;
@@ -85,6 +85,9 @@ impl Database {
         let (server, _) = base
             .rsplit_once('/')
             .ok_or_else(|| anyhow!("{admin} has no database name"))?;
+        if crate::citus::is_coordinator(&client).await? {
+            crate::citus::prepare(&client, server, &name).await?;
+        }
         let query = match query {
             "" => String::new(),
             query => format!("?{query}"),
@@ -231,7 +234,7 @@ fn open(path: &Path) -> Result<rusqlite::Connection> {
 /// A client of the PostgreSQL server at `url` (a `pgbouncer=true` in it,
 /// the server's own parameter, is left out: each statement the kit sends
 /// is one simple query, which a pooler passes as it is).
-async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+pub(crate) async fn connect(url: &str) -> Result<tokio_postgres::Client> {
     let plain = without_pgbouncer(url);
     let (client, connection) = tokio_postgres::connect(&plain, tokio_postgres::NoTls)
         .await

@@ -67,6 +67,7 @@
 
 pub mod binary;
 pub mod caller;
+mod citus;
 pub mod clock;
 pub mod cluster;
 pub mod concurrent;

@@ -113,6 +113,7 @@ mod error;
 #[cfg(feature = "sqlite")]
 pub mod migrations;
 pub mod operations;
+pub mod placement;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod schema;

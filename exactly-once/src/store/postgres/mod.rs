@@ -195,6 +195,7 @@ macro_rules! store_on_a_pool {
 }
 
 mod batch;
+mod citus;
 mod conn;
 pub mod connect;
 #[cfg(feature = "sqlx")]

@@ -1,0 +1,143 @@
+//! The engine on a Citus coordinator (the `citus` extension present in the
+//! database). Migrating places the tables: the engine's records sharded by
+//! the caller, and each application table as its migration says
+//! ([`Placement`]), co-located with the records, so that an operation's
+//! transaction touches one shard. The sweeper's batches become router
+//! statements, one record each, since Citus refuses `FOR UPDATE SKIP
+//! LOCKED` across shards (docs/CITUS.md).
+
+use super::classify;
+use super::conn::{one, Conn};
+use super::sql::Sql;
+use crate::store::placement::{Placement, PlacementKind};
+use crate::store::schema::Migrations;
+use crate::store::Result;
+use tokio_postgres::types::Type;
+
+/// The table every caller-sharded table is co-located with.
+const ANCHOR: &str = "idempotency_keys";
+
+/// The engine's own placements. The outbox and the operator's audit rows
+/// have no caller: they stay on the coordinator, so an operation that
+/// writes a message commits on its worker and the coordinator together
+/// (two phases).
+const ENGINE: &[Placement] = &[Placement::by_caller(ANCHOR, "caller")];
+
+/// Whether the database is a Citus coordinator's.
+pub(super) async fn present(client: &impl Conn) -> Result<bool> {
+    const PRESENT: Sql = Sql::new(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+        &[],
+    );
+    Ok(PRESENT.query_one(client, &[]).await?.get(0))
+}
+
+/// On a Citus coordinator, places every table the engine's and the
+/// application's migrations name that is not placed yet: reference tables
+/// first (a sharded table's foreign key may point at one), then the
+/// engine's records, then the application's tables co-located with them.
+/// Nothing on plain PostgreSQL.
+pub(super) async fn place(client: &impl Conn, app: Migrations) -> Result<()> {
+    if !present(client).await? {
+        return Ok(());
+    }
+    let app = app.0.iter().flat_map(|m| m.placements.iter());
+    let all: Vec<&Placement> = ENGINE.iter().chain(app).collect();
+    let references = all.iter().filter(|p| p.kind == PlacementKind::Reference);
+    let by_caller = all
+        .iter()
+        .filter(|p| matches!(p.kind, PlacementKind::ByCaller { .. }));
+    for placement in references.chain(by_caller) {
+        if placed(client, placement).await? {
+            continue;
+        }
+        let table = literal(placement.table);
+        let sql = match placement.kind {
+            PlacementKind::Reference => format!("SELECT create_reference_table({table})"),
+            PlacementKind::ByCaller { column } if placement.table == ANCHOR => {
+                format!("SELECT create_distributed_table({table}, {})", literal(column))
+            }
+            PlacementKind::ByCaller { column } => format!(
+                "SELECT create_distributed_table({table}, {}, colocate_with => {})",
+                literal(column),
+                literal(ANCHOR)
+            ),
+            PlacementKind::Local => unreachable!("a local table is placed already"),
+        };
+        client.batch(&sql).await.map_err(classify)?;
+        tracing::info!(table = placement.table, kind = ?placement.kind, "placed on Citus");
+    }
+    Ok(())
+}
+
+/// Whether the table is placed as asked already. A table with a foreign
+/// key to a reference table has become a Citus "local" table by itself
+/// (`partmethod` 'n', not replicated): that is not placed yet.
+async fn placed(client: &impl Conn, placement: &Placement) -> Result<bool> {
+    let (method, model) = match placement.kind {
+        PlacementKind::ByCaller { .. } => ("h", "%"),
+        PlacementKind::Reference => ("n", "t"),
+        PlacementKind::Local => return Ok(true),
+    };
+    Ok(one(
+        client,
+        "SELECT EXISTS (SELECT 1 FROM pg_dist_partition
+                        WHERE logicalrelid = to_regclass($1)
+                          AND partmethod::text = $2 AND repmodel::text LIKE $3)",
+        vec![
+            (&placement.table, Type::TEXT),
+            (&method, Type::TEXT),
+            (&model, Type::TEXT),
+        ],
+    )
+    .await
+    .map_err(classify)?
+    .get(0))
+}
+
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The sweeper's records on Citus: at most `limit` finished records
+/// expired by now become tombstones, and as many tombstones whose time is
+/// up are deleted, each by a router statement of its own that checks again
+/// what the (lock-free, multi-shard) listing found, so that two sweepers
+/// never expire one record twice. How many expired.
+pub(super) async fn sweep_records(
+    client: &impl Conn,
+    limit: u32,
+    tombstone_secs: f64,
+) -> Result<u64> {
+    const EXPIRED: Sql = Sql::new(
+        "SELECT caller, key FROM idempotency_keys
+         WHERE expires_at <= now() AND recovery_point = $2
+         ORDER BY expires_at LIMIT $1",
+        &[Type::INT8, Type::TEXT],
+    );
+    const EXPIRE: Sql = Sql::new(
+        "UPDATE idempotency_keys
+         SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
+             expires_at = expires_at + $3 * interval '1 second'
+         WHERE caller = $1 AND key = $2 AND expires_at <= now() AND recovery_point = 'finished'",
+        &[Type::BYTEA, Type::TEXT, Type::FLOAT8],
+    );
+    const FORGET: Sql = Sql::new(
+        "DELETE FROM idempotency_keys
+         WHERE caller = $1 AND key = $2 AND expires_at <= now() AND recovery_point = 'expired'",
+        &[Type::BYTEA, Type::TEXT],
+    );
+    let limit = i64::from(limit);
+    let mut expired = 0;
+    for row in EXPIRED.query(client, &[&limit, &"finished"]).await? {
+        let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
+        expired += EXPIRE
+            .execute(client, &[&caller, &key, &tombstone_secs])
+            .await?;
+    }
+    for row in EXPIRED.query(client, &[&limit, &"expired"]).await? {
+        let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
+        FORGET.execute(client, &[&caller, &key]).await?;
+    }
+    Ok(expired)
+}
