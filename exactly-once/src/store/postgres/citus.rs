@@ -103,24 +103,26 @@ fn literal(text: &str) -> String {
 /// expired by now become tombstones, and as many tombstones whose time is
 /// up are deleted, each by a router statement of its own that checks again
 /// what the (lock-free, multi-shard) listing found, so that two sweepers
-/// never expire one record twice. How many expired.
+/// never expire one record twice. The tombstone's time is computed by the
+/// listing: Citus refuses a stable function of a column (`expires_at +
+/// interval`) in an `UPDATE`. How many expired.
 pub(super) async fn sweep_records(
     client: &impl Conn,
     limit: u32,
     tombstone_secs: f64,
 ) -> Result<u64> {
     const EXPIRED: Sql = Sql::new(
-        "SELECT caller, key FROM idempotency_keys
+        "SELECT caller, key, expires_at + $3 * interval '1 second' FROM idempotency_keys
          WHERE expires_at <= now() AND recovery_point = $2
          ORDER BY expires_at LIMIT $1",
-        &[Type::INT8, Type::TEXT],
+        &[Type::INT8, Type::TEXT, Type::FLOAT8],
     );
     const EXPIRE: Sql = Sql::new(
         "UPDATE idempotency_keys
          SET recovery_point = 'expired', status = NULL, headers = NULL, body = NULL,
-             expires_at = expires_at + $3 * interval '1 second'
+             expires_at = $3
          WHERE caller = $1 AND key = $2 AND expires_at <= now() AND recovery_point = 'finished'",
-        &[Type::BYTEA, Type::TEXT, Type::FLOAT8],
+        &[Type::BYTEA, Type::TEXT, Type::TIMESTAMPTZ],
     );
     const FORGET: Sql = Sql::new(
         "DELETE FROM idempotency_keys
@@ -129,13 +131,16 @@ pub(super) async fn sweep_records(
     );
     let limit = i64::from(limit);
     let mut expired = 0;
-    for row in EXPIRED.query(client, &[&limit, &"finished"]).await? {
+    let finished = EXPIRED
+        .query(client, &[&limit, &"finished", &tombstone_secs])
+        .await?;
+    for row in &finished {
         let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
-        expired += EXPIRE
-            .execute(client, &[&caller, &key, &tombstone_secs])
-            .await?;
+        let until: std::time::SystemTime = row.get(2);
+        expired += EXPIRE.execute(client, &[&caller, &key, &until]).await?;
     }
-    for row in EXPIRED.query(client, &[&limit, &"expired"]).await? {
+    let tombstones = EXPIRED.query(client, &[&limit, &"expired", &0.0]).await?;
+    for row in &tombstones {
         let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
         FORGET.execute(client, &[&caller, &key]).await?;
     }
