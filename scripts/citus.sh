@@ -129,7 +129,9 @@ psql_on() { # psql_on URL SQL: one statement, unaligned, no headers
 # loaded and the extension created.
 start_node_new() {
   local dir=$1 name=$2 url
-  url=$("$here/postgres.sh" start "$dir/$name")
+  # Each test's server holds a pool on the coordinator, whose sessions
+  # each hold connections to the workers.
+  url=$(POSTGRES_MAX_CONNECTIONS=800 "$here/postgres.sh" start "$dir/$name")
   # Loaded at start: set, then restart once (pg_ctl restart keeps the
   # options postgres.sh started it with, port included).
   psql_on "$url" "ALTER SYSTEM SET shared_preload_libraries = 'citus'" >/dev/null
@@ -161,6 +163,11 @@ add_worker() {
   n=1
   while [ -e "$dir/worker$n" ]; do n=$((n + 1)); done
   url=$(start_node_new "$dir" "worker$n")
+  # The engine waits at most 5 s for a key another request holds
+  # (lock_timeout, set in its coordinator sessions); Citus does not carry a
+  # session's settings to the workers, where the rows are locked.
+  psql_on "$url" "ALTER SYSTEM SET lock_timeout = '5s'" >/dev/null
+  psql_on "$url" "SELECT pg_reload_conf()" >/dev/null
   read -r host port < <(host_port "$url")
   psql_on "$coordinator" "SELECT citus_add_node('$host', $port)" >/dev/null
   echo "$url"

@@ -146,3 +146,52 @@ pub(super) async fn sweep_records(
     }
     Ok(expired)
 }
+
+/// [`super::protocol::step_failed`] on Citus, which refuses `now()` inside
+/// an `UPDATE`'s `CASE`: a router `SELECT` judges the operation's age by
+/// the database's clock, then a router `UPDATE` counts the failure and
+/// either gives the lease up or sets the operation aside, only while the
+/// lease is still the holder's. `Some(true)`: set aside; `Some(false)`:
+/// released; `None`: the lease was not held.
+pub(super) async fn step_failed(
+    client: &impl Conn,
+    lease: &crate::Lease,
+    error: &str,
+    attention_after_secs: f64,
+) -> Result<Option<bool>> {
+    const AGE: Sql = Sql::new(
+        "SELECT created_at <= now() - $4 * interval '1 second',
+                justify_interval(date_trunc('second', now() - created_at))::text
+         FROM idempotency_keys
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
+    );
+    const RELEASE: Sql = Sql::new(
+        "UPDATE idempotency_keys SET attempts = attempts + 1, last_error = $4, leased_until = now()
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT],
+    );
+    const SET_ASIDE: Sql = Sql::new(
+        "UPDATE idempotency_keys SET attempts = attempts + 1, last_error = $4, attention = $5,
+                lease_token = NULL, leased_until = NULL
+         WHERE caller = $1 AND key = $2 AND lease_token = $3 AND recovery_point <> 'finished'",
+        &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT, Type::TEXT],
+    );
+    let (caller, key, token) = (&lease.caller, lease.key.as_ref(), &lease.token[..]);
+    let Some(age) = AGE
+        .query_opt(client, &[caller, &key, &token, &attention_after_secs])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (overdue, unfinished_for): (bool, String) = (age.get(0), age.get(1));
+    let changed = if overdue {
+        let attention = format!("unfinished {unfinished_for} after its start; last error: {error}");
+        SET_ASIDE
+            .execute(client, &[caller, &key, &token, &error, &attention])
+            .await?
+    } else {
+        RELEASE.execute(client, &[caller, &key, &token, &error]).await?
+    };
+    Ok((changed == 1).then_some(overdue))
+}

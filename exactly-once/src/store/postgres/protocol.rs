@@ -577,6 +577,14 @@ pub(super) async fn step_failed(
                  RETURNING attention IS NOT NULL",
         &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT, Type::FLOAT8],
     );
+    if super::citus::present(client).await? {
+        let after = super::citus::step_failed(client, lease, error, clock.attention_after_secs);
+        return Ok(match after.await? {
+            None => AfterFailure::NotHeld,
+            Some(true) => AfterFailure::SetAside,
+            Some(false) => AfterFailure::Released,
+        });
+    }
     let row = FAILED
         .query_opt(
             client,
