@@ -12,6 +12,7 @@ use super::sql::Sql;
 use crate::store::placement::{Placement, PlacementKind};
 use crate::store::schema::Migrations;
 use crate::store::Result;
+use futures_util::future::try_join_all;
 use tokio_postgres::types::Type;
 
 /// The table every caller-sharded table is co-located with.
@@ -130,20 +131,27 @@ pub(super) async fn sweep_records(
         &[Type::BYTEA, Type::TEXT],
     );
     let limit = i64::from(limit);
-    let mut expired = 0;
     let finished = EXPIRED
         .query(client, &[&limit, &"finished", &tombstone_secs])
         .await?;
-    for row in &finished {
-        let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
-        let until: std::time::SystemTime = row.get(2);
-        expired += EXPIRE.execute(client, &[&caller, &key, &until]).await?;
-    }
+    let rows: Vec<(&[u8], &str, std::time::SystemTime)> = finished
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    // Sent together: the connection pipelines them, one wait for the lot.
+    let expire = rows
+        .iter()
+        .map(|(caller, key, until)| async move { EXPIRE.execute(client, &[caller, key, until]).await });
+    let expired = try_join_all(expire).await?.into_iter().sum();
     let tombstones = EXPIRED.query(client, &[&limit, &"expired", &0.0]).await?;
-    for row in &tombstones {
-        let (caller, key): (&[u8], &str) = (row.get(0), row.get(1));
-        FORGET.execute(client, &[&caller, &key]).await?;
-    }
+    let rows: Vec<(&[u8], &str)> = tombstones
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let forget = rows
+        .iter()
+        .map(|(caller, key)| async move { FORGET.execute(client, &[caller, key]).await });
+    try_join_all(forget).await?;
     Ok(expired)
 }
 
