@@ -21,7 +21,11 @@ pub(crate) async fn is_coordinator(admin: &tokio_postgres::Client) -> Result<boo
 /// connected to, at `server`: `postgres://USER@HOST:PORT`) a Citus
 /// database: the extension on every node, the coordinator and the
 /// workers registered as in the first database.
-pub(crate) async fn prepare(admin: &tokio_postgres::Client, server: &str, database: &str) -> Result<()> {
+pub(crate) async fn prepare(
+    admin: &tokio_postgres::Client,
+    server: &str,
+    database: &str,
+) -> Result<()> {
     let nodes = admin
         .query(
             "SELECT nodename, nodeport, groupid = 0 FROM pg_dist_node
@@ -47,7 +51,8 @@ pub(crate) async fn prepare(admin: &tokio_postgres::Client, server: &str, databa
     let (base, _) = server.split_once('?').unwrap_or((server, ""));
     let coordinator = super::database::connect(&format!("{base}/{database}")).await?;
     for node in &nodes {
-        let (host, port, is_coordinator): (String, i32, bool) = (node.get(0), node.get(1), node.get(2));
+        let (host, port, is_coordinator): (String, i32, bool) =
+            (node.get(0), node.get(1), node.get(2));
         let register = if is_coordinator {
             "SELECT citus_set_coordinator_host($1, $2)"
         } else {

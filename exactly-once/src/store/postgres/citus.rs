@@ -56,7 +56,10 @@ pub(super) async fn place(client: &impl Conn, app: Migrations) -> Result<()> {
         let sql = match placement.kind {
             PlacementKind::Reference => format!("SELECT create_reference_table({table})"),
             PlacementKind::ByCaller { column } if placement.table == ANCHOR => {
-                format!("SELECT create_distributed_table({table}, {})", literal(column))
+                format!(
+                    "SELECT create_distributed_table({table}, {})",
+                    literal(column)
+                )
             }
             PlacementKind::ByCaller { column } => format!(
                 "SELECT create_distributed_table({table}, {}, colocate_with => {})",
@@ -139,9 +142,9 @@ pub(super) async fn sweep_records(
         .map(|row| (row.get(0), row.get(1), row.get(2)))
         .collect();
     // Sent together: the connection pipelines them, one wait for the lot.
-    let expire = rows
-        .iter()
-        .map(|(caller, key, until)| async move { EXPIRE.execute(client, &[caller, key, until]).await });
+    let expire = rows.iter().map(|(caller, key, until)| async move {
+        EXPIRE.execute(client, &[caller, key, until]).await
+    });
     let expired = try_join_all(expire).await?.into_iter().sum();
     let tombstones = EXPIRED.query(client, &[&limit, &"expired", &0.0]).await?;
     let rows: Vec<(&[u8], &str)> = tombstones
@@ -199,7 +202,27 @@ pub(super) async fn step_failed(
             .execute(client, &[caller, &key, &token, &error, &attention])
             .await?
     } else {
-        RELEASE.execute(client, &[caller, &key, &token, &error]).await?
+        RELEASE
+            .execute(client, &[caller, &key, &token, &error])
+            .await?
     };
     Ok((changed == 1).then_some(overdue))
+}
+
+/// Whether `e` is Citus saying it could not reach the node that holds the
+/// statement's shard (a worker down, or restarting): the store is
+/// unavailable for this caller, as a server that is down would be, and the
+/// request is answered 503 with `Retry-After`, not 500. Citus reports it
+/// as an internal error, with these words.
+pub(super) fn node_unreachable(e: &super::conn::DbError) -> bool {
+    let message = match e {
+        super::conn::DbError::Tokio(e) => e.as_db_error().map(|db| db.message().to_owned()),
+        #[cfg(feature = "sqlx")]
+        super::conn::DbError::Sqlx(e) => e.as_database_error().map(|db| db.message().to_owned()),
+        super::conn::DbError::Value(_) => None,
+    };
+    message.is_some_and(|message| {
+        message.starts_with("failure on connection marked as essential")
+            || message.starts_with("connection to the remote node")
+    })
 }
