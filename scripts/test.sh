@@ -109,7 +109,12 @@ TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test tower_la
 step "server: the API suite and the Citus tests on a Citus coordinator and two workers"
 citus_url="$(scripts/citus.sh start "$pgdir/citus" 2)"
 trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
-TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored
+# Two tests reach behind the server in ways Citus refuses by design: a
+# trigger on the records (no triggers on sharded tables) and a record
+# locked by its key alone (FOR UPDATE needs the caller): skipped here.
+TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored \
+  --skip idempotency::a_charge_never_commits_without_its_record \
+  --skip postgres::a_lock_wait_on_an_expired_record_is_409_like_any_other_wait
 TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
 scripts/citus.sh stop "$pgdir/citus" 2>/dev/null
 
