@@ -88,6 +88,7 @@ pub use key::{IdempotencyKey, IdempotencyKeyError};
 pub use metrics::Metrics;
 pub use operation_id::OperationId;
 pub use record::{Answer, Lease, PhaseEnd, StoredResponse, IDEMPOTENT_REPLAYED};
+pub use store::placement::Placement;
 #[cfg(feature = "sqlx")]
 pub use store::postgres::on_sqlx::{Sqlx, SqlxStore};
 #[cfg(feature = "postgres")]

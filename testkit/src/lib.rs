@@ -69,6 +69,7 @@
 
 pub mod binary;
 pub mod caller;
+mod citus;
 pub mod clock;
 pub mod cluster;
 pub mod concurrent;
@@ -82,6 +83,7 @@ pub mod load;
 pub mod maildev;
 pub mod metrics;
 pub mod patroni;
+mod pg_client;
 pub mod process;
 pub mod proxy;
 pub mod psp;

@@ -37,6 +37,7 @@
 mod error;
 pub(crate) mod operator;
 mod options;
+pub(crate) mod placement;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod schema;

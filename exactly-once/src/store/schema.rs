@@ -38,6 +38,7 @@
 //! [`StoreErrorKind::IncompatibleSchema`]: super::StoreErrorKind::IncompatibleSchema
 
 use super::error::{Result, StoreError};
+pub(crate) use super::placement::Placement;
 
 /// Where the engine records its own migrations.
 pub(crate) const ENGINE_LEDGER: &str = "exactly_once_migrations";
@@ -86,6 +87,10 @@ pub struct Migration {
     /// written so that it can run again (`IF NOT EXISTS`), and recorded in
     /// the ledger once it succeeded.
     pub outside_transaction: bool,
+    /// How the tables it creates are placed when the database is a Citus
+    /// coordinator ([`Placement`]); none by default (they stay on the
+    /// coordinator).
+    pub placements: &'static [Placement],
 }
 
 impl Migration {
@@ -100,6 +105,7 @@ impl Migration {
             sql,
             runs_beside: version - 1,
             outside_transaction: false,
+            placements: &[],
         }
     }
 
@@ -114,6 +120,7 @@ impl Migration {
             sql,
             runs_beside: version,
             outside_transaction: false,
+            placements: &[],
         }
     }
 
@@ -122,6 +129,16 @@ impl Migration {
     /// survive too: `runs_beside(0)` for any).
     pub const fn runs_beside(mut self, version: i64) -> Self {
         self.runs_beside = version;
+        self
+    }
+
+    /// On a Citus coordinator, places the tables this migration creates:
+    /// `Migration::expand(…).places(&[Placement::by_caller("charges",
+    /// "caller"), Placement::reference("stock")])` (docs/CITUS.md). Applied
+    /// after every migration, each time the store migrates, to tables not
+    /// yet placed.
+    pub const fn places(mut self, placements: &'static [Placement]) -> Self {
+        self.placements = placements;
         self
     }
 

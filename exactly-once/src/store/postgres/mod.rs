@@ -195,6 +195,7 @@ macro_rules! store_on_a_pool {
 }
 
 mod batch;
+mod citus;
 mod conn;
 pub(crate) mod connect;
 #[cfg(feature = "sqlx")]
@@ -298,6 +299,8 @@ pub struct PostgresStore {
     app: Migrations,
     /// The server this instance writes to, and how often it changed.
     host: Arc<ServerSeen>,
+    /// Whether the database is a Citus coordinator's, once asked.
+    citus: tokio::sync::OnceCell<bool>,
 }
 
 impl PostgresStore {
@@ -415,7 +418,20 @@ impl PostgresStore {
             app: options.migrations,
             host,
             session,
+            citus: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Whether the database is a Citus coordinator's (asked once): there a
+    /// one-statement first phase is not batched, since a statement over
+    /// many callers' rows spans shards, and even one request's statement
+    /// (its rows from `unnest`) is planned through intermediate results
+    /// sent to every worker.
+    async fn on_citus(&self) -> Result<bool> {
+        let asked = self
+            .citus
+            .get_or_try_init(|| async { citus::present(&self.client().await?).await });
+        asked.await.copied()
     }
 
     /// The clock of a phase of `operation`: its records live for its own
@@ -453,7 +469,10 @@ store_on_a_pool! {
         async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
             let clock = self.clock_for(phase.operation.as_ref());
             // A batch records every key in it for the store's TTL.
-            if phase.end == TransactionEnd::Commit && phase.operation.key_ttl().is_none() {
+            if phase.end == TransactionEnd::Commit
+                && phase.operation.key_ttl().is_none()
+                && !self.on_citus().await?
+            {
                 if let Some(one) = phase.operation.one_statement() {
                     return self.batches.execute(phase.request, one, clock).await;
                 }
@@ -561,7 +580,9 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
             // connection exception, insufficient resources, operator
             // intervention (shutdown), transaction rollback (serialisation,
             // deadlock), lock not available.
-            matches!(class, "08" | "53" | "57" | "40") || state == SqlState::LOCK_NOT_AVAILABLE
+            matches!(class, "08" | "53" | "57" | "40")
+                || state == SqlState::LOCK_NOT_AVAILABLE
+                || citus::node_unreachable(&e)
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)

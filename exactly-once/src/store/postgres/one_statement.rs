@@ -271,7 +271,7 @@ impl Shape {
                          expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
                          attention = NULL, generation = idempotency_keys.generation + 1
                      WHERE (idempotency_keys.recovery_point = 'finished'
-                            AND idempotency_keys.expires_at <= now())
+                            AND idempotency_keys.expires_at <= EXCLUDED.created_at)
                         OR idempotency_keys.recovery_point = 'expired'
                    RETURNING caller, key),
                  claimed AS (SELECT n, caller, key, {typed}

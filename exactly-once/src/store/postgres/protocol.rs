@@ -80,6 +80,9 @@ pub(super) async fn begin(
 /// The claim: a new record of the key, or the next generation over a
 /// finished, expired record (or its tombstone), which count as absent.
 /// Another transaction holding the key makes it wait for its outcome.
+/// Expiry is judged against `EXCLUDED.created_at` (the transaction's
+/// `now()`), not `now()` itself: Citus refuses a function that is not
+/// immutable in an `ON CONFLICT` clause's `WHERE`.
 const CLAIM: Sql = Sql::new(
     "INSERT INTO idempotency_keys
                    (caller, key, fingerprint, recovery_point, created_at, expires_at)
@@ -91,7 +94,7 @@ const CLAIM: Sql = Sql::new(
                        expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
                        attention = NULL, generation = idempotency_keys.generation + 1
                    WHERE (idempotency_keys.recovery_point = 'finished'
-                          AND idempotency_keys.expires_at <= now())
+                          AND idempotency_keys.expires_at <= EXCLUDED.created_at)
                       OR idempotency_keys.recovery_point = 'expired'
                  RETURNING generation",
     &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::FLOAT8],
@@ -576,6 +579,14 @@ pub(super) async fn step_failed(
                  RETURNING attention IS NOT NULL",
         &[Type::BYTEA, Type::TEXT, Type::BYTEA, Type::TEXT, Type::FLOAT8],
     );
+    if super::citus::present(client).await? {
+        let after = super::citus::step_failed(client, lease, error, clock.attention_after_secs);
+        return Ok(match after.await? {
+            None => AfterFailure::NotHeld,
+            Some(true) => AfterFailure::SetAside,
+            Some(false) => AfterFailure::Released,
+        });
+    }
     let row = FAILED
         .query_opt(
             client,
@@ -643,6 +654,9 @@ pub(super) async fn sweep(
     retention: Duration,
 ) -> Result<u64> {
     super::outbox::prune_sent(client, retention, limit).await?;
+    if super::citus::present(client).await? {
+        return super::citus::sweep_records(client, limit, clock.tombstone_secs).await;
+    }
     sweep_records(client, clock, limit).await
 }
 

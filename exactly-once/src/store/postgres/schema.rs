@@ -86,6 +86,9 @@ pub(super) async fn migrate(
             break;
         }
     }
+    if applied.is_ok() {
+        applied = super::citus::place(&*client, app).await;
+    }
     // A connection that broke meanwhile took the lock with its session.
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
@@ -120,7 +123,7 @@ pub(super) async fn migrate_in(tx: &impl Conn, app: Migrations) -> Result<()> {
             tracing::info!(ledger, version = migration.version, "migration applied");
         }
     }
-    Ok(())
+    super::citus::place(tx, app).await
 }
 
 /// The health check inside `tx`: this build serves on the schema, and a
