@@ -8,6 +8,7 @@
 #   scripts/citus.sh start-node DIR NODE  # starts a stopped node again
 #   scripts/citus.sh add-worker DIR       # one more worker, registered; prints its URL
 #   scripts/citus.sh install              # only makes sure Citus is installed
+#   scripts/citus.sh available            # exit 0 when Citus is installed or a source to build it is
 #
 # Citus is taken from PostgreSQL's own directories when it is installed
 # (`pg_config --pkglibdir`/citus.so). Otherwise it is built from a source
@@ -175,6 +176,11 @@ add_worker() {
 
 case "${1:-}" in
 install) install ;;
+available)
+  installed && exit 0
+  [ -n "${CITUS_TARBALL:-}" ] && [ -f "$CITUS_TARBALL" ] && exit 0
+  ls "$repo"/../shared/vendor/citus-*.tar.gz >/dev/null 2>&1
+  ;;
 start)
   dir=${2:?a folder for the cluster}
   workers=${3:-2}
