@@ -73,8 +73,20 @@ pub mod urls;
 pub use config::Config;
 pub use startup::{Application, StartupError};
 
-/// The README's Rust quick start ("The engine in your own Rust service"),
-/// compiled and run by `cargo test --doc`.
+/// The README's Rust quick start ("Quick start 2: your Rust service"),
+/// compiled by `cargo test --doc` (`no_run`: its `main` serves forever).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeQuickStart;
+
+/// docs/RUST.md's snippets (the engine without axum, your own pool),
+/// compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/RUST.md")]
+pub struct DocsRust;
+
+/// docs/END-TO-END.md's service (the engine in your own app state, with
+/// the CORS headers the browser client needs), compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/END-TO-END.md")]
+pub struct DocsEndToEnd;

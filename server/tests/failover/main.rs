@@ -126,7 +126,7 @@ async fn promoting_an_asynchronous_standby_is_measured() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let run = run(Standby::Asynchronous, Ending::Promote).await;
     // The answers the promotion lost are measured, not judged (the figures
-    // go in the README): their records are gone. What must hold even so:
+    // go in docs/SURVIVAL.md): their records are gone. What must hold even so:
     // no operation ends with two charges of ours, and none with
     // two at the provider. A forgotten run's retry sends the downstream key
     // the forgotten run sent (it is derived from the key's generation, not
