@@ -97,9 +97,11 @@ trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EX
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p server -p bookings --test api --test crash --test instances \
   --test rolling --test outage -- --include-ignored
-# The engine behind a plain tower service (no axum), and on the
-# application's own pool, on PostgreSQL.
-TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_layer --test own_pool -- --include-ignored
+# The engine behind a plain tower service (no axum), on the application's
+# own pool, and its statements and settings: named and per connection on
+# a plain URL, unnamed and per transaction with pgbouncer=true.
+TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_layer --test own_pool \
+  --test postgres_session -- --include-ignored
 # The engine on the application's own sqlx::PgPool (the Sqlx backend), and
 # the third user, the orders service on sqlx: its binary against the
 # provider simulator, SIGKILLed amid duplicate senders, and its completer.
@@ -121,6 +123,7 @@ bouncer="$(scripts/pgbouncer.sh start "$pgdir/bouncer" "$pgurl")"
 trap 'scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 TEST_POSTGRES_URL="$bouncer" cargo test --locked -p server --test api --test crash -- --include-ignored
 TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test tower_layer
+TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test postgres_session behind_a_pooler -- --include-ignored
 
 # The API suite again on a Citus cluster (a coordinator and two workers on
 # this machine, each its own PostgreSQL cluster; scripts/citus.sh builds

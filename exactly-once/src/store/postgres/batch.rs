@@ -235,7 +235,7 @@ async fn alone(client: &Object, job: Job, lock_timeout: &str) {
 async fn answer(client: &Object, job: Job, claimed: bool) {
     let execution = match claimed {
         true => Ok(Execution::Ran(job.one.response)),
-        false => decide(&***client, &job.request, job.clock).await,
+        false => decide(client, &job.request, job.clock).await,
     };
     let _ = job.reply.send(execution);
 }

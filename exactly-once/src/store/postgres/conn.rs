@@ -58,10 +58,10 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// tokio-postgres's clients and transactions, and deadpool's wrappers of
-/// them.
+/// tokio-postgres's own clients and transactions: every statement
+/// unnamed, with its types (`query_typed`).
 macro_rules! tokio_conn {
-    ($($ty:ty => $client:ident),*) => {$(
+    ($($ty:ty),*) => {$(
         impl sealed::Sealed for $ty {}
 
         impl Conn for $ty {
@@ -71,7 +71,47 @@ macro_rules! tokio_conn {
                 params: Vec<Param<'a>>,
             ) -> BoxFuture<'a, Result<Vec<PgRow>, DbError>> {
                 Box::pin(async move {
-                    let rows = GenericClient::query_typed($client(self), sql, &params).await?;
+                    let rows = GenericClient::query_typed(self, sql, &params).await?;
+                    Ok(rows.into_iter().map(PgRow::Tokio).collect())
+                })
+            }
+
+            fn changed<'a>(
+                &'a self,
+                sql: &'a str,
+                params: Vec<Param<'a>>,
+            ) -> BoxFuture<'a, Result<u64, DbError>> {
+                Box::pin(async move { Ok(unnamed_changed(self, sql, params).await?) })
+            }
+
+            fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>> {
+                Box::pin(async move { Ok(GenericClient::batch_execute(self, sql).await?) })
+            }
+        }
+    )*};
+}
+
+tokio_conn!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
+
+/// deadpool's clients and transactions: named statements, prepared once
+/// per connection and kept in its statement cache, on a connection whose
+/// cache already holds one; unnamed ones otherwise ([`cached_statements`]).
+macro_rules! deadpool_conn {
+    ($($ty:ty => $parts:ident),*) => {$(
+        impl sealed::Sealed for $ty {}
+
+        impl Conn for $ty {
+            fn rows<'a>(
+                &'a self,
+                sql: &'a str,
+                params: Vec<Param<'a>>,
+            ) -> BoxFuture<'a, Result<Vec<PgRow>, DbError>> {
+                Box::pin(async move {
+                    let (cache, client, generic) = $parts(self);
+                    let rows = match Prepared::get(cache, client, sql, &params).await? {
+                        Some(prepared) => generic.query(&prepared.statement, &prepared.values()).await?,
+                        None => generic.query_typed(sql, &params).await?,
+                    };
                     Ok(rows.into_iter().map(PgRow::Tokio).collect())
                 })
             }
@@ -82,40 +122,105 @@ macro_rules! tokio_conn {
                 params: Vec<Param<'a>>,
             ) -> BoxFuture<'a, Result<u64, DbError>> {
                 Box::pin(async move {
-                    use futures_util::TryStreamExt;
-                    let stream = GenericClient::query_typed_raw($client(self), sql, params).await?;
-                    futures_util::pin_mut!(stream);
-                    while stream.try_next().await?.is_some() {}
-                    Ok(stream.rows_affected().unwrap_or(0))
+                    let (cache, client, generic) = $parts(self);
+                    Ok(match Prepared::get(cache, client, sql, &params).await? {
+                        Some(prepared) => generic.execute(&prepared.statement, &prepared.values()).await?,
+                        None => unnamed_changed(generic, sql, params).await?,
+                    })
                 })
             }
 
             fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>> {
-                Box::pin(async move { Ok(GenericClient::batch_execute($client(self), sql).await?) })
+                Box::pin(async move {
+                    let (_, _, generic) = $parts(self);
+                    Ok(generic.batch_execute(sql).await?)
+                })
             }
         }
     )*};
 }
 
-fn itself<T>(client: &T) -> &T {
-    client
-}
-
-fn inner<T: std::ops::Deref>(client: &T) -> &T::Target {
-    client
-}
-
-fn pooled(object: &deadpool_postgres::Object) -> &tokio_postgres::Client {
-    object
-}
-
-tokio_conn!(
-    deadpool_postgres::Object => pooled,
-    tokio_postgres::Client => itself,
-    tokio_postgres::Transaction<'_> => itself,
-    deadpool_postgres::ClientWrapper => inner,
-    deadpool_postgres::Transaction<'_> => inner
+/// A pooled connection's statement cache, its client, and what runs
+/// statements on it.
+type Parts<'a, G> = (
+    &'a deadpool_postgres::StatementCache,
+    &'a tokio_postgres::Client,
+    &'a G,
 );
+
+fn object_parts(object: &deadpool_postgres::Object) -> Parts<'_, tokio_postgres::Client> {
+    wrapper_parts(object)
+}
+
+fn wrapper_parts(wrapper: &deadpool_postgres::ClientWrapper) -> Parts<'_, tokio_postgres::Client> {
+    (&wrapper.statement_cache, wrapper, wrapper)
+}
+
+fn transaction_parts<'a, 't>(
+    tx: &'a deadpool_postgres::Transaction<'t>,
+) -> Parts<'a, tokio_postgres::Transaction<'t>> {
+    (&tx.statement_cache, tx.client(), tx)
+}
+
+deadpool_conn!(
+    deadpool_postgres::Object => object_parts,
+    deadpool_postgres::ClientWrapper => wrapper_parts,
+    deadpool_postgres::Transaction<'_> => transaction_parts
+);
+
+/// Whether a pooled connection runs named statements: whether its
+/// statement cache holds one already. The store's own pool, on a URL
+/// without `pgbouncer=true`, prepares one as each connection is made
+/// (`PostgresStore::open`); behind a pooler, and on a pool of yours whose
+/// code prepares none, the cache stays empty and every statement is
+/// unnamed, as a pooler in transaction mode needs.
+pub(crate) fn cached_statements(cache: &deadpool_postgres::StatementCache) -> bool {
+    cache.size() > 0
+}
+
+/// A named statement of a connection that keeps them, and its values.
+pub(crate) struct Prepared<'p, 'a> {
+    /// The statement, prepared on this connection (once: then cached).
+    pub(crate) statement: tokio_postgres::Statement,
+    params: &'p [Param<'a>],
+}
+
+impl<'p, 'a> Prepared<'p, 'a> {
+    /// `sql` prepared with its parameters' types, when the connection
+    /// keeps named statements ([`cached_statements`]); `None` when it runs
+    /// them unnamed.
+    pub(crate) async fn get(
+        cache: &deadpool_postgres::StatementCache,
+        client: &tokio_postgres::Client,
+        sql: &str,
+        params: &'p [Param<'a>],
+    ) -> Result<Option<Prepared<'p, 'a>>, tokio_postgres::Error> {
+        if !cached_statements(cache) {
+            return Ok(None);
+        }
+        let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+        let statement = cache.prepare_typed(client, sql, &types).await?;
+        Ok(Some(Self { statement, params }))
+    }
+
+    /// The values, in order.
+    pub(crate) fn values(&self) -> Vec<&'a (dyn ToSql + Sync)> {
+        self.params.iter().map(|(value, _)| *value).collect()
+    }
+}
+
+/// Runs an unnamed `sql`; how many rows it changed.
+async fn unnamed_changed(
+    client: &impl GenericClient,
+    sql: &str,
+    params: Vec<Param<'_>>,
+) -> Result<u64, tokio_postgres::Error> {
+    use futures_util::TryStreamExt;
+    let stream = client.query_typed_raw(sql, params).await?;
+    futures_util::pin_mut!(stream);
+    while stream.try_next().await?.is_some() {}
+    Ok(stream.rows_affected().unwrap_or(0))
+}
 
 /// Runs `sql` on `client`; its one row (none, or more, is an error).
 pub(crate) async fn one(

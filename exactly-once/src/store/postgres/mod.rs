@@ -353,10 +353,21 @@ impl PostgresStore {
         );
         let host: Arc<ServerSeen> = Arc::default();
         let seen = host.clone();
+        let named = session.named_statements();
         let pool = Pool::builder(manager)
             .post_create(Hook::async_fn(move |client, _| {
                 let seen = seen.clone();
                 Box::pin(async move {
+                    if named {
+                        // Its first named statement in its cache: from now
+                        // on every statement on it is named and cached
+                        // (`conn::cached_statements`). If this fails, the
+                        // connection runs them unnamed; the query below
+                        // finds out whether it works at all.
+                        let _ = client
+                            .prepare_typed_cached(SERVER_ADDRESS.text(), &[])
+                            .await;
+                    }
                     let address = SERVER_ADDRESS.query_one(&**client, &[]).await;
                     if let Ok(row) = address {
                         seen.reached(row.get(0));
@@ -380,8 +391,10 @@ impl PostgresStore {
     /// [`StoreOptions::application_name`] is not read. Its
     /// connections carry none of the engine's settings, so every
     /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
-    /// `Session`); migrations run as `open` runs them behind a pooler (one
-    /// transaction, under a transaction lock). What the store's own pool
+    /// `Session`), and its statements are unnamed unless your code keeps
+    /// named ones on the connections ([`Sql`]); migrations run as `open`
+    /// runs them behind a pooler (one transaction, under a transaction
+    /// lock). What the store's own pool
     /// adds and yours may not: a bound on a silent server (a hung primary,
     /// `response_timeout`) and the server it writes to in `database_host_info`.
     ///

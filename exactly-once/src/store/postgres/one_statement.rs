@@ -5,6 +5,7 @@
 //! one such statement, a row each ([`super::batch`]): PostgreSQL's cost is
 //! per statement and per commit far more than per row.
 
+use super::conn::Prepared;
 use super::protocol::Clock;
 use super::LOCK_TIMEOUT;
 use crate::record::StoredResponse;
@@ -414,11 +415,11 @@ pub(super) struct Row<'a> {
 /// whether its key was claimed (its answer is then the one recorded).
 ///
 /// Behind a pooler in transaction mode (`pgbouncer=true`) the connection
-/// carries no settings of its own, so the statement runs in a transaction
-/// that sets them (`SET LOCAL`), its `BEGIN`, statement and `COMMIT` sent
-/// together: still one round trip.
+/// carries no settings of its own, so the statement runs, unnamed, in a
+/// transaction that sets them (`SET LOCAL`), its `BEGIN`, statement and
+/// `COMMIT` sent together: still one round trip.
 pub(super) async fn execute(
-    client: &tokio_postgres::Client,
+    client: &deadpool_postgres::ClientWrapper,
     rows: &[Row<'_>],
     clock: Clock,
     lock_timeout: &str,
@@ -463,29 +464,40 @@ pub(super) async fn execute(
         own.iter()
             .map(|column| (column as &(dyn ToSql + Sync), Type::TEXT_ARRAY)),
     );
+    let text = shape.text();
     let claimed_rows = match clock.session.per_transaction(lock_timeout) {
         // The connection's own session, set at its start, for the usual
-        // wait; a shorter one is set around this statement.
-        None if lock_timeout == LOCK_TIMEOUT => client
-            .query_typed(shape.text(), &params)
-            .await
-            .map_err(StatementError::Failed)?,
+        // wait; a shorter one is set around this statement. A named
+        // statement, prepared once per connection, unless the connection
+        // runs them unnamed.
         None => {
-            let set = |timeout: &str| format!("SET lock_timeout = '{timeout}'");
-            client
-                .batch_execute(&set(lock_timeout))
+            let prepared = Prepared::get(&client.statement_cache, client, text, &params)
                 .await
                 .map_err(StatementError::NotRun)?;
-            let rows = client.query_typed(shape.text(), &params).await;
-            // If this fails the connection is broken, and the pool drops it.
-            let _ = client.batch_execute(&set(LOCK_TIMEOUT)).await;
+            let set = |timeout: &str| format!("SET lock_timeout = '{timeout}'");
+            let shortened = lock_timeout != LOCK_TIMEOUT;
+            if shortened {
+                client
+                    .batch_execute(&set(lock_timeout))
+                    .await
+                    .map_err(StatementError::NotRun)?;
+            }
+            let rows = match &prepared {
+                Some(prepared) => client.query(&prepared.statement, &prepared.values()).await,
+                None => client.query_typed(text, &params).await,
+            };
+            if shortened {
+                // If this fails the connection is broken, and the pool
+                // drops it.
+                let _ = client.batch_execute(&set(LOCK_TIMEOUT)).await;
+            }
             rows.map_err(StatementError::Failed)?
         }
         Some(settings) => {
             let begin = format!("BEGIN; {settings}");
             let (began, rows, committed) = futures_util::future::join3(
                 client.batch_execute(&begin),
-                client.query_typed(shape.text(), &params),
+                client.query_typed(text, &params),
                 client.batch_execute("COMMIT"),
             )
             .await;

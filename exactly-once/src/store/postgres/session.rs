@@ -11,7 +11,9 @@
 //! another client then uses. So with `pgbouncer=true` in the URL the
 //! engine sends no startup options and sets what it needs in every
 //! transaction it opens; its statements are unnamed ([`super::Sql`]) for
-//! the same reason.
+//! the same reason. Without a pooler the settings are the connection's,
+//! from its start, and its statements named and cached: each parsed once
+//! per connection rather than once per use.
 
 use super::LOCK_TIMEOUT;
 use crate::store::{Durability, Result, StoreError};
@@ -41,6 +43,14 @@ impl Session {
     /// Whether the store runs behind a pooler in transaction mode.
     pub(crate) fn pooled(&self) -> bool {
         self.pooled
+    }
+
+    /// Whether its connections keep named statements, each prepared once
+    /// per connection and cached: on a direct connection, whose server
+    /// connection is its own for life; never behind a pooler, where the
+    /// next transaction runs on another server connection.
+    pub(super) fn named_statements(&self) -> bool {
+        !self.pooled
     }
 
     /// The startup `options` of a direct connection; none behind a pooler.

@@ -1,19 +1,25 @@
-//! Statements as this backend sends them: unnamed, each with its
-//! parameters' types, in one round trip (tokio-postgres's `query_typed`).
+//! Statements as this backend sends them: each with its parameters'
+//! types, in one round trip; named and cached on a direct connection,
+//! unnamed behind a pooler.
 //!
-//! A named prepared statement lives on one server connection. Behind
-//! PgBouncer in transaction mode (`pgbouncer=true`) consecutive
-//! transactions of one client connection run on different server
-//! connections, so a statement prepared in one is missing in the next
-//! (`prepared statement "s3" does not exist`), and two clients' names
-//! collide on a third. An unnamed statement is parsed, bound and run in
-//! the one message sequence that uses it, so it works behind any pooler,
-//! and costs one parse per statement where a cached one is parsed once
-//! per connection: docs/BENCHMARKS.md has what that measured.
+//! A named prepared statement lives on one server connection. On a URL
+//! without `pgbouncer=true` the store's connections are the server's own
+//! for life, so each statement is prepared once per connection (deadpool's
+//! statement cache) and later uses only bind and run it: the server parses
+//! and analyses it once. Behind PgBouncer in transaction mode
+//! (`pgbouncer=true`) consecutive transactions of one client connection
+//! run on different server connections, so a statement prepared in one is
+//! missing in the next (`prepared statement "s3" does not exist`), and two
+//! clients' names collide on a third: there every statement is unnamed
+//! (tokio-postgres's `query_typed`), parsed, bound and run in the one
+//! message sequence that uses it, which works behind any pooler. On a
+//! pool of yours ([`super::PostgresStore::with_pool`]) statements are
+//! unnamed unless your code keeps named ones on its connections (their
+//! statement cache holds some). docs/BENCHMARKS.md has what each costs.
 //!
 //! Your own queries inside the engine's transaction use [`Sql`] the same
-//! way ([`Sql::query`], [`Sql::execute`]), so they work behind a pooler
-//! too.
+//! way ([`Sql::query`], [`Sql::execute`]), so they are named where the
+//! engine's are, and work behind a pooler too.
 
 use super::conn::{Conn, DbError, PgRow};
 use crate::store::{Result, StoreError};
