@@ -248,8 +248,11 @@ async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_ke
     for (key, rows) in &charges {
         assert_eq!(rows.len(), 1, "{key} was charged {} times", rows.len());
     }
-    // All six lost answers happened: six times a charge was made (or
-    // replayed) and its answer never came, so it was asked again.
+    // The six faults were all taken by charge requests, and answers were
+    // dropped after charging: a charge was made (or replayed) and its
+    // answer never came, so it was asked again. Not always six drops: a
+    // request whose sender was SIGKILLed meanwhile is cancelled by the
+    // provider's server with the fault already taken, before its charge.
     let pending = shop.psp.pending_fault().await?;
     assert_eq!(pending["mode"], "none", "faults left unused: {pending}");
     let dropped = shop
@@ -257,7 +260,10 @@ async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_ke
         .log_text()
         .matches("fault: dropping the answer")
         .count();
-    assert_eq!(dropped, 6, "answers the provider dropped after charging");
+    assert!(
+        (1..=6).contains(&dropped),
+        "answers the provider dropped after charging: {dropped}"
+    );
     Ok(())
 }
 
