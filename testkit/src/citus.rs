@@ -8,13 +8,16 @@ use anyhow::{Context, Result};
 /// Whether the server behind `admin` (a client on its first database) is a
 /// Citus coordinator with workers.
 pub(crate) async fn is_coordinator(admin: &tokio_postgres::Client) -> Result<bool> {
-    let row = admin
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
-            &[],
-        )
+    // One simple query: behind PgBouncer in transaction mode a prepared
+    // (named) statement may reach another server connection than its parse.
+    let rows = admin
+        .simple_query("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')")
         .await?;
-    Ok(row.get(0))
+    let answer = rows.iter().find_map(|message| match message {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    });
+    Ok(answer.as_deref() == Some("t"))
 }
 
 /// Makes `database` (just created through the coordinator `admin` is
