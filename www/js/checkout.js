@@ -144,7 +144,7 @@ async function resumePayment(op) {
   try {
     return await attempts.logged(op, () => state.client.resume(op));
   } catch (error) {
-    if (error?.kind !== "nothing-to-resume") throw error;
+    if (error?.code !== "nothing-to-resume") throw error;
     return sendPayment(op, "");
   }
 }
