@@ -2,7 +2,7 @@
 """Request latency on the wire, from a tcpdump capture of a server's port:
 each request's first packet to its response's first packet, per connection
 (HTTP/1.1 without pipelining). A third measure beside the load
-generators' own (docs/BENCHMARKS.md, issue 37).
+generators' own (docs/BENCHMARKS.md).
 
     tcpdump -i lo -s 96 -w /tmp/wire.pcap "tcp port $PORT" &  # during the run
     bench/wire-latency.py /tmp/wire.pcap $PORT

@@ -11,7 +11,7 @@
 #                                    the previous layout, for A/B runs: the
 #                                    module fetches client_wasm_bg.wasm
 #
-# Steps, each measured in docs/BENCHMARKS.md ("Client size levers"):
+# Steps, each measured in docs/BENCHMARKS-JOURNAL.md ("Client size levers"):
 #   1. cargo build --profile wasm-release (root Cargo.toml: opt-level z,
 #      LTO, one codegen unit, panic abort), so the server's release
 #      profile stays as it is;

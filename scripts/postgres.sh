@@ -3,6 +3,7 @@
 #   scripts/postgres.sh start DIR   # installs PostgreSQL from Debian if missing,
 #                                   # starts a cluster in DIR, prints its URL
 #   scripts/postgres.sh stop DIR
+#   POSTGRES_MAX_CONNECTIONS=N …          # max_connections (300 by default)
 set -euo pipefail
 cmd=${1:?start or stop}
 dir=${2:?a folder for the cluster}
@@ -30,7 +31,7 @@ start)
   as_pg "'$bin/initdb' -D '$dir/data' -A trust -U postgres --no-sync -E UTF8" >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; exit 1; }
   as_pg "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -w -t 30 \
-    -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c max_connections=300 -c max_wal_size=128MB -c min_wal_size=32MB\" start" >&2 ||
+    -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c max_connections=${POSTGRES_MAX_CONNECTIONS:-300} -c max_wal_size=128MB -c min_wal_size=32MB\" start" >&2 ||
     { cat "$dir/server.log" >&2; exit 1; }
   echo "postgres://postgres@127.0.0.1:$port/postgres"
   ;;

@@ -8,8 +8,9 @@
 #      module in pure ASCII that compiles read in another charset than UTF-8
 #      (client-wasm/package/tests/manifest.mjs);
 #   3. types: the Vite app's strict TypeScript consumer
-#      (client-wasm/package/tests/app/main.ts), the checks of issue 24's
-#      types (app/types.ts), the package README's quick start and every
+#      (client-wasm/package/tests/app/main.ts), the checks of the
+#      accounts and fetch API's types (app/types.ts), the package README's
+#      quick start and every
 #      TypeScript block of docs/CLIENT.md (the quick start and the React,
 #      TanStack Query and ky recipes), as written, compile with
 #      `tsc --strict` against the package installed from the tarball, with

@@ -1,6 +1,6 @@
 // The browser's side of the client: the work that is plain JavaScript
 // plumbing, written in JavaScript because each piece is smaller here than
-// the wasm-bindgen shims it replaces (docs/BENCHMARKS.md, "Client size
+// the wasm-bindgen shims it replaces (docs/BENCHMARKS-JOURNAL.md, "Client size
 // levers"). The Rust crate imports this module
 // (`#[wasm_bindgen(module = "/js/browser.js")]` in src/js.rs) and keeps the
 // decisions: keys and their records, each step of a call, the retry
@@ -630,8 +630,21 @@ export function wasmError(e) {
     : e;
 }
 
-/** 16 bytes from the browser's CSPRNG, for a UUID v4 made in Rust. */
-export const randomBytes = () => crypto.getRandomValues(new Uint8Array(16));
+/**
+ * A fresh idempotency key: a UUID v4, lower-case and hyphenated, of 16 bytes
+ * from `crypto.getRandomValues` (which, unlike `crypto.randomUUID`, works on
+ * plain http pages too), the version and variant bits set.
+ */
+export const newKey = () =>
+  crypto
+    .getRandomValues(new Uint8Array(16))
+    .reduce(
+      (key, byte, i) =>
+        key +
+        (i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "") +
+        ((i == 6 ? (byte & 15) | 64 : i == 8 ? (byte & 63) | 128 : byte) + 256).toString(16).slice(1),
+      "",
+    );
 
 // Records of clients whose localStorage refused a write, by entry name,
 // shared by every client of the page; and whether the page was told.

@@ -82,7 +82,7 @@ for (const [oldName, newName] of names.exports) {
 // `init()` compiles from bytes, never by streaming
 // (`WebAssembly.instantiateStreaming` and its MIME check are cut): for a
 // module this small, streaming compilation's extra hops between the page's
-// thread and the compiler cost a cold page 2-5 ms (docs/BENCHMARKS.md,
+// thread and the compiler cost a cold page 2-5 ms (docs/BENCHMARKS-JOURNAL.md,
 // "Init").
 replaceOnce(
   /\n *if \(typeof WebAssembly\.instantiateStreaming === 'function'\) \{\n[^]*?\n {8}\}\n/g,
@@ -98,8 +98,8 @@ const fileGlue = glue;
 // written into the bundle below): `init()` and `initSync()` with no
 // argument compile them synchronously, so a page makes no second request.
 // In a new browser profile that request alone costs more than the whole
-// init budget (docs/BENCHMARKS.md, "Issue 24's init: the wasm inside the
-// module"). A browser that refuses to compile this size on the page's
+// init budget (docs/BENCHMARKS.md, the browser client's init: the wasm
+// inside the module). A browser that refuses to compile this size on the page's
 // thread (a RangeError) gets the asynchronous compile of the same bytes.
 // A `module_or_path` passed by the page is loaded as wasm-bindgen does.
 // WASM_FETCH=1 builds the wasm-file layout as the default too, to measure

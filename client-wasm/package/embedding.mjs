@@ -2,7 +2,7 @@
 // package's module: pure ASCII text, so that no bundler or minifier has a
 // reason to rewrite it (esbuild escapes every non-ASCII character of a
 // string as \xNN, which made the bytes written as Latin-1 characters grow
-// by 900 bytes brotli inside an app's bundle: docs/BENCHMARKS.md, "The wasm
+// by 900 bytes brotli inside an app's bundle: docs/BENCHMARKS-JOURNAL.md, "The wasm
 // in ASCII").
 //
 // The alphabet is the 93 printable ASCII characters but `"` and `\`, so the

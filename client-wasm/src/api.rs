@@ -151,7 +151,7 @@ impl IdempotentClient {
             Err(error) => return Promise::reject(&error),
         };
         let sending = Sending::new(self.inner.clone(), operation.clone(), job, call.clone());
-        js::run(sending, &call, &operation)
+        js::run(sending.into(), &call, &operation)
     }
 }
 

@@ -1,15 +1,14 @@
 //! The state behind one `IdempotentClient` (its options and its storage)
 //! and the key lifecycle that needs no waiting: `keyFor`, `release`,
 //! `clear`, `pendingOperations`, and expiry. The send loop is in
-//! [`crate::send`].
+//! `send.rs`, which uses this module (and not the other way round).
 //!
 //! `keyFor`, `release` and `clear` are synchronous, so they cannot wait
 //! for the operation's Web Lock as a call does. They keep its guarantee
 //! another way: none ever replaces or deletes a key that a call is sending
 //! with (the record's `busy` lease, in any tab), and `keyFor` never
 //! replaces a live key at all. A key that two tabs make at the same moment
-//! for a new operation is settled by the call that sends it
-//! ([`crate::lock`]).
+//! for a new operation is settled by the call that sends it (`lock.rs`).
 //!
 //! **Expiry.** A record whose key is no longer live (`keyTtlMs` passed, or
 //! the device clock is before the moment the key was made) and that no
@@ -50,15 +49,20 @@ impl Client {
         }
     }
 
-    /// The storage; its first use looks at the expired records of this
-    /// client (prefix and scope): answered ones are forgotten, unanswered
-    /// ones become tombstones (`onExpired` told).
+    /// The storage; its first use looks at the records of this client
+    /// (prefix and scope): of the expired ones, answered ones are
+    /// forgotten, unanswered ones become tombstones (`onExpired` told);
+    /// answered ones that an earlier version wrote with their request lose
+    /// it ([`Record::forget_request`]).
     pub(crate) fn store(&self) -> &Store {
         if !self.purged.replace(true) {
             let now = js::now_ms();
-            for (operation, record) in self.store.records() {
+            for (operation, mut record) in self.store.records() {
                 if !record.is_usable(now) {
                     self.expire(&operation, record);
+                } else if record.answered && record.request.is_some() {
+                    record.forget_request(None);
+                    self.store.put(&operation, &record);
                 }
             }
         }
@@ -125,7 +129,7 @@ impl Client {
         if let Some(record) = self.live_record(operation, now)? {
             return Ok(record.key);
         }
-        let record = Record::new(new_key(), now, self.config.key_ttl_ms());
+        let record = Record::new(js::new_key(), now, self.config.key_ttl_ms());
         self.store().put(operation, &record);
         Ok(record.key)
     }
@@ -213,17 +217,6 @@ impl Client {
         }
         operations.len() as u32
     }
-}
-
-/// A fresh idempotency key: a UUID v4 from the browser's CSPRNG
-/// (`crypto.getRandomValues`, which unlike `crypto.randomUUID` works on
-/// plain http pages too).
-pub(crate) fn new_key() -> String {
-    let mut bytes = [0; 16];
-    for (byte, random) in bytes.iter_mut().zip(js::random_bytes()) {
-        *byte = random;
-    }
-    text::uuid_v4(bytes)
 }
 
 /// `msg` followed by `operation "NAME"`.

@@ -11,8 +11,6 @@ use alloc::vec::Vec;
 use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::send::Sending;
-
 #[wasm_bindgen(module = "/js/browser.js")]
 extern "C" {
     /// The constructor's options, checked and completed with the client's
@@ -96,13 +94,15 @@ extern "C" {
     #[wasm_bindgen(js_name = sameJson)]
     pub(crate) fn same_json(a: &str, b: &str) -> bool;
 
-    /// Runs the call (`sending`'s steps, its waits in JavaScript) under the
+    /// Runs the call (the steps of `sending`, a `Sending` of `send.rs`
+    /// handed over as a value, so that this module imports none of the
+    /// client's modules; its waits in JavaScript) under the
     /// Web Lock named like the operation's storage entry, or unlocked where
     /// there is none or it is refused; rejects (`lock-timeout`) when the
     /// lock is not granted within the call's `timeoutMs` × `maxAttempts`
     /// and the holder's `busy` lease has run out. The promise settles as
     /// the call does.
-    pub(crate) fn run(sending: Sending, call: &Call, operation: &str) -> Promise;
+    pub(crate) fn run(sending: JsValue, call: &Call, operation: &str) -> Promise;
 
     /// Attempt number `n`: one `fetch` with the key and its answer read,
     /// within the call's timeout; always resolves, with an [`Answer`].
@@ -169,9 +169,11 @@ extern "C" {
         cause: &JsValue,
     ) -> JsValue;
 
-    /// 16 bytes from `crypto.getRandomValues`.
-    #[wasm_bindgen(js_name = randomBytes)]
-    pub(crate) fn random_bytes() -> Vec<u8>;
+    /// A fresh idempotency key: a UUID v4 (lower-case, hyphenated) of 16
+    /// bytes from `crypto.getRandomValues`, which unlike
+    /// `crypto.randomUUID` works on plain http pages too.
+    #[wasm_bindgen(js_name = newKey)]
+    pub(crate) fn new_key() -> String;
 
     /// One client's entries: `localStorage`, or page memory where it
     /// refuses (and the page is told once). Never throws.
@@ -196,6 +198,10 @@ extern "C" {
     /// `JSON.parse` of a JS string, without copying it through Rust.
     #[wasm_bindgen(catch, js_namespace = JSON, js_name = parse)]
     pub(crate) fn json_parse(text: &JsValue) -> Result<JsValue, JsValue>;
+
+    /// `JSON.stringify` of a string: its JSON string literal.
+    #[wasm_bindgen(js_namespace = JSON, js_name = stringify)]
+    pub(crate) fn json_string(text: &str) -> String;
 
     /// `Date.parse`: epoch milliseconds, NaN for what it cannot read.
     #[wasm_bindgen(js_namespace = Date, js_name = parse)]

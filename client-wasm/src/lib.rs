@@ -11,7 +11,7 @@
 //!
 //! The Rust side keeps the decisions; `js/browser.js` does the browser
 //! plumbing that is smaller as plain JavaScript than as wasm-bindgen shims
-//! (docs/BENCHMARKS.md, "Client size levers").
+//! (docs/BENCHMARKS-JOURNAL.md, "Client size levers").
 //!
 //! - [`api`]: the exported class `IdempotentClient`.
 //! - `options`: the constructor's options as the key lifecycle and the
@@ -28,8 +28,9 @@
 //! - `error`: why a call failed, as the `IdempotencyError` a page sees.
 //! - `storage`: one versioned record per operation and owner (prefix and
 //!   scope), in `localStorage` or in page memory when that is unavailable
-//!   or full; `storage::record` is the record's schema and its upgrade
-//!   from version 1 (plain Rust, tested on the host).
+//!   or full; `storage::record` is the record's schema, its upgrade from
+//!   version 1, and what it forgets at the final answer (the request;
+//!   plain Rust, tested on the host).
 //! - `text`: keys and messages, without `core::fmt` (plain Rust, tested on
 //!   the host).
 //! - `js`: what is imported from JavaScript: `js/browser.js` (option
@@ -44,6 +45,12 @@
 //!   the library because the crate is a `cdylib` only: with an `rlib`
 //!   beside it, cargo skips LTO.
 //!
+//! The files import one another one way, with no circle: in the order
+//! `api`, `send`, `client`, `options`, `storage` (and `storage::record`),
+//! `error`, `js`, each imports only files after it, and `text` and `lock`
+//! import none of them. (`js` hands `run` the `Sending` as a `JsValue`,
+//! so that it needs nothing of `send`.)
+//!
 //! The retry policy (what is retried, backoff, `Retry-After`) is the
 //! `exactly-once-retry` crate of this workspace, which the server uses for its
 //! provider calls too. The wasm module carries no JSON crate: stored
@@ -51,7 +58,7 @@
 
 // Without std in the release module: its panic machinery (hooks, messages,
 // `core::fmt`) was 1.2 KB brotli of code for panics that never print
-// anywhere (docs/BENCHMARKS.md). Tests and the host build keep std. (So
+// anywhere (docs/BENCHMARKS-JOURNAL.md). Tests and the host build keep std. (So
 // `cargo clippy --all-targets` for wasm32, which builds the library with
 // the tests' std-enabled dependencies, cannot link it: check `--lib` and
 // `--tests` apart there.)

@@ -3,7 +3,7 @@
 //! 1. **The Web Lock** named like the operation's storage entry
 //!    (`storagePrefix + operation`, with the scope between them when there
 //!    is one; `navigator.locks`, requested by `locked` in `js/browser.js`,
-//!    around `run`, which drives [`crate::send::Sending`]),
+//!    around `run`, which drives `Sending` of `send.rs`),
 //!    held from reading the key to the final answer, so one operation is
 //!    never in flight twice at once, in one tab or several. The wait for
 //!    it lasts as long as the holder may still be sending: at least the

@@ -10,7 +10,7 @@
 //!
 //! The waiting is JavaScript's and every step here is synchronous: as an
 //! `async fn` the same loop was a state machine of 9.7 KB, with the futures
-//! runtime around it (docs/BENCHMARKS.md, "Issue 36's bytes").
+//! runtime around it (docs/BENCHMARKS.md, "The browser client").
 
 use alloc::rc::Rc;
 use alloc::string::String;
@@ -19,7 +19,7 @@ use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::client::{left_alone, new_key, Client};
+use crate::client::{left_alone, Client};
 use crate::error::{Code, Failure};
 use crate::js::{self, Answer, Call};
 use crate::lock::SETTLE_MS;
@@ -115,16 +115,17 @@ impl Sending {
         let (mut record, request) = match self.job.take() {
             Some(Job::Send(request)) => {
                 let record = found.unwrap_or_else(|| {
-                    let key = wanted.clone().unwrap_or_else(new_key);
+                    let key = wanted.clone().unwrap_or_else(js::new_key);
                     Record::new(key, now, client.config.key_ttl_ms())
                 });
                 (record, request)
             }
-            _ => match found
-                .and_then(|mut record| record.request.take().map(|request| (record, request)))
-            {
-                Some(found) => found,
-                None => return Err(fail(nothing_to_resume(operation))),
+            _ => match found {
+                Some(mut record) => match record.request.take() {
+                    Some(request) => (record, request),
+                    None => return Err(fail(nothing_to_resume(operation, Some(&record)))),
+                },
+                None => return Err(fail(nothing_to_resume(operation, None))),
             },
         };
         let call_name = text::call_name(&request.method, &request.path, operation);
@@ -189,7 +190,7 @@ impl Sending {
             None
         };
         if let Some((code, message, cause)) = stop {
-            client.finish(operation, key, false);
+            client.finish(operation, key, None);
             if self.attempts == 0 {
                 client.unhold(operation, key, before.clone());
             }
@@ -275,7 +276,7 @@ impl Sending {
         // `shouldRetry`, then waits.
         let next = js::after(call, answer, key, attempts, retry_in_ms);
         let gave_up = |code, last| {
-            client.finish(operation, key, false);
+            client.finish(operation, key, None);
             if attempts == 0 {
                 client.unhold(operation, key, before.clone());
             }
@@ -316,11 +317,14 @@ impl Sending {
         result.map_err(|(code, message)| self.fail(code, message, answer.raw()))
     }
 
-    /// The call's outcome: `answer`, final.
+    /// The call's outcome: `answer`, final. The request is forgotten
+    /// with it ([`Record::forget_request`]).
     pub fn last(&self, answer: JsValue) -> JsValue {
         let key = &self.state().0.key;
-        self.client.finish(&self.operation, key, true);
-        js::outcome(&self.call, answer.unchecked_ref(), key, self.attempts)
+        let answer: &Answer = answer.unchecked_ref();
+        self.client
+            .finish(&self.operation, key, Some(answer.status()));
+        js::outcome(&self.call, answer, key, self.attempts)
     }
 }
 
@@ -342,6 +346,7 @@ impl Client {
         }
         record.request = Some(request);
         record.answered = false;
+        record.status = None;
         record.busy_until_ms = Some(lease_end(now, now + timeout_ms as u64));
         self.store().put(operation, record);
         Ok(())
@@ -372,12 +377,14 @@ impl Client {
         });
     }
 
-    /// Ends the call's hold on the record: no more lease, and `answered`
-    /// after a final answer.
-    pub(crate) fn finish(&self, operation: &str, key: &str, answered: bool) {
+    /// Ends the call's hold on the record: no more lease; after a final
+    /// answer (its `status`), the request is forgotten, body and all.
+    pub(crate) fn finish(&self, operation: &str, key: &str, status: Option<u16>) {
         self.update(operation, key, |record| {
             record.busy_until_ms = None;
-            record.answered |= answered;
+            if status.is_some() {
+                record.forget_request(status);
+            }
         });
     }
 
@@ -461,9 +468,13 @@ fn other_key(call_name: &str, wanted: &str, key: String) -> Failure {
     Failure::new(Code::KeyDiffers, msg).keyed(&key)
 }
 
-/// The refusal of a `resume` with nothing stored to send.
-fn nothing_to_resume(operation: &str) -> Failure {
+/// The refusal of a `resume` with nothing stored to send; when the
+/// operation's `record` kept its final answer's status (its request
+/// forgotten), that status as `lastStatus`.
+fn nothing_to_resume(operation: &str, record: Option<&Record>) -> Failure {
     let mut msg = String::from("resume: no stored request for operation ");
     text::push_quoted(&mut msg, operation);
-    Failure::new(Code::NothingToResume, msg)
+    let mut failure = Failure::new(Code::NothingToResume, msg);
+    failure.last_status = record.and_then(|record| record.status);
+    failure
 }

@@ -1,4 +1,4 @@
-//! Text the client makes: keys (UUID v4), numbers and the messages of its
+//! Text the client makes: numbers and the messages of its
 //! errors. Written by hand, without `core::fmt`, whose machinery would be
 //! several kilobytes of the wasm module; plain Rust, tested on the host.
 
@@ -26,29 +26,6 @@ pub(crate) fn concat(parts: &[&str]) -> String {
         out.push_str(part);
     }
     out
-}
-
-/// `16 bytes` as a lower-case hyphenated UUID
-/// (`8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b`), written here rather than by
-/// uuid's formatter, which brings slice-index panics along.
-pub(crate) fn uuid_text(bytes: &[u8; 16]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut key = String::with_capacity(36);
-    for (i, byte) in bytes.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            key.push('-');
-        }
-        key.push(char::from(HEX[usize::from(byte >> 4)]));
-        key.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    key
-}
-
-/// A UUID v4 of 16 random bytes: the version and variant bits set.
-pub(crate) fn uuid_v4(mut bytes: [u8; 16]) -> String {
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    uuid_text(&bytes)
 }
 
 /// Why the last attempt of a call got no final answer, for its message.
@@ -148,30 +125,6 @@ mod tests {
             push_u64(&mut s, n);
             assert_eq!(s, n.to_string());
         }
-    }
-
-    #[test]
-    fn keys_are_hyphenated_lower_case_uuids() {
-        let bytes = [
-            0x8e, 0x03, 0xc5, 0xa2, 0x1f, 0x4b, 0x4c, 0x1e, 0x9d, 0x3a, 0x2b, 0x7f, 0x6e, 0x5d,
-            0x4c, 0x3b,
-        ];
-        assert_eq!(uuid_text(&bytes), "8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b");
-        assert_eq!(
-            uuid_text(&bytes),
-            uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
-        );
-    }
-
-    #[test]
-    fn random_bytes_become_a_version_4_uuid() {
-        for bytes in [[0u8; 16], [0xff; 16], *uuid::Uuid::new_v4().as_bytes()] {
-            let key = uuid_v4(bytes);
-            let parsed = uuid::Uuid::parse_str(&key).unwrap();
-            assert_eq!(parsed.get_version_num(), 4, "{key}");
-            assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122, "{key}");
-        }
-        assert_eq!(uuid_v4([0; 16]), "00000000-0000-4000-8000-000000000000");
     }
 
     #[test]

@@ -6,11 +6,11 @@
 //! engine's database is a compile error, not a 500 at run time. Each
 //! backend is a type of its own module, with its store:
 //!
-//! | backend | your operation receives | its run returns | store |
-//! |---|---|---|---|
-//! | [`Sqlite`](crate::Sqlite) | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
-//! | [`Postgres`](crate::Postgres) | `&deadpool_postgres::Transaction`, the request's own | [`BoxFuture`] of `store::Result<PhaseEnd>` | [`PostgresStore`](crate::PostgresStore) |
-//! | [`Any`](crate::Any) | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
+//! | backend | you implement | your operation receives | its run returns | store |
+//! |---|---|---|---|---|
+//! | [`Sqlite`](crate::Sqlite) | `Operation<Sqlite>` | `&rusqlite::Connection`, inside the writer's savepoint | `rusqlite::Result<PhaseEnd>` | [`SqliteStore`](crate::SqliteStore) |
+//! | [`Postgres`](crate::Postgres) | [`PostgresOperation`](crate::postgres::PostgresOperation) (an `async fn`) | `&deadpool_postgres::Transaction`, the request's own | [`Result<PhaseEnd>`](crate::postgres::Result) | [`PostgresStore`](crate::PostgresStore) |
+//! | [`Any`](crate::Any) | both of the above | either, as the URL says at start-up | either | [`AnyStore`](crate::AnyStore) |
 //!
 //! [`Any`](crate::Any) is for an application that picks its database at
 //! run time (the demo shop: SQLite by default, PostgreSQL by URL): its
@@ -22,8 +22,7 @@
 //! and an `Engine<Any>` (which may be on PostgreSQL) refuses it:
 //!
 //! ```compile_fail
-//! use exactly_once::store::IdempotentRequest;
-//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
+//! use exactly_once::{Any, IdempotentRequest, Engine, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
 //!
 //! #[derive(Debug)]
 //! struct SqliteOnly;
@@ -44,9 +43,8 @@
 //!
 //! ```
 //! # #[cfg(all(feature = "sqlite", feature = "postgres"))] mod demo {
-//! use exactly_once::backend::BoxFuture;
-//! use exactly_once::store::{self, postgres::Transaction, IdempotentRequest};
-//! use exactly_once::{Any, Engine, NoFaults, Operation, PhaseEnd, Postgres, RunContext, Sqlite};
+//! use exactly_once::postgres::{PostgresOperation, Result, Transaction};
+//! use exactly_once::{Any, Engine, IdempotentRequest, NoFaults, Operation, PhaseEnd, RunContext, Sqlite};
 //!
 //! #[derive(Debug)]
 //! struct Both;
@@ -57,13 +55,9 @@
 //!     }
 //! }
 //!
-//! impl Operation<Postgres> for Both {
-//!     fn run<'a>(
-//!         &'a self,
-//!         _: &'a Transaction<'a>,
-//!         _: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-//!         Box::pin(async { Ok(PhaseEnd::stop("never", &())) })
+//! impl PostgresOperation for Both {
+//!     async fn run(&self, _: &Transaction<'_>, _: &RunContext<'_>) -> Result<PhaseEnd> {
+//!         Ok(PhaseEnd::stop("never", &()))
 //!     }
 //! }
 //!
@@ -75,10 +69,12 @@
 //! ```
 //!
 //! The backends are sealed: the engine's protocol on each (how it claims
-//! a key, records a phase, holds a lease) lives inside its store, and the
-//! [`Store`](crate::Store) trait only names it.
+//! a key, records a phase, holds a lease) lives inside its store, private
+//! to this crate.
 
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -86,9 +82,13 @@ use std::time::Duration;
 
 /// A future that may move between threads, borrowing for `'a`: what an
 /// operation's run returns on an asynchronous backend.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlx")),
+    allow(unreachable_pub, dead_code)
+)]
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A database the engine runs on (see the [module](self)). Sealed: the
+/// A database the engine runs on ([`Operation`] says what runs on it). Sealed: the
 /// backends are this crate's.
 pub trait Backend: sealed::Sealed + Send + Sync + Sized + 'static {
     /// What an operation writes with: the backend's own transaction (or,
@@ -98,7 +98,7 @@ pub trait Backend: sealed::Sealed + Send + Sync + Sized + 'static {
 
     /// What an operation's run returns: the phase's end at once on SQLite
     /// (its writer thread runs it), a future of it on PostgreSQL.
-    type Ran<'t>;
+    type RunOutput<'t>;
 
     /// An operation's first phase said as one statement, which the backend
     /// may batch with other requests' ([`Operation::one_statement`]); on a
@@ -139,37 +139,13 @@ pub(crate) mod sealed {
 /// # }
 /// ```
 ///
-/// On PostgreSQL the transaction is the request's own, and the run is a
-/// future:
-///
-/// ```
-/// # #[cfg(feature = "postgres")] mod demo {
-/// use exactly_once::backend::BoxFuture;
-/// use exactly_once::store::postgres::Transaction;
-/// use exactly_once::{store, Operation, Postgres, RunContext, PhaseEnd, StoredResponse};
-///
-/// #[derive(Debug)]
-/// struct AddNote { text: String }
-///
-/// impl Operation<Postgres> for AddNote {
-///     fn run<'a>(
-///         &'a self,
-///         tx: &'a Transaction<'a>,
-///         at: &'a RunContext<'a>,
-///     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-///         Box::pin(async move {
-///             tx.execute("INSERT INTO notes (text, at) VALUES ($1, $2)", &[&self.text, &at.now_ms])
-///                 .await
-///                 .map_err(exactly_once::store::postgres::classify)?;
-///             Ok(PhaseEnd::Finished(StoredResponse::new(http::StatusCode::CREATED, "application/json", "{}")))
-///         })
-///     }
-/// }
-/// # }
-/// ```
+/// On PostgreSQL the transaction is the request's own, and the run an
+/// `async fn`: implement
+/// [`PostgresOperation`](crate::postgres::PostgresOperation), which makes
+/// the type an `Operation<Postgres>`.
 pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
     /// Runs the change in `tx` and says how the phase ended.
-    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a>;
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::RunOutput<'a>;
 
     /// The first phase as part of its key's claim, in one statement, when
     /// the operation's answer is known before the database is touched;
@@ -193,7 +169,7 @@ pub trait Operation<B: Backend>: fmt::Debug + Send + Sync + 'static {
 /// A route that runs one of several operations (in one phase or in two,
 /// by configuration, say) returns it boxed.
 impl<B: Backend> Operation<B> for Box<dyn Operation<B>> {
-    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::Ran<'a> {
+    fn run<'a>(&'a self, tx: B::Transaction<'a>, at: &'a RunContext<'a>) -> B::RunOutput<'a> {
         (**self).run(tx, at)
     }
 
@@ -208,6 +184,7 @@ impl<B: Backend> Operation<B> for Box<dyn Operation<B>> {
 
 /// What an operation sees of the request running it.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct RunContext<'a> {
     /// Whose operation.
     pub caller: &'a Caller,
@@ -233,7 +210,7 @@ impl RunContext<'_> {
     /// ([`Lease::downstream_key`](crate::Lease::downstream_key)), for a
     /// first phase that records it or names a row after it.
     pub fn downstream_key(&self) -> String {
-        crate::OperationId::new(self.caller, self.key)
+        crate::operation_id::OperationId::new(self.caller, self.key)
             .downstream_key_for(self.fingerprint, self.generation)
     }
 }

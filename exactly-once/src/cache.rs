@@ -19,9 +19,11 @@
 //!
 //! The size is bounded: each shard forgets its oldest copies first.
 
+use crate::caller::Caller;
 use crate::clock::BootInstant;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::record::{Record, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;

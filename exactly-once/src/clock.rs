@@ -15,34 +15,36 @@ use std::time::Duration;
 
 /// A moment on the boot clock, in milliseconds since boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BootInstant(i64);
+pub(crate) struct BootInstant(i64);
 
 impl BootInstant {
     /// Now.
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Self(read_ms())
     }
 
     /// Milliseconds since boot.
-    pub fn as_ms(self) -> i64 {
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn as_ms(self) -> i64 {
         self.0
     }
 
+    /// How long after `earlier` this is (zero if it is not later).
+    pub(crate) fn saturating_since(self, earlier: Self) -> Duration {
+        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+
     /// `by` earlier (saturating).
-    pub fn before(self, by: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn before(self, by: Duration) -> Self {
         Self(
             self.0
                 .saturating_sub(i64::try_from(by.as_millis()).unwrap_or(i64::MAX)),
         )
     }
 
-    /// How long after `earlier` this is (zero if it is not later).
-    pub fn saturating_since(self, earlier: Self) -> Duration {
-        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
-    }
-
     /// `by` later (saturating).
-    pub fn after(self, by: Duration) -> Self {
+    pub(crate) fn after(self, by: Duration) -> Self {
         Self(
             self.0
                 .saturating_add(i64::try_from(by.as_millis()).unwrap_or(i64::MAX)),
@@ -54,7 +56,8 @@ impl BootInstant {
 /// boot clock reading of an earlier process of the same boot, which it may
 /// compare with its own, from one of another boot, which it may not.
 /// `None` where the system does not say.
-pub fn boot_id() -> Option<String> {
+#[cfg(feature = "sqlite")]
+pub(crate) fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .map(|id| id.trim().to_owned())

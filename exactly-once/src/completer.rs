@@ -12,10 +12,13 @@
 //! of the listing, so any number of them never hides the others).
 
 use crate::backend::Backend;
+use crate::caller::Caller;
+use crate::engine::Engine;
 use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
+use crate::key::IdempotencyKey;
 use crate::metrics::ResumedBy;
-use crate::{Caller, Engine, IdempotencyKey, OperationId};
+use crate::operation_id::OperationId;
 use std::future::Future;
 use std::time::Duration;
 use tracing::Instrument;
@@ -39,8 +42,8 @@ async fn run<B: Backend>(state: Engine<B>, interval: Duration) {
     let mut unknown: Vec<String> = Vec::new();
     loop {
         tick.tick().await;
-        match state.store.census().await {
-            Ok(census) => state.metrics.census(&census),
+        match state.0.store.census().await {
+            Ok(census) => state.0.metrics.census(&census),
             Err(e) => tracing::warn!(error = %e, "cannot count the unfinished operations"),
         }
         while round(&state, &mut unknown).await == Round::ListAgain {}
@@ -60,7 +63,7 @@ enum Round {
 /// Resumes the abandoned operations of one listing, skipping (and
 /// remembering in `unknown`) the points this release does not know.
 async fn round<B: Backend>(state: &Engine<B>, unknown: &mut Vec<String>) -> Round {
-    let abandoned = match state.store.abandoned(BATCH, unknown).await {
+    let abandoned = match state.0.store.abandoned(BATCH, unknown).await {
         Ok(abandoned) => abandoned,
         Err(e) => {
             tracing::warn!(error = %e, "the completer cannot list abandoned operations; next round");
@@ -70,7 +73,7 @@ async fn round<B: Backend>(state: &Engine<B>, unknown: &mut Vec<String>) -> Roun
     let full = abandoned.len() >= BATCH as usize;
     let mut skipped = false;
     for operation in abandoned {
-        if !state.steps.knows(&operation.point) {
+        if !state.0.steps.knows(&operation.point) {
             if !unknown.contains(&operation.point) {
                 tracing::info!(
                     point = operation.point.as_str(),
@@ -96,7 +99,7 @@ async fn round<B: Backend>(state: &Engine<B>, unknown: &mut Vec<String>) -> Roun
 }
 
 async fn resume<B: Backend>(state: &Engine<B>, caller: &Caller, key: &IdempotencyKey) {
-    let lease = match state.store.take_over(caller, key).await {
+    let lease = match state.0.store.take_over(caller, key).await {
         Ok(Some(lease)) => lease,
         // Taken by a retry, or finished, meanwhile.
         Ok(None) => return,
@@ -105,12 +108,12 @@ async fn resume<B: Backend>(state: &Engine<B>, caller: &Caller, key: &Idempotenc
             return;
         }
     };
-    if !state.steps.knows(&lease.point) {
+    if !state.0.steps.knows(&lease.point) {
         // A later release moved it on since the listing.
         steps::leave_to_another_release(state, &lease).await;
         return;
     }
-    state.metrics.resumed(ResumedBy::completer);
+    state.0.metrics.resumed(ResumedBy::completer);
     tracing::info!(
         point = lease.point.as_str(),
         "the completer resumes an abandoned operation"

@@ -3,14 +3,15 @@
 
 use crate::backend::{Backend, Operation};
 use crate::cache::ReplayCache;
+use crate::caller::Caller;
 use crate::error::Error;
+use crate::key::IdempotencyKey;
 use crate::metrics::Metrics;
+use crate::operation_id::OperationId;
 use crate::record::Lease;
-use crate::store::operations::{Refusal, Settlement};
-use crate::store::Store;
-use crate::{Caller, IdempotencyKey, OperationId};
+use crate::store::operator::{Refusal, Settlement};
+use crate::store::{Store, StoreError};
 use async_trait::async_trait;
-use std::ops::Deref;
 use std::sync::Arc;
 
 /// The work outside the database that an operation in phases does between
@@ -109,6 +110,7 @@ impl<B: Backend> Steps<B> for NoSteps {
 /// ([`EngineBuilder::on_replay`](crate::EngineBuilder::on_replay)): for an
 /// audit log, or a metric of your own.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Replay<'a> {
     /// Whose key.
     pub caller: &'a Caller,
@@ -128,14 +130,14 @@ pub struct Replay<'a> {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), exactly_once::StoreError> {
-/// use exactly_once::{Engine, SqliteOptions, SqliteStore};
+/// use exactly_once::{Engine, SqliteStore, StoreOptions};
 ///
-/// let store = SqliteStore::open(SqliteOptions::new("data/app.db"))?;
+/// let store = SqliteStore::open("data/app.db", StoreOptions::new())?;
 /// let engine = Engine::new(store);
 /// tokio::spawn(engine.sweeper(std::time::Duration::from_secs(60)));
 /// # Ok(()) }
 /// ```
-pub struct Engine<B: Backend>(Arc<Shared<B>>);
+pub struct Engine<B: Backend>(pub(crate) Arc<Inner<B>>);
 
 impl<B: Backend> Clone for Engine<B> {
     fn clone(&self) -> Self {
@@ -144,11 +146,11 @@ impl<B: Backend> Clone for Engine<B> {
 }
 
 /// What an [`Engine`] points to.
-pub struct Shared<B: Backend> {
+pub(crate) struct Inner<B: Backend> {
     /// The database.
-    pub store: Arc<dyn Store<B>>,
+    pub(crate) store: Arc<dyn Store<B>>,
     /// Counters and histograms for `/metrics`.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: ReplayCache,
     pub(crate) steps: Arc<dyn Steps<B>>,
     pub(crate) on_replay: Option<OnReplay>,
@@ -158,18 +160,35 @@ pub struct Shared<B: Backend> {
 /// The hook called on each replay.
 pub(crate) type OnReplay = Box<dyn Fn(&Replay<'_>) + Send + Sync>;
 
-impl<B: Backend> Deref for Engine<B> {
-    type Target = Shared<B>;
-
-    fn deref(&self) -> &Shared<B> {
-        &self.0
-    }
-}
-
 impl<B: Backend> Engine<B> {
     /// An engine over `store`, with fresh metrics and no steps.
     pub fn new(store: impl Store<B>) -> Self {
         Self::builder(Arc::new(store)).build()
+    }
+
+    /// Ok when the database is reachable, migrated and writable: a
+    /// readiness probe's answer.
+    pub async fn health(&self) -> Result<(), StoreError> {
+        self.0.store.health().await
+    }
+
+    /// The engine's counters and histograms, for `/metrics`.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.0.metrics
+    }
+
+    /// How long a new record lives, unless its operation says otherwise
+    /// ([`StoreOptions::key_ttl`](crate::StoreOptions::key_ttl)).
+    pub fn key_ttl(&self) -> std::time::Duration {
+        self.0.store.key_ttl()
+    }
+
+    /// The `host:port` of the database server this instance writes to,
+    /// when the database is a server: on PostgreSQL the one its newest
+    /// connection (or health check) reached, the new primary after a
+    /// failover. `None` on SQLite.
+    pub fn database_host(&self) -> Option<String> {
+        self.0.store.database_host()
     }
 
     /// An engine to configure, over a store you keep a handle to (for your
@@ -240,7 +259,7 @@ impl<B: Backend> EngineBuilder<B> {
 
     /// The engine.
     pub fn build(self) -> Engine<B> {
-        Engine(Arc::new(Shared {
+        Engine(Arc::new(Inner {
             store: self.store,
             metrics: self.metrics.unwrap_or_default(),
             cache: ReplayCache::default(),

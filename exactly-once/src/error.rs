@@ -9,11 +9,13 @@
 use crate::key::IdempotencyKeyError;
 use crate::record::StoredResponse;
 use crate::store::{StoreError, StoreErrorKind};
+#[cfg(feature = "axum")]
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{header, StatusCode};
 use serde::Serialize;
 use std::fmt;
+#[cfg(feature = "axum")]
 use std::sync::Arc;
 
 /// Any error, as a server error's cause.
@@ -23,12 +25,12 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Seconds a caller should wait before retrying a 503 or a 409 in-use.
-pub const RETRY_AFTER_SECS: u64 = 1;
+pub(crate) const RETRY_AFTER_SECS: u64 = 1;
 
 /// Seconds a caller with too many unfinished operations should wait before
 /// starting another: about as long as a step's outside call may take to
 /// finish one of them.
-pub const UNFINISHED_RETRY_AFTER_SECS: u64 = 10;
+pub(crate) const UNFINISHED_RETRY_AFTER_SECS: u64 = 10;
 
 /// What can go wrong in a keyed request, each with its problem type.
 #[derive(Debug, thiserror::Error)]
@@ -327,7 +329,8 @@ impl<'a> Problem<'a> {
         )
     }
 
-    /// The problem as an HTTP answer.
+    /// The problem as an HTTP answer (feature `axum`).
+    #[cfg(feature = "axum")]
     pub fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         (
@@ -373,6 +376,10 @@ impl Error {
     }
 }
 
+/// The engine's answer (its problem+json, `Retry-After`); a server error
+/// also carries itself in the response's extensions, for
+/// [`log_server_error`] to log its causes once.
+#[cfg(feature = "axum")]
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -413,6 +420,7 @@ impl fmt::Display for Chain<'_> {
 /// its whole source chain (the body leaves the cause out), or, for a 5xx
 /// that carries none (a static files' service), its status alone. Call it
 /// from your logging middleware.
+#[cfg(feature = "axum")]
 pub fn log_server_error(method: &http::Method, path: &str, response: &Response) {
     let status = response.status().as_u16();
     if let Some(error) = response.extensions().get::<Arc<Error>>() {

@@ -5,7 +5,7 @@
 //! that asks for none.
 
 use crate::error::Error;
-use crate::store::TransactionEnd;
+pub use crate::store::TransactionEnd;
 use async_trait::async_trait;
 use std::fmt;
 
@@ -46,6 +46,7 @@ pub struct NoFaults;
 
 impl Faults for NoFaults {}
 
+#[cfg(feature = "axum")]
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for NoFaults {
     type Rejection = std::convert::Infallible;
 

@@ -121,8 +121,8 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// The shop reads `1999.0` and `1.999e3` as the integer 1999 (README,
-    /// "Decisions"), so they are the same request as `1999`; a fraction is
+    /// The shop reads `1999.0` and `1.999e3` as the integer 1999 (docs/API.md,
+    /// "Decisions where the contract is silent"), so they are the same request as `1999`; a fraction is
     /// another value.
     #[test]
     fn a_number_without_a_fraction_is_the_integer_it_spells() {

@@ -14,6 +14,7 @@ pub struct IdempotencyKey(String);
 
 /// Why a header value is not a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IdempotencyKeyError {
     /// The header is absent.
     #[error("this request needs an Idempotency-Key header")]

@@ -3,7 +3,7 @@
 //! and the database written to. Your own metrics register in the same
 //! registry ([`Metrics::with`]), so one `/metrics` answer holds both.
 
-use crate::store::operations::{Census, OperationState, OutboxCensus};
+use crate::store::operator::{Census, OperationState, OutboxCensus};
 use http::{Method, StatusCode};
 use prometheus_client::encoding::{text::encode, EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{

@@ -1,7 +1,9 @@
 //! Which operation a request belongs to, as a name that carries neither the
 //! caller's token nor anything a log reader could reuse.
 
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of the caller and the key: the same for every attempt of one

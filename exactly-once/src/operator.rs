@@ -27,16 +27,19 @@
 //! [`Steps::reconcile`]: crate::Steps::reconcile
 
 use crate::backend::Backend;
+use crate::caller::Caller;
+use crate::engine::Engine;
 use crate::error::{Chain, Error};
 use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::StoredResponse;
-pub use crate::store::operations::{
+pub use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Refusal, Settlement, StateCount, Taken, Takeover,
 };
 use crate::store::StoreError;
-use crate::{Caller, Engine, IdempotencyKey, OperationId};
 use std::fmt;
 
 /// An operation named by an operator: its `op` (at least the 12 hex
@@ -78,6 +81,7 @@ impl fmt::Display for OperationRef {
 
 /// What an operator's call could not do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OperatorError {
     /// Not 12 to 64 hex digits.
     #[error("{0:?} is not an operation: give the `op` of the logs (12 to 64 hex digits), or a caller token and a key")]
@@ -139,7 +143,7 @@ impl<B: Backend> Engine<B> {
         &self,
         filter: &ListFilter,
     ) -> Result<Vec<OperationRecord>, StoreError> {
-        self.store.operations(filter).await
+        self.0.store.operations(filter).await
     }
 
     /// The operation `which` names, whatever its state.
@@ -150,7 +154,7 @@ impl<B: Backend> Engine<B> {
         let (caller, key) = match which {
             OperationRef::Key(caller, key) => (*caller, key.clone()),
             OperationRef::Id(prefix) => {
-                let mut found = self.store.find_operations(prefix).await?;
+                let mut found = self.0.store.find_operations(prefix).await?;
                 match found.len() {
                     0 => return Err(OperatorError::NotFound(which.to_string())),
                     1 => found.remove(0),
@@ -163,7 +167,8 @@ impl<B: Backend> Engine<B> {
                 }
             }
         };
-        self.store
+        self.0
+            .store
             .operation(&caller, &key)
             .await?
             .ok_or_else(|| OperatorError::NotFound(which.to_string()))
@@ -174,7 +179,7 @@ impl<B: Backend> Engine<B> {
         &self,
         record: &OperationRecord,
     ) -> Result<Vec<ActionRecord>, StoreError> {
-        self.store.actions(&record.operation()).await
+        self.0.store.actions(&record.operation()).await
     }
 
     /// What the service outside holds for `record`'s operation, as the
@@ -184,7 +189,7 @@ impl<B: Backend> Engine<B> {
         &self,
         record: &OperationRecord,
     ) -> Result<Option<serde_json::Value>, Refusal> {
-        self.steps.reconcile(&record.view()).await
+        self.0.steps.reconcile(&record.view()).await
     }
 
     /// Runs the operation `which` names now, as the completer would: takes
@@ -199,6 +204,7 @@ impl<B: Backend> Engine<B> {
         let record = self.find_operation(which).await?;
         let op = record.operation();
         let lease = match self
+            .0
             .store
             .operator_take(&record.caller, &record.key, Takeover::Retry, Some(by))
             .await?
@@ -239,6 +245,7 @@ impl<B: Backend> Engine<B> {
         let record = self.find_operation(which).await?;
         let op = record.operation();
         let lease = match self
+            .0
             .store
             .operator_take(&record.caller, &record.key, Takeover::Settle, None)
             .await?
@@ -254,8 +261,8 @@ impl<B: Backend> Engine<B> {
                 })
             }
         };
-        let phase = self.steps.settle(&lease, settlement).await?;
-        match self.store.settle(&lease, phase, settlement).await? {
+        let phase = self.0.steps.settle(&lease, settlement).await?;
+        match self.0.store.settle(&lease, phase, settlement).await? {
             Some(response) => {
                 tracing::info!(%op, outcome = settlement.outcome.as_str(), status = response.status,
                     operator = settlement.by.operator.as_str(), "an operator settled the operation");
@@ -270,7 +277,7 @@ impl<B: Backend> Engine<B> {
 mod tests {
     use super::*;
     #[cfg(feature = "sqlite")]
-    use crate::store::operations::matches;
+    use crate::store::operator::matches;
 
     #[test]
     fn an_operation_is_named_by_at_least_the_digits_the_logs_print() {

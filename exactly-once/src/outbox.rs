@@ -28,9 +28,9 @@
 
 use crate::backend::Backend;
 use crate::clock::BootInstant;
+use crate::engine::Engine;
 pub use crate::store::Message;
 use crate::store::{OutboxItem, Store};
-use crate::Engine;
 use async_trait::async_trait;
 use exactly_once_retry::Policy;
 use std::future::Future;
@@ -64,6 +64,7 @@ pub trait Transport: Send + Sync + 'static {
 
 /// Why a message was not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// It may go through later (the receiver is down, busy, timed out, or
     /// answered a temporary refusal such as SMTP's 4xx): tried again with
@@ -91,18 +92,48 @@ impl std::fmt::Display for SendError {
     }
 }
 
-/// How the relay runs.
+/// How the relay runs: the defaults, changed by a setter each.
+///
+/// ```
+/// use exactly_once::outbox::RelaySettings;
+/// use std::time::Duration;
+///
+/// let settings = RelaySettings::default().claim(Duration::from_secs(30)).connections(8);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RelaySettings {
+    pub(crate) claim: Duration,
+    pub(crate) connections: usize,
+    pub(crate) batch: u32,
+    pub(crate) poll: Duration,
+}
+
+impl RelaySettings {
     /// How long a claimed message is this relay's before another may send
-    /// it.
-    pub claim: Duration,
-    /// Connections sending at once.
-    pub connections: usize,
-    /// Messages claimed at once.
-    pub batch: u32,
-    /// How often the outbox is looked at when it is empty.
-    pub poll: Duration,
+    /// it (a minute by default).
+    pub fn claim(mut self, claim: Duration) -> Self {
+        self.claim = claim;
+        self
+    }
+
+    /// Connections sending at once (4 by default).
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.connections = connections;
+        self
+    }
+
+    /// Messages claimed at once (64 by default).
+    pub fn batch(mut self, batch: u32) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// How often the outbox is looked at when it is empty (every half
+    /// second by default).
+    pub fn poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
 }
 
 impl Default for RelaySettings {
@@ -171,14 +202,14 @@ async fn run<B: Backend, T: Transport>(
             room.clone(),
         ));
     }
-    let store = &engine.store;
+    let store = &engine.0.store;
     loop {
         room.acquire_many(batch)
             .await
             .expect("the semaphore is never closed")
             .forget();
         match store.outbox_census().await {
-            Ok(census) => engine.metrics.outbox(&census),
+            Ok(census) => engine.0.metrics.outbox(&census),
             Err(e) => tracing::warn!(error = %e, "cannot count the outbox"),
         }
         let window = Window::new(BootInstant::now(), claim);
@@ -217,7 +248,7 @@ async fn connection<B: Backend, T: Transport>(
         };
         match window.send_limit(BootInstant::now()) {
             Some(limit) => {
-                if send(&*engine.store, &*transport, &line, item, limit).await == Sent::GaveUp {
+                if send(&*engine.0.store, &*transport, &line, item, limit).await == Sent::GaveUp {
                     transport.close(line).await;
                     line = transport.connect();
                 }

@@ -4,7 +4,10 @@
 //! recovery point) and who may resume it (its lease). Both stores and the
 //! flow use these, so each decision is written once.
 
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 
@@ -20,6 +23,26 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
+    /// A JSON response: `value` serialised, `content-type:
+    /// application/json`.
+    ///
+    /// ```
+    /// use exactly_once::StoredResponse;
+    ///
+    /// let created = StoredResponse::json(http::StatusCode::CREATED, &serde_json::json!({ "id": 7 }));
+    /// assert_eq!(created.body, r#"{"id":7}"#);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `value` cannot be serialised (a map with non-string keys, a
+    /// `Serialize` impl that fails): a bug of the operation's, not of the
+    /// request.
+    pub fn json(status: StatusCode, value: &impl serde::Serialize) -> Self {
+        let body = serde_json::to_vec(value).expect("a response body serialises as JSON");
+        Self::new(status, "application/json", body)
+    }
+
     /// A response with one `content-type` header.
     pub fn new(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Self {
         Self {
@@ -102,12 +125,12 @@ impl Record {
 }
 
 /// The stored recovery point of a finished record.
-pub const FINISHED: &str = "finished";
+pub(crate) const FINISHED: &str = "finished";
 
 /// The stored recovery point of an expired record's tombstone: its answer
 /// is gone, and it keeps the key's generation so that the key's next life
 /// is told apart from this one (and a run a restore forgot is not).
-pub const EXPIRED: &str = "expired";
+pub(crate) const EXPIRED: &str = "expired";
 
 /// How a phase ends: the operation is finished (its answer is recorded) or
 /// stopped at a recovery point with what resuming needs.
@@ -115,11 +138,16 @@ pub const EXPIRED: &str = "expired";
 pub enum PhaseEnd {
     /// The answer, recorded with the key.
     Finished(StoredResponse),
-    /// Not finished: where it stopped (a name of the application's, which
-    /// its [`Steps`](crate::Steps) match on; never `"finished"` nor
-    /// `"expired"`), and the
-    /// state to resume from (the operation's own text, JSON say).
-    Stopped(String, String),
+    /// Not finished: stopped at a recovery point, with what resuming
+    /// needs ([`PhaseEnd::stop`] makes one).
+    Stopped {
+        /// Where it stopped: a name of the application's, which its
+        /// [`Steps`](crate::Steps) match on; never `"finished"` nor
+        /// `"expired"`.
+        point: String,
+        /// The state to resume from: the operation's own text (JSON, say).
+        state: String,
+    },
 }
 
 impl PhaseEnd {
@@ -129,17 +157,20 @@ impl PhaseEnd {
     /// use exactly_once::PhaseEnd;
     ///
     /// let step = PhaseEnd::stop("seat_held", &serde_json::json!({ "seat": "12A" }));
-    /// assert_eq!(step, PhaseEnd::Stopped("seat_held".into(), r#"{"seat":"12A"}"#.into()));
+    /// assert_eq!(
+    ///     step,
+    ///     PhaseEnd::Stopped { point: "seat_held".into(), state: r#"{"seat":"12A"}"#.into() }
+    /// );
     /// ```
     pub fn stop(point: &str, state: &impl serde::Serialize) -> Self {
         debug_assert!(
             point != FINISHED && point != EXPIRED,
             "{point:?} is not a recovery point"
         );
-        Self::Stopped(
-            point.to_owned(),
-            serde_json::to_string(state).expect("a recovery state serialises"),
-        )
+        Self::Stopped {
+            point: point.to_owned(),
+            state: serde_json::to_string(state).expect("a recovery state serialises"),
+        }
     }
 }
 

@@ -150,24 +150,6 @@ pub fn client_config(roots: RootCertStore) -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
-/// A server configuration from a PEM certificate chain and its key, with
-/// ALPN for HTTP/2 and HTTP/1.1.
-pub fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
-    let chain = certificates("certificate", cert)?;
-    let key = private_key("key", key)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|source| TlsError::Rustls {
-            what: format!("certificate {} with its key", cert.display()),
-            source,
-        })?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
-}
-
 /// rustls-pki-types' PEM errors, said plainly.
 fn pem_error(e: rustls::pki_types::pem::Error) -> String {
     match e {

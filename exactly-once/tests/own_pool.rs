@@ -8,12 +8,12 @@
 //! and the engine's settings never stay on a connection their handlers
 //! get back from the pool.
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::Transaction;
+use exactly_once::IdempotentRequest;
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation, PhaseEnd,
-    Postgres, PostgresOptions, PostgresStore, RunContext, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, PhaseEnd, Postgres,
+    PostgresStore, RunContext, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -29,28 +29,26 @@ const MIGRATIONS: &[Migration] = &[Migration::contract(
 #[derive(Debug)]
 struct AddNote(String);
 
-impl Operation<Postgres> for AddNote {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let row = tx
-                .query_one(
-                    "INSERT INTO notes (text) VALUES ($1) RETURNING id",
-                    &[&self.0],
-                )
-                .await
-                .map_err(exactly_once::store::postgres::classify)?;
-            let id: i64 = row.get(0);
-            let body = serde_json::json!({ "note": id, "text": self.0 });
-            Ok(PhaseEnd::Finished(StoredResponse::new(
-                StatusCode::CREATED,
-                "application/json",
-                body.to_string(),
-            )))
-        })
+impl PostgresOperation for AddNote {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let row = tx
+            .query_one(
+                "INSERT INTO notes (text) VALUES ($1) RETURNING id",
+                &[&self.0],
+            )
+            .await
+            .map_err(exactly_once::postgres::classify)?;
+        let id: i64 = row.get(0);
+        let body = serde_json::json!({ "note": id, "text": self.0 });
+        Ok(PhaseEnd::Finished(StoredResponse::new(
+            StatusCode::CREATED,
+            "application/json",
+            body.to_string(),
+        )))
     }
 }
 
@@ -85,7 +83,7 @@ async fn the_engine_runs_on_the_applications_own_pool() {
         .max_size(8)
         .build()
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = PostgresStore::with_pool(pool.clone(), options)
         .await
         .unwrap();

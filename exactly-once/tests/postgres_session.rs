@@ -11,12 +11,12 @@
 //! with `pgbouncer=true` added, and through a real PgBouncer in
 //! transaction mode (scripts/test.sh).
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::{Insert, OneStatement, Shape, Sql, Transaction};
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::{
+    Insert, OneStatement, PostgresOperation, Result, Shape, Sql, Transaction,
+};
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation, PhaseEnd,
-    Postgres, PostgresOptions, PostgresStore, RunContext, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, IdempotentRequest, Migration, NoFaults, PhaseEnd,
+    Postgres, PostgresStore, RunContext, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -50,21 +50,15 @@ impl AddNote {
     }
 }
 
-impl Operation<Postgres> for AddNote {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
+impl PostgresOperation for AddNote {
+    async fn run(&self, tx: &Transaction<'_>, at: &RunContext<'_>) -> Result<PhaseEnd> {
         const INSERT: Sql = Sql::new(
             "INSERT INTO notes (id, caller, text) VALUES ($1, $2, $3)",
             &[Type::TEXT, Type::BYTEA, Type::TEXT],
         );
-        Box::pin(async move {
-            let caller = &at.caller.as_bytes()[..];
-            INSERT.execute(tx, &[&self.id, &caller, &self.text]).await?;
-            Ok(PhaseEnd::Finished(self.response()))
-        })
+        let caller = &at.caller.as_bytes()[..];
+        INSERT.execute(tx, &[&self.id, &caller, &self.text]).await?;
+        Ok(PhaseEnd::Finished(self.response()))
     }
 
     fn one_statement(&self) -> Option<OneStatement> {
@@ -130,13 +124,11 @@ async fn a_plain_url_keeps_named_statements_and_the_settings_per_connection() {
         !db.url().contains("pgbouncer="),
         "this test is for a plain URL"
     );
-    let options = PostgresOptions::new(db.url()).migrations(MIGRATIONS);
-    let store = PostgresStore::open(options).await.unwrap();
-    exactly_once::store::Store::health(&store)
-        .await
-        .expect("a health check");
+    let options = StoreOptions::new().migrations(MIGRATIONS);
+    let store = PostgresStore::open(&db.url(), options).await.unwrap();
     let pool = store.pool().clone();
     let engine = Engine::new(store);
+    engine.health().await.expect("a health check");
 
     // One at a time, so they share one connection: a note in one
     // statement with its claim, one in a transaction, a replay of each.
@@ -181,13 +173,11 @@ async fn behind_a_pooler_nothing_stays_on_a_connection() {
         url if url.contains('?') => format!("{url}&pgbouncer=true"),
         url => format!("{url}?pgbouncer=true"),
     };
-    let options = PostgresOptions::new(url).migrations(MIGRATIONS);
-    let store = PostgresStore::open(options).await.unwrap();
-    exactly_once::store::Store::health(&store)
-        .await
-        .expect("a health check");
+    let options = StoreOptions::new().migrations(MIGRATIONS);
+    let store = PostgresStore::open(&url, options).await.unwrap();
     let pool = store.pool().clone();
     let engine = Arc::new(Engine::new(store));
+    engine.health().await.expect("a health check");
 
     // Many at once, so one-statement claims share statements, and
     // concurrent duplicates of one key.

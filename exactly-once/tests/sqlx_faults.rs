@@ -3,11 +3,10 @@
 //! cluster of its own (testkit's, PostgreSQL installed; run with
 //! `--include-ignored`).
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::{
-    store, Caller, Engine, Error, Fingerprint, IdempotencyKey, Migration, NoFaults, Operation,
-    PhaseEnd, PostgresOptions, Refused, RunContext, Sqlx, SqlxStore, StoredResponse,
+    Caller, Engine, Error, Fingerprint, IdempotencyKey, IdempotentRequest, Migration, NoFaults,
+    PhaseEnd, Refused, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -24,24 +23,21 @@ const MIGRATIONS: &[Migration] = &[Migration::contract(
 #[derive(Debug)]
 struct AddNote;
 
-impl Operation<Sqlx> for AddNote {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (key) VALUES ($1) RETURNING id")
-                .bind(at.key.as_ref())
-                .fetch_one(&mut *conn)
-                .await?;
-            let body = serde_json::json!({ "note": id });
-            Ok(PhaseEnd::Finished(StoredResponse::new(
-                StatusCode::CREATED,
-                "application/json",
-                body.to_string(),
-            )))
-        })
+impl SqlxOperation for AddNote {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (key) VALUES ($1) RETURNING id")
+            .bind(at.key.as_ref())
+            .fetch_one(&mut *conn)
+            .await?;
+        let body = serde_json::json!({ "note": id });
+        Ok(PhaseEnd::Finished(StoredResponse::json(
+            StatusCode::CREATED,
+            &body,
+        )))
     }
 }
 
@@ -65,7 +61,7 @@ async fn engine_on(cluster: &testkit::Postgres) -> (Database, Arc<Engine<Sqlx>>)
         .connect(&db.url())
         .await
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool, options).await.unwrap();
     (db, Arc::new(Engine::new(store)))
 }
@@ -198,12 +194,9 @@ async fn after_a_failover_records_in_memory_are_not_served() {
         .await
         .unwrap();
     let pool = sqlx::PgPool::connect(&on_new.url()).await.unwrap();
-    SqlxStore::open(
-        pool.clone(),
-        PostgresOptions::new("").migrations(MIGRATIONS),
-    )
-    .await
-    .unwrap();
+    SqlxStore::open(pool.clone(), StoreOptions::new().migrations(MIGRATIONS))
+        .await
+        .unwrap();
     pool.close().await;
 
     let forwarder = Forwarder::start(old.addr()).await;
@@ -213,7 +206,7 @@ async fn after_a_failover_records_in_memory_are_not_served() {
         .connect(&url)
         .await
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool, options).await.unwrap();
     let engine = Engine::new(store);
     let first = add(&engine, "k-1").await.unwrap();

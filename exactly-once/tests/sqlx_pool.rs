@@ -5,14 +5,15 @@
 //! transaction (its row and the key's record commit together), a retry
 //! replays byte for byte, another body is a 422, concurrent duplicates
 //! write once, an operation in two phases is finished by the completer
-//! after its request died, and none of the engine's settings stays on a
-//! connection of their pool.
+//! after its request died, an operation runs under the engine's
+//! `lock_timeout`, and none of the engine's settings stays on a connection
+//! of their pool.
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::IdempotentRequest;
+use exactly_once::postgres::sqlx::SqlxOperation;
+use exactly_once::IdempotentRequest;
 use exactly_once::{
-    store, Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation,
-    PhaseEnd, PostgresOptions, RunContext, Sqlx, SqlxStore, Steps, StoredResponse,
+    Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
+    RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -34,24 +35,22 @@ struct AddNote {
     then_send: bool,
 }
 
-impl Operation<Sqlx> for AddNote {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (id,): (i64,) =
-                sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
-                    .bind(at.key.as_ref())
-                    .bind(&self.text)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            if self.then_send {
-                return Ok(PhaseEnd::stop("sending", &id));
-            }
-            Ok(PhaseEnd::Finished(created(id, &self.text)))
-        })
+impl SqlxOperation for AddNote {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (id,): (i64,) =
+            sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
+                .bind(at.key.as_ref())
+                .bind(&self.text)
+                .fetch_one(&mut *conn)
+                .await?;
+        if self.then_send {
+            return Ok(PhaseEnd::stop("sending", &id));
+        }
+        Ok(PhaseEnd::Finished(created(id, &self.text)))
     }
 }
 
@@ -64,20 +63,18 @@ fn created(id: i64, text: &str) -> StoredResponse {
 #[derive(Debug)]
 struct MarkSent(i64);
 
-impl Operation<Sqlx> for MarkSent {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (text,): (String,) =
-                sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
-                    .bind(self.0)
-                    .fetch_one(&mut *conn)
-                    .await?;
-            Ok(PhaseEnd::Finished(created(self.0, &text)))
-        })
+impl SqlxOperation for MarkSent {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (text,): (String,) =
+            sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
+                .bind(self.0)
+                .fetch_one(&mut *conn)
+                .await?;
+        Ok(PhaseEnd::Finished(created(self.0, &text)))
     }
 }
 
@@ -138,7 +135,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
         .connect(&db.url())
         .await
         .unwrap();
-    let options = PostgresOptions::new("").migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool.clone(), options).await.unwrap();
     let engine = Engine::new(store);
 
@@ -192,7 +189,7 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
 async fn a_step_left_by_its_request_is_finished_by_the_completer() {
     let db = Database::postgres().await.unwrap();
     let pool = sqlx::PgPool::connect(&db.url()).await.unwrap();
-    let options = PostgresOptions::new("")
+    let options = StoreOptions::new()
         .migrations(MIGRATIONS)
         .lease(Duration::from_millis(300));
     let store = Arc::new(SqlxStore::open(pool.clone(), options).await.unwrap());
@@ -222,4 +219,64 @@ async fn a_step_left_by_its_request_is_finished_by_the_completer() {
     let replayed = add(&with, "n-3", "later", true).await;
     assert!(replayed.replayed);
     assert_eq!(replayed.response.status, 201);
+}
+
+/// Answers the `lock_timeout` its own transaction runs under.
+#[derive(Debug)]
+struct ShowLockTimeout;
+
+impl SqlxOperation for ShowLockTimeout {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (timeout,): (String,) = sqlx::query_as("SHOW lock_timeout")
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(PhaseEnd::Finished(StoredResponse::new(
+            StatusCode::OK,
+            "text/plain",
+            timeout,
+        )))
+    }
+}
+
+/// An operation on the application's pool runs under the engine's
+/// `lock_timeout` (a key held by another transaction is answered 409, not
+/// waited on forever), and the connection goes back to the pool without
+/// it.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn an_operation_runs_under_the_engines_lock_timeout_and_the_pool_gets_none() {
+    let db = Database::postgres().await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url())
+        .await
+        .unwrap();
+    let options = StoreOptions::new().migrations(MIGRATIONS);
+    let engine = Engine::new(SqlxStore::open(pool.clone(), options).await.unwrap());
+    let answer = engine
+        .execute(
+            request("lock-1", "show"),
+            &serde_json::json!({ "text": "show" }),
+            &NoFaults,
+            |_| Ok::<_, ()>(ShowLockTimeout),
+        )
+        .await
+        .or_else(exactly_once::Refused::into_answer)
+        .expect("the body parses");
+    assert_eq!(answer.response.status, 200, "{:?}", answer.response);
+    let inside = String::from_utf8_lossy(&answer.response.body).into_owned();
+    assert_ne!(
+        inside, "0",
+        "no lock_timeout inside the engine's transaction"
+    );
+    // The pool's one connection, the one the operation ran on.
+    let (outside,): (String,) = sqlx::query_as("SHOW lock_timeout")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(outside, "0", "the engine's lock_timeout ({inside}) stayed");
 }

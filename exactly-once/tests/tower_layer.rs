@@ -7,11 +7,11 @@
 //! route's key namespace hold, and the replay hook sees each replay.
 
 use bytes::Bytes;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::Transaction;
 use exactly_once::{
-    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Postgres,
-    Refused, RunContext, Sqlite, Store, StoredResponse,
+    Any, AnyStore, Caller, Engine, Keyed, KeyedLayer, NoFaults, Operation, PhaseEnd, Refused,
+    RunContext, Sqlite, StoredResponse,
 };
 use http::StatusCode;
 use http_body_util::Full;
@@ -58,13 +58,13 @@ impl Operation<Sqlite> for AddNote {
     }
 }
 
-impl Operation<Postgres> for AddNote {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async move { Ok(self.answer()) })
+impl PostgresOperation for AddNote {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(self.answer())
     }
 
     fn key_ttl(&self) -> Option<Duration> {
@@ -84,7 +84,7 @@ async fn app() -> App {
     let replays = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&replays);
     let engine = Engine::builder(store)
-        .steps(Slow)
+        .steps(Slow::default())
         .on_replay(move |replay| {
             assert_eq!(replay.status, 201);
             seen.fetch_add(1, Ordering::SeqCst);
@@ -104,13 +104,17 @@ async fn store(lease: Duration) -> (Database, Arc<AnyStore>) {
     let store = match db.sqlite_path() {
         Some(path) => {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            let options = exactly_once::SqliteOptions::new(path).lease(lease);
-            AnyStore::from(Arc::new(exactly_once::SqliteStore::open(options).unwrap()))
+            let options = exactly_once::StoreOptions::new().lease(lease);
+            AnyStore::from(Arc::new(
+                exactly_once::SqliteStore::open(path, options).unwrap(),
+            ))
         }
         None => {
-            let options = exactly_once::PostgresOptions::new(db.url()).lease(lease);
+            let options = exactly_once::StoreOptions::new().lease(lease);
             AnyStore::from(Arc::new(
-                exactly_once::PostgresStore::open(options).await.unwrap(),
+                exactly_once::PostgresStore::open(&db.url(), options)
+                    .await
+                    .unwrap(),
             ))
         }
     };
@@ -131,19 +135,23 @@ impl Operation<Sqlite> for StartCall {
     }
 }
 
-impl Operation<Postgres> for StartCall {
-    fn run<'a>(
-        &'a self,
-        _tx: &'a Transaction<'a>,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async { Ok(PhaseEnd::stop("quick", &serde_json::json!({}))) })
+impl PostgresOperation for StartCall {
+    async fn run(
+        &self,
+        _tx: &Transaction<'_>,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        Ok(PhaseEnd::stop("quick", &serde_json::json!({})))
     }
 }
 
 /// Steps whose call at `quick` never answers (the process dies in it),
-/// with a lease of half a second at that point.
-struct Slow;
+/// with a lease of half a second at that point; `calls` counts the calls,
+/// each a run of the step: the request's, then the completer's.
+#[derive(Default)]
+struct Slow {
+    calls: Arc<AtomicUsize>,
+}
 
 #[async_trait::async_trait]
 impl exactly_once::Steps<Any> for Slow {
@@ -151,6 +159,7 @@ impl exactly_once::Steps<Any> for Slow {
         &self,
         _lease: &exactly_once::Lease,
     ) -> Result<Arc<dyn Operation<Any>>, exactly_once::Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         std::future::pending().await
     }
 
@@ -399,10 +408,12 @@ async fn a_key_namespace_per_route_keeps_the_same_key_apart() {
 async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores() {
     // The store's lease is a minute; the point `quick` says half a second.
     let (_db, store) = store(Duration::from_secs(60)).await;
-    let engine = Engine::builder(Arc::clone(&store)).steps(Slow).build();
+    let slow = Slow::default();
+    let calls = Arc::clone(&slow.calls);
+    let engine = Engine::builder(Arc::clone(&store)).steps(slow).build();
     let caller = Caller::of(b"token-of-alice");
     let key = exactly_once::IdempotencyKey::parse(b"k-8").unwrap();
-    let request = exactly_once::store::IdempotentRequest {
+    let request = exactly_once::IdempotentRequest {
         caller,
         key: key.clone(),
         fingerprint: exactly_once::Fingerprint::new(
@@ -426,16 +437,17 @@ async fn a_recovery_point_with_its_own_lease_is_resumed_after_it_not_the_stores(
     tokio::time::sleep(Duration::from_millis(300)).await;
     running.abort();
 
+    // The completer, looking every 100 ms, runs the step again once the
+    // point's half second is over: well before the store's minute.
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the request ran the step");
+    let completer = tokio::spawn(engine.completer(Duration::from_millis(100)));
     let started = std::time::Instant::now();
-    loop {
-        let abandoned = store.abandoned(10, &[]).await.unwrap();
-        if abandoned.iter().any(|a| a.key == key && a.point == "quick") {
-            break;
-        }
+    while calls.load(Ordering::SeqCst) < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "still held after 5 s: the store's minute-long lease, not the point's half second"
+            "not resumed after 5 s: the store's minute-long lease, not the point's half second"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    completer.abort();
 }

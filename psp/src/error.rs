@@ -2,11 +2,10 @@
 //! `{"error": {"type", "code", "message", "param"?, "decline_code"?}}`.
 //! Internal details are logged, never sent.
 
-use crate::domain::{IdempotencyKey, KeyError, ParamError};
+use crate::domain::{ErrorBody, IdempotencyKey, KeyError, ParamError};
 use crate::ledger::LedgerError;
 use axum::response::{IntoResponse, Response};
 use http::{header, StatusCode};
-use serde::Serialize;
 
 /// Everything a request can end in that is not a stored answer.
 #[derive(Debug, thiserror::Error)]
@@ -142,35 +141,6 @@ impl IntoResponse for ApiError {
         }
         .to_vec();
         (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-    }
-}
-
-/// The body of every error and decline: `{"error": {...}}`.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody<'a> {
-    /// `card_error`, `idempotency_error`, `invalid_request_error` or `api_error`.
-    #[serde(rename = "type")]
-    pub kind: &'a str,
-    /// What went wrong, for programs.
-    pub code: &'a str,
-    /// Why a card was declined (declines only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decline_code: Option<&'a str>,
-    /// The parameter at fault, if one is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub param: Option<&'a str>,
-    /// What went wrong, for people.
-    pub message: &'a str,
-}
-
-impl ErrorBody<'_> {
-    /// The JSON, wrapped in `{"error": …}`.
-    pub fn to_vec(&self) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Wrapped<'b, 'a> {
-            error: &'b ErrorBody<'a>,
-        }
-        serde_json::to_vec(&Wrapped { error: self }).expect("an error body always serialises")
     }
 }
 

@@ -7,5 +7,6 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    serve::install_crypto_provider();
     serve::main::<psp::Application>("info")
 }

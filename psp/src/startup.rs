@@ -53,7 +53,7 @@ impl Application {
     pub async fn build(config: Config) -> Result<Self, StartupError> {
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(serve::TlsAcceptor::from(std::sync::Arc::new(
-                exactly_once::tls::server_config(cert, key)?,
+                exactly_once::workspace::server_config(cert, key)?,
             ))),
             _ => None,
         };

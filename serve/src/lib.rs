@@ -30,9 +30,9 @@ pub mod logs;
 pub mod macros;
 pub mod watch;
 /// The numbered migrations of a SQLite file: the engine's runner.
-pub use exactly_once::store::migrations;
+pub use exactly_once::workspace::migrations;
 /// Deleting expired records in batches, every interval: the engine's loop.
-pub use exactly_once::sweep;
+pub use exactly_once::workspace::sweep;
 
 pub use accept::{serve, serve_tls, serve_with_limits, shutdown_signal, ConnectionControl};
 pub use tokio_rustls::TlsAcceptor;
@@ -66,6 +66,17 @@ pub trait App: Sized {
 
     /// Serves until `shutdown` resolves, then drains.
     fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> impl Future<Output = ()>;
+}
+
+/// Makes ring the process's rustls crypto provider, as the first line of
+/// every binary's `main`. Which providers a build compiles in depends on
+/// the features Cargo unified across everything built with it (reqwest's
+/// `rustls-tls-manual-roots-no-provider` brings rustls and no provider),
+/// so a binary that left the choice to rustls could start when built alone
+/// and panic ("No provider set") when built beside the others. An `Err`
+/// only says a provider is installed already.
+pub fn install_crypto_provider() {
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A binary's `main`: parses the flags of `A`, starts logs with
@@ -146,7 +157,7 @@ pub fn assert_each_cause_once(line: &str) {
 
 /// An error and its sources, `: `-separated, on one line, each cause once:
 /// the engine's.
-pub use exactly_once::error::Chain;
+pub use exactly_once::workspace::Chain;
 
 #[cfg(test)]
 mod tests {

@@ -5,12 +5,9 @@
 //! strike; without `--chaos` (or without the header) every call is a no-op.
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use async_trait::async_trait;
-use axum::extract::FromRequestParts;
-use exactly_once::store::TransactionEnd;
+use exactly_once::faults::TransactionEnd;
 use exactly_once::{Error, Faults};
-use http::request::Parts;
 use serve::ConnectionControl;
 use std::time::Duration;
 
@@ -119,14 +116,6 @@ impl Chaos {
                 "chaos asked to drop a connection the server does not manage",
             )),
         }
-    }
-}
-
-impl FromRequestParts<AppState> for Chaos {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Self::from_request(&parts.headers, &parts.extensions, state.chaos)
     }
 }
 

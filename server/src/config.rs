@@ -41,11 +41,15 @@ pub struct Config {
     )]
     pub database: DatabaseUrl,
 
-    /// How long a key's record is kept after its creation (`2s`, `15m`, `24h`, `7d`).
+    /// How long a key's record is kept (`2s`, `15m`, `24h`, `7d`), from the
+    /// moment its answer is recorded: an operation waiting at a recovery
+    /// point does not expire, and its life starts when it finishes.
     #[arg(long, env = "KEY_TTL", default_value = "24h", value_name = "DUR", value_parser = positive_duration)]
     pub key_ttl: Duration,
 
-    /// How often expired records are deleted.
+    /// How often expired records are swept (to tombstones), tombstones past
+    /// `--tombstone-ttl` deleted, and sent receipts past `--outbox-retention`
+    /// pruned.
     #[arg(long, env = "SWEEP_INTERVAL", default_value = "60s", value_name = "DUR", value_parser = positive_duration)]
     pub sweep_interval: Duration,
 

@@ -3,7 +3,7 @@
 //! not what the API takes, nothing is served at a path, and every error of
 //! the engine ([`exactly_once::Error`]) as it renders itself.
 
-pub use exactly_once::error::{BoxError, PROBLEM_JSON};
+pub use exactly_once::workspace::{BoxError, PROBLEM_JSON};
 pub use exactly_once::Problem;
 
 use crate::domain::CallerError;
@@ -122,6 +122,6 @@ fn whole_seconds(wait: std::time::Duration) -> u64 {
     seconds.max(1)
 }
 
-/// Logs a server error once, with its cause ([`exactly_once::error::log_server_error`]):
+/// Logs a server error once, with its cause ([`exactly_once::workspace::log_server_error`]):
 /// every 5xx of the shop is the engine's.
-pub use exactly_once::error::log_server_error;
+pub use exactly_once::workspace::log_server_error;

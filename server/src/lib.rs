@@ -26,10 +26,10 @@
 //!   the shared retry policy; [`mailer`]: receipts by SMTP (`--smtp-url`),
 //!   the engine's outbox transport.
 //! * [`routes`]: one module per resource, each handler annotated with its
-//!   OpenAPI description.
-//! * [`openapi`]: `GET /openapi.json`, generated from those annotations,
-//!   the answer types in [`openapi::responses`] and the schemas in
-//!   [`openapi::schemas`].
+//!   OpenAPI description; [`routes::api`] gathers them into the router and
+//!   the document `GET /openapi.json` serves.
+//! * [`openapi`]: the document's fixed parts, the answer types in
+//!   [`openapi::responses`] and the schemas in [`openapi::schemas`].
 //! * [`error`]: `ApiError`, the shop's errors beside the engine's, rendered
 //!   as `application/problem+json`.
 //! * [`chaos`]: `X-Chaos` fault injection for the demo and the tests (the
@@ -37,7 +37,8 @@
 //! * [`operations`]: `server operations list|show|retry|settle`, the
 //!   operator's commands (the engine's [`exactly_once::operator`]), and
 //!   the demo's `GET /operations` (with `--chaos`).
-//! * [`metrics`]: the shop's Prometheus metrics beside the engine's;
+//! * [`metrics`]: the shop's Prometheus metrics beside the engine's
+//!   (served by [`routes::metrics`]);
 //!   [`observe`]: the middleware that records each request's latency and
 //!   logs its server error; [`rate`]: `--caller-rate`, requests a second
 //!   per caller. Logs, the accept loop and the binary's `main`
@@ -72,8 +73,20 @@ pub mod urls;
 pub use config::Config;
 pub use startup::{Application, StartupError};
 
-/// The README's Rust quick start ("The engine in your own Rust service"),
-/// compiled and run by `cargo test --doc`.
+/// The README's Rust quick start ("Quick start 2: your Rust service"),
+/// compiled by `cargo test --doc` (`no_run`: its `main` serves forever).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeQuickStart;
+
+/// docs/RUST.md's snippets (the engine without axum, your own pool),
+/// compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/RUST.md")]
+pub struct DocsRust;
+
+/// docs/END-TO-END.md's service (the engine in your own app state, with
+/// the CORS headers the browser client needs), compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/END-TO-END.md")]
+pub struct DocsEndToEnd;

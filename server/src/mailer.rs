@@ -112,7 +112,7 @@ impl Transport for Mailer {
         // A receipt that cannot even be written (a bad address) never will.
         let email = email(message).map_err(SendError::Permanent)?;
         connection.send(email).await.map_err(|e| {
-            let why = exactly_once::error::Chain(&e).to_string();
+            let why = exactly_once::workspace::Chain(&e).to_string();
             // 5xx: the server refused this message for good (no such
             // mailbox, rejected); anything else may pass later.
             if e.is_permanent() {

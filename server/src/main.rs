@@ -14,6 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const LOGS: &str = "info,tower_http=warn";
 
 fn main() -> ExitCode {
+    serve::install_crypto_provider();
     if let Some(ran) = server::operations::main() {
         return ran;
     }

@@ -4,20 +4,11 @@
 //! (whether the instance is healthy, and whether its database answers), so
 //! that an alert sees both without probing `/healthz` itself.
 
-use crate::state::AppState;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use exactly_once::store::StoreErrorKind;
+use exactly_once::StoreErrorKind;
 use exactly_once::{Metrics, StoreError};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
 use prometheus_client::registry::Registry;
-use std::time::Duration;
-
-/// How long a scrape waits for the health check before it counts the
-/// database as not answering (under Prometheus' default 10 s scrape
-/// timeout).
-const HEALTH_WITHIN: Duration = Duration::from_secs(5);
 
 /// How a provider call ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -108,7 +99,7 @@ impl ShopMetrics {
     }
 
     /// What the health check said (`None`: no answer in time).
-    fn health(&self, checked: Option<&Result<(), StoreError>>) {
+    pub(crate) fn health(&self, checked: Option<&Result<(), StoreError>>) {
         let reachable = match checked {
             None => false,
             Some(Ok(())) => true,
@@ -120,27 +111,4 @@ impl ShopMetrics {
         self.healthy.set(i64::from(matches!(checked, Some(Ok(())))));
         self.database_reachable.set(i64::from(reachable));
     }
-}
-
-/// `GET /metrics`
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    operation_id = "metrics",
-    tag = "operations",
-    responses(crate::openapi::responses::MetricsResponses)
-)]
-pub async fn handler(State(state): State<AppState>) -> Response {
-    let metrics = &state.engine.metrics;
-    let checked = tokio::time::timeout(HEALTH_WITHIN, state.engine.store.health()).await;
-    state.shop_metrics.health(checked.as_ref().ok());
-    metrics.database_host(state.engine.store.database_host());
-    (
-        [(
-            http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        metrics.render(),
-    )
-        .into_response()
 }

@@ -272,14 +272,14 @@ fn unreachable_reason(e: &reqwest::Error) -> String {
             return format!(
                 "the provider's TLS certificate was refused (trusting the platform's roots and \
                  SSL_CERT_FILE): {}",
-                redact(&exactly_once::error::Chain(e).to_string())
+                redact(&exactly_once::workspace::Chain(e).to_string())
             );
         }
         source = cause.source();
     }
     format!(
         "the provider cannot be reached: {}",
-        redact(&exactly_once::error::Chain(e).to_string())
+        redact(&exactly_once::workspace::Chain(e).to_string())
     )
 }
 

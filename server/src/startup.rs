@@ -4,9 +4,8 @@
 use crate::config::{Config, DatabaseUrl};
 use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::mailer::{self, Mailer};
-use crate::metrics::{self, ShopMetrics};
+use crate::metrics::ShopMetrics;
 use crate::observe::ObserveLayer;
-use crate::openapi;
 use crate::operation::receipt::Receipts;
 use crate::provider::Provider;
 use crate::routes;
@@ -16,8 +15,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::Router;
 use exactly_once::outbox::RelaySettings;
 use exactly_once::{
-    AnyStore, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
-    IDEMPOTENT_REPLAYED, MAX_BODY_BYTES,
+    AnyStore, Engine, PostgresStore, SqliteStore, StoreError, StoreOptions, IDEMPOTENT_REPLAYED,
+    MAX_BODY_BYTES,
 };
 use http::{header, HeaderName, Method};
 use std::future::Future;
@@ -29,8 +28,6 @@ use tower::ServiceBuilder;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -94,11 +91,9 @@ impl Application {
             complete_interval: config.complete_interval,
             limits: config.listener_limits(),
             relay: mailer.map(|mailer| {
-                let settings = RelaySettings {
-                    claim: config.receipt_claim,
-                    connections: mailer::CONNECTIONS,
-                    ..RelaySettings::default()
-                };
+                let settings = RelaySettings::default()
+                    .claim(config.receipt_claim)
+                    .connections(mailer::CONNECTIONS);
                 (mailer, settings)
             }),
         })
@@ -122,7 +117,7 @@ impl Application {
         ];
         if let Some((mailer, settings)) = self.relay {
             let smtp = mailer.smtp();
-            tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = settings.connections, "receipt relay started");
+            tracing::info!(host = %smtp.host, port = smtp.port, tls = ?smtp.tls, connections = mailer::CONNECTIONS, "receipt relay started");
             background.push(tokio::spawn(engine.relay(mailer, settings)));
         }
         background.push(tokio::spawn(self.state.receipts.clone().forget_idle()));
@@ -178,10 +173,9 @@ pub(crate) fn provider(
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
     let store = match &config.database {
         DatabaseUrl::Sqlite(path) => {
-            let mut options = sqlite_options(config, path.clone());
-            options.migrate = migrate;
+            let (path, options) = (path.clone(), sqlite_options(config).migrate(migrate));
             AnyStore::from(Arc::new(
-                tokio::task::spawn_blocking(move || SqliteStore::open(options))
+                tokio::task::spawn_blocking(move || SqliteStore::open(path, options))
                     .await
                     .map_err(|e| {
                         StoreError::internal("the database opener panicked").caused_by(e)
@@ -189,18 +183,13 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
             ))
         }
         DatabaseUrl::Postgres(url) => AnyStore::from(Arc::new(
-            PostgresStore::open(PostgresOptions {
-                url: url.clone(),
-                durability: config.durability.into(),
-                key_ttl: config.key_ttl,
-                lease: config.operation_lease,
-                migrations: POSTGRES_MIGRATIONS,
-                application_name: "idempotent-checkout".to_owned(),
-                attention_after: config.attention_after,
-                tombstone_ttl: config.tombstone_ttl,
-                outbox_retention: config.outbox_retention,
-                migrate,
-            })
+            PostgresStore::open(
+                url,
+                store_options(config)
+                    .migrations(POSTGRES_MIGRATIONS)
+                    .application_name("idempotent-checkout")
+                    .migrate(migrate),
+            )
             .await?,
         )),
     };
@@ -213,7 +202,7 @@ pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreEr
 /// release serves on the result and that a write commits, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
     let db = open_database(config, true).await?;
-    exactly_once::Store::health(&*db.store()).await
+    Engine::builder(db.store()).build().health().await
 }
 
 /// The shop's state over its database: the engine (its store, metrics and
@@ -255,20 +244,6 @@ pub fn state(
     })
 }
 
-/// The routes of the HTTP API of docs/CONTRACT.md section 3, each with its
-/// OpenAPI description: the router and `GET /openapi.json` both come from
-/// here, so the document lists every route served.
-pub fn api_routes() -> OpenApiRouter<AppState> {
-    openapi::router()
-        .routes(routes!(routes::charges::create, routes::charges::list))
-        .routes(routes!(routes::reservations::create))
-        .routes(routes!(routes::inventory::show))
-        .routes(routes!(routes::health::healthz))
-        .routes(routes!(metrics::handler))
-        .routes(routes!(routes::config::show))
-        .routes(routes!(openapi::serve))
-}
-
 serve::app!(Application, Config, StartupError);
 
 /// The HTTP API of docs/CONTRACT.md section 3, with the demo page at `/`.
@@ -279,7 +254,7 @@ serve::app!(Application, Config, StartupError);
 /// a replay 28 of its 93 allocations (docs/BENCHMARKS.md, "Per-request
 /// CPU").
 pub fn router(state: AppState, config: &Config) -> Router {
-    let (mut api, _) = api_routes().split_for_parts();
+    let (mut api, _) = routes::api::api_routes().split_for_parts();
     if config.chaos {
         // The demo's operator panel: not in the API (nor its document).
         api = api.route("/operations", axum::routing::get(routes::operations::list));
@@ -305,7 +280,7 @@ pub fn router(state: AppState, config: &Config) -> Router {
                 // `observe`; the trace layer's own line would be a second.
                 .layer(TraceLayer::new_for_http().on_failure(()))
                 // Inside the router's layer, so it sees the matched route.
-                .layer(ObserveLayer::new(state.engine.metrics.clone()))
+                .layer(ObserveLayer::new(state.engine.metrics().clone()))
                 .option_layer(cors)
                 // Inside CORS, so that a page on another origin reads its 429.
                 .option_layer(state.caller_rate.clone())
@@ -316,18 +291,21 @@ pub fn router(state: AppState, config: &Config) -> Router {
 }
 
 /// The SQLite store's options, from the flags.
-pub(crate) fn sqlite_options(config: &Config, path: std::path::PathBuf) -> SqliteOptions {
-    SqliteOptions {
-        path,
-        durability: config.durability.into(),
-        key_ttl: config.key_ttl,
-        lease: config.operation_lease,
-        migrations: SQLITE_MIGRATIONS,
-        attention_after: config.attention_after,
-        tombstone_ttl: config.tombstone_ttl,
-        outbox_retention: config.outbox_retention,
-        migrate: !config.no_migrate,
-    }
+pub(crate) fn sqlite_options(config: &Config) -> StoreOptions {
+    store_options(config)
+        .migrations(SQLITE_MIGRATIONS)
+        .migrate(!config.no_migrate)
+}
+
+/// What both stores' options take from the flags.
+fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions::new()
+        .durability(config.durability.into())
+        .key_ttl(config.key_ttl)
+        .lease(config.operation_lease)
+        .attention_after(config.attention_after)
+        .tombstone_ttl(config.tombstone_ttl)
+        .outbox_retention(config.outbox_retention)
 }
 
 /// How long the browser client keeps a key by default (its `keyTtlMs`).

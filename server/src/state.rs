@@ -48,6 +48,6 @@ impl Deref for AppState {
 
 impl axum::extract::FromRef<AppState> for Arc<Metrics> {
     fn from_ref(state: &AppState) -> Self {
-        state.engine.metrics.clone()
+        state.engine.metrics().clone()
     }
 }

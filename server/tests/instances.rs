@@ -148,8 +148,8 @@ async fn instances_starting_together_migrate_once() {
             .sql(
                 "",
                 "DO $$ BEGIN
-                   IF (SELECT count(*) FROM schema_migrations) <> 2
-                      OR (SELECT count(DISTINCT version) FROM schema_migrations) <> 2 THEN
+                   IF (SELECT count(*) FROM schema_migrations) <> 3
+                      OR (SELECT count(DISTINCT version) FROM schema_migrations) <> 3 THEN
                      RAISE EXCEPTION 'migrations recorded: %',
                        (SELECT string_agg(version::text, ',') FROM schema_migrations);
                    END IF;

@@ -1,4 +1,4 @@
-//! Rolling releases (issue 35; docs/CONTRACT.md section 7: `server
+//! Rolling releases (docs/CONTRACT.md section 7: `server
 //! migrate`, `--no-migrate`, "a database migrated by a later release"):
 //! two real binaries on one database, this release and the next.
 //!
@@ -271,7 +271,7 @@ async fn a_rolling_deploy_keeps_both_releases_serving_through_migration_overlap_
         migrated.stdout
     );
     let (ledger_version, runs_beside) = if database.is_postgres() {
-        (4, "runs_beside = 2")
+        (5, "runs_beside = 2")
     } else {
         (4, "runs_beside = 3")
     };
@@ -431,11 +431,8 @@ async fn a_contract_migration_makes_the_earlier_release_refuse_to_start_naming_i
             .status(),
         201
     );
-    let (version, name) = if database.is_postgres() {
-        (3, "0003_rename_description")
-    } else {
-        (4, "0004_rename_description")
-    };
+    // The same on both backends: each is at version 3 of its ledger.
+    let (version, name) = (4, "0004_rename_description");
     // A later release's job gives a ledger that lacks them the columns it
     // records (nothing to do on this release's ledger, which has them).
     for column in ["runs_beside BIGINT", "name TEXT"] {
@@ -514,11 +511,7 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
     let url = database.url();
     let www = tempfile::tempdir().unwrap();
     let www_dir = www.path().to_str().unwrap();
-    let (next_version, missing) = if database.is_postgres() {
-        (3, "from 3 (0003_charge_note)")
-    } else {
-        (4, "from 4 (0004_charge_note)")
-    };
+    let (next_version, missing) = (4, "from 4 (0004_charge_note)");
     let serve = [
         "--listen",
         "127.0.0.1:0",

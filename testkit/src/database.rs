@@ -6,6 +6,7 @@
 //! database, or a restart on the same file), and its folder lives as long
 //! as the last clone.
 
+use crate::pg_client::connect;
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -76,8 +77,8 @@ impl Database {
     /// The URL's parameters (`?pgbouncer=true`, `?sslmode=…`) are kept.
     pub async fn postgres_on(admin: &str) -> Result<Self> {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        connect(admin)
-            .await?
+        let client = connect(admin).await?;
+        client
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .with_context(|| format!("CREATE DATABASE {name}"))?;
@@ -85,6 +86,9 @@ impl Database {
         let (server, _) = base
             .rsplit_once('/')
             .ok_or_else(|| anyhow!("{admin} has no database name"))?;
+        if crate::citus::is_coordinator(&client).await? {
+            crate::citus::prepare(&client, server, &name).await?;
+        }
         let query = match query {
             "" => String::new(),
             query => format!("?{query}"),
@@ -226,32 +230,4 @@ fn open(path: &Path) -> Result<rusqlite::Connection> {
     // The server may hold the write lock for a moment.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     Ok(conn)
-}
-
-/// A client of the PostgreSQL server at `url` (a `pgbouncer=true` in it,
-/// the server's own parameter, is left out: each statement the kit sends
-/// is one simple query, which a pooler passes as it is).
-async fn connect(url: &str) -> Result<tokio_postgres::Client> {
-    let plain = without_pgbouncer(url);
-    let (client, connection) = tokio_postgres::connect(&plain, tokio_postgres::NoTls)
-        .await
-        .with_context(|| format!("connecting to {url}"))?;
-    tokio::spawn(connection);
-    Ok(client)
-}
-
-/// `url` without its `pgbouncer` parameter, which tokio-postgres does not
-/// know.
-fn without_pgbouncer(url: &str) -> String {
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| !pair.starts_with("pgbouncer="))
-        .collect();
-    match kept.is_empty() {
-        true => base.to_owned(),
-        false => format!("{base}?{}", kept.join("&")),
-    }
 }

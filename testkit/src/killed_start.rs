@@ -6,7 +6,7 @@
 //! [`crate::Process::restart_and_kill`] and
 //! [`crate::ServerBuilder::start_and_kill`].
 
-use crate::process::{FirstLine, LISTENING, STARTUP};
+use crate::first_line::{FirstLine, LISTENING, STARTUP};
 use anyhow::Result;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

@@ -45,6 +45,8 @@
 //! - [`tls`]: a certificate authority of the test's own and a server
 //!   certificate it signed (rcgen), for PostgreSQL, the provider and
 //!   MailDev over TLS.
+//! - `skip`: [`skipped`], for a test that does not apply to this run's
+//!   database: counted as skipped, not passed.
 //!
 //! # Example
 //!
@@ -67,22 +69,27 @@
 
 pub mod binary;
 pub mod caller;
+mod citus;
 pub mod clock;
 pub mod cluster;
 pub mod concurrent;
 pub mod database;
+mod first_line;
 mod http;
+mod keys;
 pub mod killed_start;
 pub mod lazyfs;
 pub mod load;
 pub mod maildev;
 pub mod metrics;
 pub mod patroni;
+mod pg_client;
 pub mod process;
 pub mod proxy;
 pub mod psp;
 pub mod refusing_smtp;
 pub mod server;
+mod skip;
 pub mod tls;
 
 pub use binary::Binary;
@@ -91,6 +98,7 @@ pub use clock::SteppedClock;
 pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};
 pub use database::Database;
+pub use keys::{new_key, new_token};
 pub use killed_start::{KillAt, KilledStart};
 pub use lazyfs::LazyFs;
 pub use load::AnswerKinds;
@@ -102,14 +110,5 @@ pub use proxy::Proxy;
 pub use psp::{Fault, LedgerRow, Psp};
 pub use refusing_smtp::RefusingSmtp;
 pub use server::{Server, ServerBuilder};
+pub use skip::{skipped, SKIPPED};
 pub use tls::TestCa;
-
-/// A fresh random idempotency key (a UUID v4).
-pub fn new_key() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// A fresh random caller token (a customer of its own).
-pub fn new_token() -> String {
-    format!("test-{}", uuid::Uuid::new_v4().simple())
-}

@@ -249,7 +249,7 @@ impl Patroni {
         Ok(())
     }
 
-    /// The node's configuration (what README's deployment section shows).
+    /// The node's configuration (what docs/DEPLOYING.md shows).
     fn config(&self, i: usize) -> String {
         let node = &self.nodes[i];
         let dir = self.dir.path().display();

@@ -16,6 +16,7 @@
 //! of one child, and they share its state.
 
 use crate::binary::Binary;
+use crate::first_line::{FirstLine, LISTENING, STARTUP};
 use crate::killed_start::{self, KillAt, KilledStart};
 use anyhow::{anyhow, bail, Context, Result};
 use std::ffi::{OsStr, OsString};
@@ -28,9 +29,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// How long a process may take to print its address (a debug build on a
-/// loaded 2-core machine).
-pub(crate) const STARTUP: Duration = Duration::from_secs(30);
 /// How long a restart keeps trying while the old address is not free yet.
 const REBIND: Duration = Duration::from_secs(10);
 /// Lines of the log shown when a test panics with the process alive.
@@ -327,9 +325,6 @@ impl Drop for Process {
     }
 }
 
-/// The first line a process printed on stdout: `None` at end of file.
-pub(crate) type FirstLine = mpsc::Receiver<Option<std::io::Result<String>>>;
-
 /// Starts the process and reads its `listening on http://ADDR` line
 /// (`https://`); the scheme and the address.
 fn spawn(
@@ -377,10 +372,6 @@ fn spawn(
         }
     }
 }
-
-/// What a process prints, followed by `http://ADDR` (or `https://ADDR`),
-/// once it serves.
-pub(crate) const LISTENING: &str = "listening on ";
 
 /// Spawns the process with its stderr in `log` and a thread that hands
 /// over its first line of stdout, then keeps stdout drained so the process

@@ -112,6 +112,26 @@ impl Psp {
             .await
     }
 
+    /// What the simulator logged so far (a line per fault it injected,
+    /// `fault: …`, among them).
+    pub fn log_text(&self) -> String {
+        self.process.log_text()
+    }
+
+    /// The pending fault as `GET /admin/faults` shows it (`{"mode": "none"}`
+    /// once every one set has fired), to show that a test's faults fired.
+    pub async fn pending_fault(&self) -> Result<Value> {
+        let response = self
+            .http
+            .get(self.url("/admin/faults"))
+            .send()
+            .await
+            .context("psp: GET /admin/faults")?
+            .error_for_status()
+            .context("psp: GET /admin/faults")?;
+        Ok(response.json().await?)
+    }
+
     /// Clears the pending fault.
     pub async fn clear_faults(&self) -> Result<()> {
         self.admin(json!({"mode": "none"})).await

@@ -391,3 +391,9 @@ impl Browser {
         Ok(())
     }
 }
+
+/// The engines the stories run in (`E2E_BROWSERS`, default both). Panics
+/// on a name it does not know: a typo must not pass as "no engine".
+pub fn engines() -> Vec<Engine> {
+    Engine::from_env().unwrap_or_else(|e| panic!("{e:#}"))
+}

@@ -13,7 +13,8 @@
 //!   one WebDriver session of either, with its own driver process and
 //!   profile (its own cookies and storage).
 //! - [`page`]: the checkout page in one browser window: one method per thing
-//!   a shopper does or sees.
+//!   a shopper does or sees (what it reads, receipts, reservations, the
+//!   attempt log, in `shown.rs`, re-exported there).
 //! - [`steps`]: the steps the stories repeat (a shopper with the stories'
 //!   cart, paying it, a killed server) and the checks that end them
 //!   (charged exactly once).
@@ -26,47 +27,12 @@ pub mod browser;
 pub mod page;
 pub mod paths;
 pub mod scene;
+mod shown;
 pub mod steps;
+pub mod wait;
 
-pub use browser::{Browser, Engine, Profile};
+pub use browser::{engines, Browser, Engine, Profile};
 pub use page::{Attempt, ListedCharge, Page, Receipt};
 pub use scene::{Scene, Setup};
 pub use testkit::Server;
-
-use std::future::Future;
-use std::time::{Duration, Instant};
-
-/// The engines the stories run in (`E2E_BROWSERS`, default both). Panics
-/// on a name it does not know: a typo must not pass as "no engine".
-pub fn engines() -> Vec<Engine> {
-    Engine::from_env().unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// How long a page may take to show an outcome. Generous: the stories
-/// include a 3 s client timeout, backoff and a server restart, on 2 cores.
-pub const PATIENCE: Duration = Duration::from_secs(60);
-
-/// Polls `check` every 100 ms until it yields `Some`, or fails after
-/// `timeout` with `what` and the last error seen.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = anyhow::Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    let mut last_error = None;
-    loop {
-        match check().await {
-            Ok(Some(value)) => return Ok(value),
-            Ok(None) => {}
-            Err(e) => last_error = Some(e),
-        }
-        if Instant::now() >= deadline {
-            return Err(match last_error {
-                Some(e) => e.context(format!("timed out after {timeout:?} waiting for {what}")),
-                None => anyhow::anyhow!("timed out after {timeout:?} waiting for {what}"),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+pub use wait::{eventually, PATIENCE};

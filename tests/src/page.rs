@@ -3,7 +3,7 @@
 //! Everything is read from the DOM the page renders. One file because it
 //! is one type: the page and what can be done and seen on it.
 
-use crate::{eventually, PATIENCE};
+use crate::wait::{eventually, PATIENCE};
 use anyhow::{anyhow, bail, Context, Result};
 use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
 use fantoccini::elements::Element;
@@ -11,69 +11,12 @@ use fantoccini::key::Key;
 use fantoccini::wd::WindowHandle;
 use fantoccini::{Client, Locator};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 use std::time::Duration;
 
-/// A receipt as the page shows it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Receipt {
-    /// The charge's id (`ch_…`).
-    pub charge_id: String,
-    /// The idempotency key the payment was sent with.
-    pub key: String,
-    /// The answer was the server's stored one.
-    pub replayed: bool,
-    /// How many requests were sent with its key (as the page counted them).
-    pub attempts: u32,
-    /// The provider's charge (`pch_…`), when the shop charges through one.
-    #[serde(default)]
-    pub provider_charge: Option<String>,
-    /// Where the e-mailed receipt is: `queued` (the shop's outbox has it),
-    /// `delivered` (the page saw it in the inbox), or `none`.
-    #[serde(default)]
-    pub mail: String,
-}
-
-/// Every result a reservation can end on: all but `sending`.
-pub const SETTLED_RESERVATION: &[&str] =
-    &["reserved", "sold-out", "unconfirmed", "refused", "lost"];
-
-/// One reservation as the page shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Reservation {
-    /// `sending`, `reserved`, `sold-out`, `unconfirmed`, `refused` or `lost`.
-    pub result: String,
-    /// What the shopper reads.
-    pub text: String,
-}
-
-/// One row of the attempt log.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Attempt {
-    /// The full idempotency key.
-    pub key: String,
-    /// `/charges` or `/reservations`.
-    pub path: String,
-    /// An HTTP status, `timeout`, `network error`, `cut by reload` or `pending`.
-    pub status: String,
-    /// The answer carried `Idempotent-Replayed: true`.
-    pub replayed: bool,
-    /// When the page's fetch sent it (ms since the epoch, the browser's
-    /// clock, as the page logged it).
-    pub start: f64,
-    /// When it ended; `None` while in flight.
-    pub end: Option<f64>,
-}
-
-/// One entry of the page's "Your charges" list.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ListedCharge {
-    /// `ch_…`
-    pub id: String,
-    /// `cart <cart id>`
-    pub description: String,
-}
+pub use crate::shown::{
+    ensure_one_key, Attempt, ListedCharge, Receipt, Reservation, SETTLED_RESERVATION,
+};
 
 /// A browser window showing the checkout page.
 #[derive(Clone)]
@@ -517,18 +460,4 @@ impl Page {
             Err(e) => format!("(could not read the page: {e:#})"),
         }
     }
-}
-
-/// Fails unless every attempt was sent with `key`.
-pub fn ensure_one_key(attempts: &[Attempt], key: &str) -> Result<()> {
-    if attempts.is_empty() {
-        bail!("the attempt log is empty");
-    }
-    if let Some(other) = attempts.iter().find(|a| a.key != key) {
-        bail!(
-            "an attempt used key {} instead of {key}: {attempts:?}",
-            other.key
-        );
-    }
-    Ok(())
 }

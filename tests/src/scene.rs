@@ -42,11 +42,11 @@ macro_rules! stories {
     };
 }
 
-/// Runs `story` once in each engine of [`engines`](crate::engines), each
+/// Runs `story` once in each engine of [`engines`](crate::browser::engines), each
 /// time in a fresh scene; panics at the first engine it fails in.
 #[doc(hidden)]
 pub async fn run(name: &str, setup: Setup, mut story: impl AsyncFnMut(&mut Scene) -> Result<()>) {
-    for engine in crate::engines() {
+    for engine in crate::browser::engines() {
         let mut scene = Scene::start(name, engine, setup).await;
         let result = story(&mut scene).await;
         scene.finish(result).await;

@@ -65,7 +65,7 @@ pub async fn pay_with_chaos(scene: &mut Scene, chaos: &str) -> Result<Page> {
 pub async fn pay_and_wait_until_committed_in_flight(scene: &mut Scene) -> Result<Page> {
     let page = pay_with_chaos(scene, "delay-after-commit=5000").await?;
     page.wait_for_payment_in_flight().await?;
-    crate::eventually(
+    crate::wait::eventually(
         "the server to commit the charge",
         Duration::from_secs(10),
         || async { Ok((held_charges(&scene.server, &page).await?.len() == 1).then_some(())) },

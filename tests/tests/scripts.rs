@@ -165,7 +165,8 @@ test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 test result: ok. 0 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.00s
 
 == server: the API, crash and instances suites again, on PostgreSQL
-test result: ok. 39 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 6.95s
+skipped: a_restore_is_undone_on_sqlite: SQLite only
+test result: ok. 40 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 6.95s
 test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.80s
 test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.56s
 
@@ -188,7 +189,8 @@ test result: ok. 10 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; fin
 ";
 
 /// Every run counted once, under the step that ran it: the PostgreSQL run
-/// of the same suites is its own line, and the release smoke test counts.
+/// of the same suites is its own line, the release smoke test counts, and a
+/// test that said `skipped:` counts as skipped, not passed.
 #[test]
 fn the_closing_total_counts_every_run_once_under_its_step() {
     let total = closing_total(LOG);
@@ -202,7 +204,7 @@ fn the_closing_total_counts_every_run_once_under_its_step() {
     };
     assert!(row("on SQLite").contains("65 passed, 0 failed"), "{total}");
     assert!(
-        row("again, on PostgreSQL").contains("42 passed, 0 failed"),
+        row("again, on PostgreSQL").contains("42 passed, 0 failed, 1 skipped"),
         "{total}"
     );
     assert!(row("host tests").contains("28 passed, 0 failed"), "{total}");
@@ -217,7 +219,7 @@ fn the_closing_total_counts_every_run_once_under_its_step() {
     assert!(row("end to end").contains("10 passed, 1 failed"), "{total}");
     assert_eq!(
         lines.last().copied(),
-        Some("total: 162 passed, 1 failed"),
+        Some("total: 162 passed, 1 failed, 1 skipped"),
         "{total}"
     );
 }

@@ -123,9 +123,7 @@ export async function pay() {
   const chaos = pending ? "" : takeChaos();
   announce(chaos ? `Paying… (chaos: ${chaosLabel(chaos)})` : "Paying…");
   try {
-    const outcome = await untilFinished(op, () =>
-      pending ? attempts.logged(op, () => client.resume(op)) : sendPayment(op, chaos),
-    );
+    const outcome = await untilFinished(op, () => (pending ? resumePayment(op) : sendPayment(op, chaos)));
     settle(op, outcome, true);
   } catch (error) {
     giveUp(op, error);
@@ -133,6 +131,21 @@ export async function pay() {
     state.paying = false;
     changed();
     refreshCharges();
+  }
+}
+
+/**
+ * The stored request sent again. When another tab's call got the final
+ * answer first, the client has already forgotten the request
+ * (`nothing-to-resume`): the cart's own body goes with the same key, and
+ * the shop replays its answer.
+ */
+async function resumePayment(op) {
+  try {
+    return await attempts.logged(op, () => state.client.resume(op));
+  } catch (error) {
+    if (error?.code !== "nothing-to-resume") throw error;
+    return sendPayment(op, "");
   }
 }
 

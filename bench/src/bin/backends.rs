@@ -11,11 +11,12 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
-use exactly_once::backend::{Backend, BoxFuture};
-use exactly_once::store::postgres::{Sql, Transaction};
+use exactly_once::postgres::sqlx::SqlxOperation;
+use exactly_once::postgres::{PostgresOperation, Sql, Transaction};
+use exactly_once::Backend;
 use exactly_once::{
-    store, Caller, Engine, Keyed, Migration, Operation, PhaseEnd, Postgres, PostgresOptions,
-    PostgresStore, RunContext, Sqlx, SqlxStore, StoredResponse,
+    Caller, Engine, Keyed, Migration, Operation, PhaseEnd, PostgresStore, RunContext, SqlxStore,
+    StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use tokio_postgres::types::Type;
@@ -79,52 +80,48 @@ impl Charge {
     }
 }
 
-impl Operation<Postgres> for Charge {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
+impl PostgresOperation for Charge {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
         const ROW: Sql = Sql::new(
             INSERT,
             &[Type::TEXT, Type::BYTEA, Type::TEXT, Type::INT8, Type::TEXT],
         );
-        Box::pin(async move {
-            let id = Self::id(at);
-            ROW.execute(
-                &**tx,
-                &[
-                    &id,
-                    at.caller,
-                    &at.key.as_ref(),
-                    &self.amount,
-                    &self.currency,
-                ],
-            )
-            .await?;
-            Ok(self.answer(&id))
-        })
+        let id = Self::id(at);
+        ROW.execute(
+            &**tx,
+            &[
+                &id,
+                at.caller,
+                &at.key.as_ref(),
+                &self.amount,
+                &self.currency,
+            ],
+        )
+        .await?;
+        Ok(self.answer(&id))
     }
 }
 
-impl Operation<Sqlx> for Charge {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let id = Self::id(at);
-            sqlx::query(INSERT)
-                .bind(&id)
-                .bind(&at.caller.as_bytes()[..])
-                .bind(at.key.as_ref())
-                .bind(self.amount)
-                .bind(&self.currency)
-                .execute(&mut *conn)
-                .await?;
-            Ok(self.answer(&id))
-        })
+impl SqlxOperation for Charge {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let id = Self::id(at);
+        sqlx::query(INSERT)
+            .bind(&id)
+            .bind(&at.caller.as_bytes()[..])
+            .bind(at.key.as_ref())
+            .bind(self.amount)
+            .bind(&self.currency)
+            .execute(&mut *conn)
+            .await?;
+        Ok(self.answer(&id))
     }
 }
 
@@ -177,10 +174,13 @@ where
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let options = PostgresOptions::new(&args.database).migrations(MIGRATIONS);
+    let options = StoreOptions::new().migrations(MIGRATIONS);
     match args.backend {
         Driver::Postgres => {
-            let store = PostgresStore::open(options).await.map_err(said).unwrap();
+            let store = PostgresStore::open(&args.database, options)
+                .await
+                .map_err(said)
+                .unwrap();
             serve(Engine::new(store), &args.listen).await;
         }
         Driver::Sqlx => {
@@ -197,5 +197,5 @@ async fn main() {
 
 /// A store that did not open, said with its causes.
 fn said(e: exactly_once::StoreError) -> String {
-    exactly_once::error::Chain(&e).to_string()
+    exactly_once::workspace::Chain(&e).to_string()
 }

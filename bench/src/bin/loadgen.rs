@@ -4,16 +4,15 @@
 //! Keeps N keep-alive HTTP/1.1 connections busy for a while (or for a fixed
 //! number of requests) and prints one line: requests/s, p50, p99.
 
+use bench::{connect, Sender};
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
-use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
 const TOKEN: &str = "Bearer bench-token-0123456789";
 const BODY: &str = r#"{"amount":1999,"currency":"usd","description":"cart 42"}"#;
@@ -189,18 +188,6 @@ async fn main() {
         non_2xx,
         errors
     );
-}
-
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn connect(addr: &str) -> Sender {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    sender
 }
 
 async fn send(

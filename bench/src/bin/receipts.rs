@@ -18,14 +18,12 @@ use clap::{Parser, Subcommand};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
-use hyper_util::rt::TokioIo;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::PoolConfig;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 
 const TOKEN: &str = "Bearer bench-receipts-0123456789";
 /// The relay's sender, and a recipient.
@@ -260,12 +258,7 @@ struct Http {
 
 impl Http {
     async fn connect(addr: &str) -> Self {
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
+        let sender = bench::connect(addr).await;
         Self {
             addr: addr.to_owned(),
             sender,

@@ -1,6 +1,9 @@
-//! The `signal` call option: an abort stops waiting at once and keeps the
-//! key and the request for `resume`.
+//! Aborts: the `signal` call option (an abort stops waiting at once and
+//! keeps the key and the request for `resume`; an already aborted signal
+//! or an abort before anything was sent stores nothing; the listener is
+//! added for a call and removed when it settles) and `abortAll()`.
 
+use super::page::run;
 use super::*;
 
 /// Call options with a signal that aborts after `ms` milliseconds (at once
@@ -93,4 +96,136 @@ async fn an_abort_while_waiting_for_the_lock_rejects_at_once() {
     let first = resolved(first).await;
     assert_eq!((first.status, first.replayed), (201, false));
     assert_eq!(setup.charges().await, 1);
+}
+
+/// The tests of this file, in JavaScript as a page writes it: each
+/// `export`ed function is one test, run by [`run`] with `page.js`'s
+/// helpers in scope.
+const TESTS: &str = r#"
+export async function aborted_signal(env) {
+  const s = setup(env);
+  const client = s.make({});
+  // An already aborted signal stores nothing.
+  const aborted = new AbortController();
+  aborted.abort();
+  const early = await rejects(client.post("/charges", charge(1), "pre-aborted", { signal: aborted.signal }), "aborted");
+  eq([early.kind, early.attempts], ["aborted", 0], "an aborted signal");
+  eq(localStorage.getItem(s.prefix + "pre-aborted"), null, "nothing stored for an aborted signal");
+}
+
+export async function abort_unsent(env) {
+  const s = setup(env);
+  const spy = spyFetch();
+  try {
+    // Aborted during the first 100 ms (the settle of a new key).
+    const quick = new AbortController();
+    setTimeout(() => quick.abort(), 30);
+    const early = await rejects(s.make({}).post("/charges", charge(1), "cancel:early", { signal: quick.signal }), "early abort");
+    eq(s.stored("cancel:early"), null, "stored after an abort before anything was sent");
+    eq([early.kind, early.code, early.attempts], ["aborted", "aborted", 0], "aborted in the settle");
+    // Aborted while a slow headers function is asked for the first attempt's token.
+    const slow = s.make({ headers: () => sleep(500).then(() => ({ Authorization: s.bearer })) });
+    const later = new AbortController();
+    setTimeout(() => later.abort(), 300);
+    const waiting = await rejects(slow.post("/charges", charge(2), "cancel:headers", { signal: later.signal }), "abort in headers");
+    eq([waiting.kind, waiting.attempts], ["aborted", 0], "aborted before the first request");
+    eq(s.stored("cancel:headers"), null, "stored after an abort while asking for headers");
+    // An operation with a key already (keyFor) keeps it, with no request.
+    const keyed = s.make({});
+    const key = keyed.keyFor("cancel:keyed");
+    await sleep(150);
+    const third = new AbortController();
+    const call = keyed.post("/charges", charge(3), "cancel:keyed", {
+      signal: third.signal,
+      headers: { "X-Slow": "1" },
+    });
+    third.abort();
+    eq((await rejects(call, "abort")).attempts, 0, "aborted at once");
+    const record = JSON.parse(s.stored("cancel:keyed"));
+    eq([record.key, record.method ?? null], [key, null], "the key stays, without a request");
+    eq(keyed.pendingOperations(), [], "pending operations");
+    eq(spy.calls.filter((c) => c.url.includes("/charges")).length, 0, "requests sent");
+  } finally {
+    spy.restore();
+  }
+  // The page-start loop finds nothing to resume: nothing was sent, nothing is charged.
+  eq(s.make({}).pendingOperations(), [], "pending for the next page");
+  eq((await s.charges()).length, 0, "charges");
+}
+
+export async function abort_listeners(env) {
+  const s = setup(env);
+  const client = s.make({});
+  // The abort listener is removed once a call settles.
+  const controller = new AbortController();
+  const listeners = new Set();
+  let added = 0;
+  const { signal } = controller;
+  const add = signal.addEventListener.bind(signal);
+  const remove = signal.removeEventListener.bind(signal);
+  signal.addEventListener = (type, listener, options) => {
+    if (type === "abort") {
+      added++;
+      listeners.add(listener);
+    }
+    add(type, listener, options);
+  };
+  signal.removeEventListener = (type, listener, options) => {
+    if (type === "abort") listeners.delete(listener);
+    remove(type, listener, options);
+  };
+  for (let i = 0; i < 3; i++) await client.post("/charges", charge(1200 + i), "listener-" + i, { signal });
+  // One listener per call, each removed when its call settled.
+  eq([added, listeners.size], [3, 0], "abort listeners added, and left on a long-lived signal");
+}
+
+export async function abort_all(env) {
+  const s = setup(env);
+  const client = s.make({ headers: { Authorization: s.bearer, "X-Chaos": "delay-after-commit=1500" } });
+  const calls = [
+    client.post("/charges", charge(2001), "signout:a"),
+    client.post("/charges", charge(2002), "signout:b"),
+  ];
+  await sleep(400);
+  // One more, waiting for signout:a's lock.
+  calls.push(client.post("/charges", charge(2001), "signout:a"));
+  await sleep(50);
+  eq(client.abortAll(), 3, "calls aborted");
+  // At once, before the calls have settled: sign-out's clear().
+  eq(client.clear(), 2, "operations cleared");
+  for (const call of calls) {
+    const error = await rejects(call, "an aborted call");
+    eq([error.kind, error.code], ["aborted", "aborted"], "an aborted call");
+  }
+  eq([s.stored("signout:a"), s.stored("signout:b")], [null, null], "entries after sign-out");
+  eq(client.abortAll(), 0, "nothing left to abort");
+}
+"#;
+
+/// An already aborted signal rejects with nothing stored, not even a key.
+#[wasm_bindgen_test]
+async fn an_already_aborted_signal_stores_nothing() {
+    run(TESTS, "aborted_signal", "").await;
+}
+
+/// A call aborted before its first request left (in the settle, or while
+/// the headers function was asked) stores nothing: the page-start resume
+/// loop finds nothing to send.
+#[wasm_bindgen_test]
+async fn an_abort_before_anything_was_sent_stores_nothing() {
+    run(TESTS, "abort_unsent", "").await;
+}
+
+/// A call removes its abort listener once it settles: a long-lived signal
+/// does not collect one per call.
+#[wasm_bindgen_test]
+async fn the_abort_listener_is_removed_when_the_call_settles() {
+    run(TESTS, "abort_listeners", "").await;
+}
+
+/// `abortAll()` (sign-out) aborts every call of the client, those waiting
+/// for a lock too, and `clear()` works at once after it.
+#[wasm_bindgen_test]
+async fn abort_all_stops_every_call_and_lets_clear_run_at_once() {
+    run(TESTS, "abort_all", "").await;
 }

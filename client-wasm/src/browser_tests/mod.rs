@@ -1,4 +1,4 @@
-//! Browser tests: the client in headless Chromium and Firefox against a
+//! Browser tests: the client in headless Chromium, Firefox and WebKit against a
 //! real server.
 //!
 //! Run by `scripts/test-wasm.sh`, which starts `server --chaos` on a free
@@ -12,11 +12,17 @@
 //! One file per topic; this one holds what they share.
 
 mod abort;
+mod accounts;
 mod calls;
-mod checkouts;
+mod codes;
 mod frames;
-mod issue36;
+mod headers_and_fetch;
+mod key_life;
 mod keys;
+mod lock_waits;
+mod page;
+mod privacy;
+mod requests;
 mod retries;
 mod storage;
 mod tabs;
@@ -289,9 +295,13 @@ async fn post(client: &IdempotentClient, amount: u32, operation: &str) -> Outcom
     resolved(pay(client, amount, operation, JsValue::UNDEFINED)).await
 }
 
+/// A lower-case hyphenated UUID of version 4 and the RFC 4122 variant, as
+/// `uuid` reads it too.
 fn is_uuid_v4(key: &str) -> bool {
+    let read = uuid::Uuid::try_parse(key)
+        .is_ok_and(|u| u.get_version_num() == 4 && u.get_variant() == uuid::Variant::RFC4122);
     let b = key.as_bytes();
-    b.len() == 36
+    read && b.len() == 36
         && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
         && b[14] == b'4'
         && matches!(b[19], b'8' | b'9' | b'a' | b'b')

@@ -14,12 +14,30 @@
 //! records whose three members equal its own `storagePrefix`, `scope` and
 //! the operation, whatever the entry is called (so `"idem:"` never takes
 //! `"idem:admin:"`'s records, nor scope `"u1"` scope `"u12"`'s). `method`,
-//! `path` and `body` are present once a request has been stored, always in
-//! the same write as the key (`body` is the request's JSON text, or `null`
-//! for none), with `sent`, when that request was first stored. `busy` is
+//! `path` and `body` are present while a request is stored, always in the
+//! same write as the key (`body` is the request's JSON text, or `null` for
+//! none), with `sent`, when that request was first stored. `busy` is
 //! present while a call is sending the request: until then, `release`
 //! refuses and an expired key is not replaced (see
 //! [`Record::busy_until_ms`]).
+//!
+//! **Private after the answer.** Once the request has its final answer,
+//! the record keeps only what the client still needs: the key (so the same
+//! operation gets the stored answer, and the server refuses another body
+//! under it), its times, `answered` and the answer's `status`. `method`,
+//! `path`, `body` and `sent` are gone:
+//!
+//! ```json
+//! {"v":2,"prefix":"idem:","scope":"u1","op":"checkout:42","key":"8e03…",
+//!  "created":1764432000000,"expires":1764518400000,"answered":true,
+//!  "status":201}
+//! ```
+//!
+//! Still version 2: a client of the first version-2 releases reads it as a
+//! record whose key has no request (as after `keyFor`) and ignores
+//! `status`. Answered records that such a client wrote with their request
+//! are rewritten so at a client's first use of its storage
+//! ([`Record::forget_request`]).
 //!
 //! **Tombstones.** A record whose key expired (or whose clock went back
 //! before it was made) while its request had no final answer is kept as
@@ -46,6 +64,9 @@
 //! here, on [`Field`]s, so that the host tests can feed it the members of
 //! JSON parsed by serde_json instead. (A hand-written JSON reader, tested
 //! on the host, made the module 1.7 KB brotli larger: docs/BENCHMARKS.md.)
+//! It is written here, its strings quoted by the browser's `JSON.stringify`
+//! (serde_json's on the host): an escaper of our own made the package
+//! about 200 bytes brotli larger.
 
 use alloc::string::String;
 use wasm_bindgen::JsValue;
@@ -108,6 +129,10 @@ pub(crate) struct Record {
     /// Never sent again, never replaced by a new key, until the page
     /// `release`s it (written as version [`TOMB`]).
     pub(crate) tomb: bool,
+    /// The status of the final answer, once the request is forgotten
+    /// ([`Record::forget_request`]); `None` before, and in records written
+    /// by earlier versions.
+    pub(crate) status: Option<u16>,
 }
 
 /// What an entry of the storage holds.
@@ -137,7 +162,20 @@ impl Record {
             busy_until_ms: None,
             sent_ms: None,
             tomb: false,
+            status: None,
         }
+    }
+
+    /// The request got its final answer (`status`; `None` when an earlier
+    /// version did not say): forgets the request, body and all, and keeps
+    /// the key with the answer's status. A later call of the operation
+    /// sends its own request with the same key, and the server answers it
+    /// (the stored answer, or a refusal of another body).
+    pub(crate) fn forget_request(&mut self, status: Option<u16>) {
+        self.request = None;
+        self.sent_ms = None;
+        self.answered = true;
+        self.status = status;
     }
 
     /// True until `expires_ms`, and only while the clock is not before
@@ -203,6 +241,10 @@ impl Record {
         if let Some(until) = self.busy_until_ms {
             out.push_str(",\"busy\":");
             push_u64(&mut out, until);
+        }
+        if let Some(status) = self.status {
+            out.push_str(",\"status\":");
+            push_u64(&mut out, status.into());
         }
         out.push('}');
         out
@@ -278,6 +320,10 @@ impl Record {
             busy_until_ms,
             sent_ms: None,
             tomb: false,
+            // Only ever said, never needed: a mistyped one is no status.
+            status: member("status")
+                .whole()
+                .and_then(|status| u16::try_from(status).ok()),
         })
     }
 }
@@ -340,23 +386,17 @@ pub(crate) fn is_method(method: &str) -> bool {
     !method.is_empty() && method.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
-/// Appends `s` as a JSON string literal.
+/// Appends `s` as a JSON string literal: `JSON.stringify`'s.
+#[cfg(not(all(test, not(target_arch = "wasm32"))))]
 fn push_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                out.push_str("\\u00");
-                out.push(char::from(HEX[(c as usize) >> 4]));
-                out.push(char::from(HEX[(c as usize) & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&js::json_string(s));
+}
+
+/// Appends `s` as a JSON string literal (the host's tests have no
+/// `JSON.stringify`).
+#[cfg(all(test, not(target_arch = "wasm32")))]
+fn push_string(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap());
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -44,6 +44,7 @@ fn sample() -> Record {
         busy_until_ms: Some(1_764_432_012_000),
         sent_ms: Some(1_764_432_000_100),
         tomb: false,
+        status: None,
     }
 }
 
@@ -307,6 +308,41 @@ fn a_tombstone_is_version_3_and_never_usable() {
     assert!(record.is_pending());
 }
 
+/// After its final answer a record keeps the key, its times, `answered`
+/// and the status: no method, path, body or `sent`, so nothing of the
+/// request (an e-mail address in its body) outlives the answer.
+#[test]
+fn an_answered_record_keeps_the_key_and_the_status_not_the_request() {
+    let mut record = sample();
+    record.busy_until_ms = None;
+    record.forget_request(Some(201));
+    let text = record.encode();
+    assert_eq!(
+        text,
+        r#"{"v":2,"key":"8e03c5a2-1f4b-4c1e-9d3a-2b7f6e5d4c3b","created":1764432000000,"expires":1764518400000,"answered":true,"status":201}"#
+    );
+    let read = ours(&text).unwrap();
+    assert_eq!(read, record);
+    assert!(!read.is_pending());
+    assert_eq!(
+        (read.request, read.sent_ms, read.status),
+        (None, None, Some(201))
+    );
+}
+
+/// `status` is only ever told, never needed: a record of an earlier
+/// version has none, and a mistyped one is no status, not garbage.
+#[test]
+fn a_missing_or_mistyped_status_is_no_status() {
+    let text = r#"{"v":2,"key":"k","created":1,"expires":2,"answered":true}"#;
+    assert_eq!(ours(text).unwrap().status, None);
+    for status in [r#""201""#, "-1", "70000", "2.5", "null"] {
+        let text = text.replace('}', &format!(r#","status":{status}}}"#));
+        let record = ours(&text).unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(record.status, None, "{text}");
+    }
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -325,9 +361,10 @@ mod properties {
             proptest::option::of(0..=MAX_SAFE_INTEGER),
             0..=MAX_SAFE_INTEGER,
             any::<bool>(),
+            proptest::option::of(any::<u16>()),
         )
             .prop_map(
-                |(key, a, b, request, answered, busy_until_ms, sent, tomb)| Record {
+                |(key, a, b, request, answered, busy_until_ms, sent, tomb, status)| Record {
                     key,
                     created_ms: a.min(b),
                     expires_ms: a.max(b),
@@ -336,6 +373,7 @@ mod properties {
                     answered,
                     busy_until_ms,
                     tomb,
+                    status,
                 },
             )
     }

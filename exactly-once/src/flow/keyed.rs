@@ -5,14 +5,25 @@
 //! same key may be sent again with a corrected request. The body's fields
 //! are parsed later, after the replay lookup.
 
+use crate::caller::Caller;
+#[cfg(any(feature = "axum", feature = "tower"))]
 use crate::error::Error;
-use crate::faults::{Faults, NoFaults};
+#[cfg(feature = "axum")]
+use crate::faults::Faults;
+use crate::faults::NoFaults;
+#[cfg(any(feature = "axum", feature = "tower"))]
+use crate::fingerprint::Fingerprint;
+#[cfg(feature = "axum")]
+use crate::key::IdempotencyKey;
 use crate::store::IdempotentRequest;
-use crate::{Caller, Fingerprint, IdempotencyKey};
+#[cfg(feature = "axum")]
 use axum::body::Bytes;
+#[cfg(feature = "axum")]
 use axum::extract::{FromRequest, FromRequestParts, Request};
+#[cfg(feature = "axum")]
 use axum::response::{IntoResponse, Response};
-use http::{header, StatusCode};
+#[cfg(feature = "axum")]
+use http::StatusCode;
 use std::marker::PhantomData;
 
 /// The largest body a keyed request may carry by default. Axum's
@@ -41,6 +52,7 @@ pub struct Keyed<C = Caller, F = NoFaults> {
     by: PhantomData<fn() -> C>,
 }
 
+#[cfg(feature = "axum")]
 impl<S, C, F> FromRequest<S> for Keyed<C, F>
 where
     S: Send + Sync,
@@ -91,6 +103,7 @@ impl<C, F> Keyed<C, F> {
         self
     }
 
+    #[cfg(feature = "axum")]
     async fn read<S: Send + Sync>(
         req: Request,
         state: &S,
@@ -125,6 +138,7 @@ impl<C, F> Keyed<C, F> {
 
 /// The refusal of a body that could not be read: over the `limit` (413),
 /// cut by tower-http's `RequestBodyTimeoutLayer` (408), or broken (400).
+#[cfg(any(feature = "axum", feature = "tower"))]
 pub(crate) fn unreadable(
     error: &(dyn std::error::Error + 'static),
     too_large: bool,
@@ -140,6 +154,7 @@ pub(crate) fn unreadable(
 }
 
 /// The body as JSON (400 if it is not) and the request's fingerprint.
+#[cfg(any(feature = "axum", feature = "tower"))]
 pub(crate) fn parse_json(
     method: &http::Method,
     path: &str,
@@ -153,6 +168,7 @@ pub(crate) fn parse_json(
 
 /// Whether reading the body failed because tower-http's
 /// `RequestBodyTimeoutLayer` cut it.
+#[cfg(any(feature = "axum", feature = "tower"))]
 fn caused_by_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(e) = cause {
@@ -164,9 +180,12 @@ fn caused_by_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Whether the request says its body is JSON (`application/json` or
+/// `application/*+json`).
+#[cfg(any(feature = "axum", feature = "tower"))]
 pub(crate) fn is_json(headers: &http::HeaderMap) -> bool {
     let Some(value) = headers
-        .get(header::CONTENT_TYPE)
+        .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
     else {
         return false;
@@ -180,7 +199,7 @@ pub(crate) fn is_json(headers: &http::HeaderMap) -> bool {
                 .is_some_and(|suffix| suffix.eq_ignore_ascii_case("+json")))
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "axum", feature = "tower")))]
 mod tests {
     use super::*;
 
@@ -200,7 +219,7 @@ mod tests {
             ("", false),
         ] {
             let mut headers = http::HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            headers.insert(http::header::CONTENT_TYPE, value.parse().unwrap());
             assert_eq!(is_json(&headers), json, "{value:?}");
         }
         assert!(!is_json(&http::HeaderMap::new()));

@@ -5,11 +5,13 @@
 //! `Service<http::Request<_>>` takes it: hyper's, tonic's HTTP routes,
 //! axum's `Router` as a whole.
 
+use crate::caller::Caller;
 use crate::error::{Error, Problem};
+use crate::flow::keyed::Keyed;
 use crate::flow::keyed::{is_json, parse_json, unreadable, MAX_BODY_BYTES};
+use crate::key::IdempotencyKey;
 use crate::record::Answer;
 use crate::store::IdempotentRequest;
-use crate::{Caller, IdempotencyKey, Keyed};
 use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -209,10 +211,10 @@ where
         key,
         fingerprint,
     };
-    Ok(Keyed::new(request, body, crate::NoFaults))
+    Ok(Keyed::new(request, body, crate::faults::NoFaults))
 }
 
-fn refusal<R: From<Bytes>>(response: crate::StoredResponse) -> http::Response<R> {
+fn refusal<R: From<Bytes>>(response: crate::record::StoredResponse) -> http::Response<R> {
     Answer {
         response,
         replayed: false,

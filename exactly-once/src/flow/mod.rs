@@ -33,19 +33,26 @@
 //! recovery point it started from (`phase{point=…}`).
 
 pub(crate) mod keyed;
+#[cfg(feature = "tower")]
 pub(crate) mod layer;
 pub(crate) mod steps;
 
 use crate::backend::Backend;
 use crate::backend::Operation;
+use crate::caller::Caller;
 use crate::clock::BootInstant;
+use crate::engine::Engine;
 use crate::engine::Replay;
 use crate::error::Error;
 use crate::faults::Faults;
+#[cfg(feature = "axum")]
+use crate::flow::keyed::Keyed;
+use crate::key::IdempotencyKey;
 use crate::metrics::ResumedBy;
+use crate::operation_id::OperationId;
 use crate::record::{Answer, Lease, Record, StoredResponse, Verdict};
 use crate::store::{Execution, FirstPhase, IdempotentRequest};
-use crate::{Caller, Engine, IdempotencyKey, Keyed, OperationId};
+#[cfg(feature = "axum")]
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use steps::Ended;
@@ -150,12 +157,13 @@ impl<B: Backend> Engine<B> {
     /// Runs the request's operation at most once for its key and answers:
     /// the operation's own answer, the stored one again for a retry, or the
     /// engine's refusal (422, 409, 503) as `application/problem+json`.
-    /// The axum adapter of [`Engine::execute`].
+    /// The axum adapter of [`Engine::execute`] (feature `axum`).
     ///
     /// `parse` turns the body into the route's operation; its refusal (your
     /// error, a 400 say) is answered as it renders. When it refuses the
     /// body, the key's record is looked up first, so a key reused with
     /// another request is a 422 even when that request would not parse.
+    #[cfg(feature = "axum")]
     pub async fn run<C, F, O, E>(
         &self,
         keyed: Keyed<C, F>,
@@ -185,8 +193,8 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
     parse: impl FnOnce(&serde_json::Value) -> Result<O, E>,
 ) -> Result<Answer, Refused<E>> {
     let (caller, key, fingerprint) = (request.caller, request.key.clone(), request.fingerprint);
-    let epoch = state.store.epoch();
-    if let Some(record) = state.cache.get(&caller, &key, epoch) {
+    let epoch = state.0.store.epoch();
+    if let Some(record) = state.0.cache.get(&caller, &key, epoch) {
         return Ok(answer(state, &caller, &key, record.verdict(&fingerprint))?);
     }
 
@@ -196,9 +204,10 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
         // with a body that does not even parse is a 422, not a 400.
         Err(refused) => {
             let since = BootInstant::now();
-            return match state.store.lookup(&caller, &key).await? {
+            return match state.0.store.lookup(&caller, &key).await? {
                 Some(found) => {
                     state
+                        .0
                         .cache
                         .put(&caller, &key, &found.record, since, found.life, epoch);
                     Ok(answer(
@@ -210,7 +219,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
                 }
                 // Unfinished, the key's operation is another request all
                 // the same: 422, as it is once finished.
-                None => match state.store.unfinished(&caller, &key).await? {
+                None => match state.0.store.unfinished(&caller, &key).await? {
                     Some(running) if running != fingerprint => {
                         Ok(answer(state, &caller, &key, Verdict::Mismatch)?)
                     }
@@ -219,39 +228,45 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
             };
         }
     };
-    let life = operation.key_ttl().unwrap_or_else(|| state.store.key_ttl());
+    let life = operation
+        .key_ttl()
+        .unwrap_or_else(|| state.0.store.key_ttl());
     let since = BootInstant::now();
     let answered = match state
+        .0
         .store
         .execute(FirstPhase {
             request,
             operation,
             end: faults.first_phase_end(),
-            max_unfinished: state.max_unfinished,
+            max_unfinished: state.0.max_unfinished,
         })
         .await?
     {
         Execution::Ran(response) => {
-            state.metrics.executed();
+            state.0.metrics.executed();
             tracing::info!(status = response.status, "executed");
             let record = Record {
                 fingerprint,
                 response,
             };
-            state.cache.put(&caller, &key, &record, since, life, epoch);
+            state
+                .0
+                .cache
+                .put(&caller, &key, &record, since, life, epoch);
             finished(record.response, faults).await
         }
         Execution::Stopped(lease) => {
-            state.metrics.executed();
+            state.0.metrics.executed();
             tracing::info!(point = lease.point.as_str(), "started");
             go_on(state, lease, faults).await
         }
-        Execution::Resumed(lease) if !state.steps.knows(&lease.point) => {
+        Execution::Resumed(lease) if !state.0.steps.knows(&lease.point) => {
             steps::leave_to_another_release(state, &lease).await;
             Err(steps::not_known(&lease.point))
         }
         Execution::Resumed(lease) => {
-            state.metrics.resumed(ResumedBy::retry);
+            state.0.metrics.resumed(ResumedBy::retry);
             tracing::info!(
                 point = lease.point.as_str(),
                 "resuming an abandoned operation"
@@ -260,6 +275,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
         }
         Execution::Found(found) => {
             state
+                .0
                 .cache
                 .put(&caller, &key, &found.record, since, found.life, epoch);
             answer(state, &caller, &key, found.record.verdict(&fingerprint))
@@ -270,7 +286,7 @@ async fn execute_in_span<B: Backend, O: Operation<B>, E>(
             Err(Error::OperationNeedsAttention)
         }
         Execution::InUse => {
-            state.metrics.in_conflict();
+            state.0.metrics.in_conflict();
             tracing::info!("refused: the key's operation is running");
             Err(Error::IdempotencyKeyInUse)
         }
@@ -325,12 +341,12 @@ const WAIT_FOR_HOLDER: std::time::Duration = std::time::Duration::from_secs(5);
 /// rather than a 409; 409 if it takes longer than [`WAIT_FOR_HOLDER`].
 async fn taken_over<B: Backend>(
     state: &Engine<B>,
-    caller: &crate::Caller,
-    key: &crate::IdempotencyKey,
+    caller: &crate::caller::Caller,
+    key: &crate::key::IdempotencyKey,
 ) -> Result<Answer, Error> {
     let deadline = tokio::time::Instant::now() + WAIT_FOR_HOLDER;
     loop {
-        match state.store.lookup(caller, key).await {
+        match state.0.store.lookup(caller, key).await {
             // Another holder finished it: its answer is this request's first
             // (so not marked replayed).
             Ok(Some(found)) => {
@@ -343,7 +359,7 @@ async fn taken_over<B: Backend>(
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             Ok(None) => {
-                state.metrics.in_conflict();
+                state.0.metrics.in_conflict();
                 return Err(Error::IdempotencyKeyInUse);
             }
             Err(e) => return Err(Error::from(e).in_later_phase()),
@@ -370,9 +386,9 @@ fn answer<B: Backend>(
 ) -> Result<Answer, Error> {
     match verdict {
         Verdict::Replay(response) => {
-            state.metrics.replayed();
+            state.0.metrics.replayed();
             tracing::info!(status = response.status, "replayed");
-            if let Some(on_replay) = &state.on_replay {
+            if let Some(on_replay) = &state.0.on_replay {
                 on_replay(&Replay {
                     caller,
                     key,
@@ -386,18 +402,9 @@ fn answer<B: Backend>(
             })
         }
         Verdict::Mismatch => {
-            state.metrics.mismatched();
+            state.0.metrics.mismatched();
             tracing::info!("refused: key reused with another request");
             Err(Error::IdempotencyKeyMismatch)
         }
     }
-}
-
-/// Builds the HTTP answer from a stored response (axum's body).
-pub fn respond(stored: StoredResponse, replayed: bool) -> Response {
-    Answer {
-        response: stored,
-        replayed,
-    }
-    .into_http()
 }

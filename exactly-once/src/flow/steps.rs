@@ -23,11 +23,11 @@
 
 use crate::backend::Backend;
 use crate::backend::Operation;
+use crate::engine::Engine;
 use crate::error::{Chain, Error};
 use crate::faults::Faults;
 use crate::record::{Lease, StoredResponse};
 use crate::store::{Advanced, AfterFailure};
-use crate::Engine;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -52,7 +52,7 @@ pub(crate) async fn run_to_end<B: Backend>(
     faults: &dyn Faults,
 ) -> Result<Ended, Error> {
     loop {
-        if !state.steps.knows(&lease.point) {
+        if !state.0.steps.knows(&lease.point) {
             leave_to_another_release(state, &lease).await;
             return Ok(Ended::NotKnown(lease.point));
         }
@@ -74,7 +74,7 @@ pub(crate) async fn leave_to_another_release<B: Backend>(state: &Engine<B>, leas
         "the operation waits at a recovery point this release does not know; left to a release \
          that does"
     );
-    if let Err(e) = state.store.release(lease).await {
+    if let Err(e) = state.0.store.release(lease).await {
         tracing::warn!(error = %e, "could not give the lease up; it runs out by itself");
     }
 }
@@ -108,7 +108,7 @@ async fn next_phase<B: Backend>(
         }
     };
     faults.after_step();
-    let advanced = match state.store.advance(lease, phase).await {
+    let advanced = match state.0.store.advance(lease, phase).await {
         Ok(advanced) => advanced,
         // Recorded nothing: the operation stays where it was, and a retry
         // may go on as soon as the database is back.
@@ -139,24 +139,25 @@ enum Stepped<B: Backend> {
 /// ([`Steps::lease`](crate::Steps::lease)) has it from the start.
 async fn step_under_lease<B: Backend>(state: &Engine<B>, lease: &Lease) -> Stepped<B> {
     let length = state
+        .0
         .steps
         .lease(&lease.point)
-        .unwrap_or_else(|| state.store.lease());
-    if length != state.store.lease() {
-        match state.store.renew(lease, length).await {
+        .unwrap_or_else(|| state.0.store.lease());
+    if length != state.0.store.lease() {
+        match state.0.store.renew(lease, length).await {
             Ok(true) => {}
             Ok(false) => return Stepped::LeaseLost,
             Err(e) => tracing::warn!(error = %e, "could not set the point's lease; trying again"),
         }
     }
     let every = (length / 3).max(Duration::from_millis(10));
-    let step = state.steps.step(lease);
+    let step = state.0.steps.step(lease);
     tokio::pin!(step);
     let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tokio::select! {
             done = &mut step => return Stepped::Done(done),
-            _ = renewals.tick() => match state.store.renew(lease, length).await {
+            _ = renewals.tick() => match state.0.store.renew(lease, length).await {
                 Ok(true) => tracing::debug!("lease renewed while the step runs"),
                 Ok(false) => return Stepped::LeaseLost,
                 Err(e) => tracing::warn!(error = %e, "could not renew the lease; trying again"),
@@ -174,6 +175,7 @@ async fn failed<B: Backend>(state: &Engine<B>, lease: &Lease, error: Error) -> E
         Error::StepFailedForGood(why) => {
             tracing::error!(reason = %why, "the step failed for good; the operation is set aside for an operator");
             state
+                .0
                 .store
                 .set_aside(lease, &reason)
                 .await
@@ -185,12 +187,12 @@ async fn failed<B: Backend>(state: &Engine<B>, lease: &Lease, error: Error) -> E
         _ => {
             // The step's own logs say why; the request's answer says what.
             tracing::debug!(error = %reason, "the step failed; the operation waits at its recovery point");
-            state.store.step_failed(lease, &reason).await
+            state.0.store.step_failed(lease, &reason).await
         }
     };
     match after {
         Ok(AfterFailure::SetAside) => {
-            state.metrics.set_aside();
+            state.0.metrics.set_aside();
             tracing::error!(error = %reason, "the operation needs attention: set aside for an operator");
             Error::OperationNeedsAttention
         }

@@ -5,6 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 /// What a store call returns: its value, or why the store could not answer.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlx")),
+    allow(unreachable_pub)
+)]
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Why the store could not answer. Either way nothing was written.
@@ -21,6 +25,7 @@ pub struct StoreError {
 
 /// Whether a retry may succeed, and whether anything was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreErrorKind {
     /// The database cannot be reached, is full, busy or gone: nothing was
     /// done, a retry may succeed (503).
@@ -34,7 +39,7 @@ pub enum StoreErrorKind {
     /// The database's schema is one this release cannot serve on: not
     /// migrated to this release's version yet, or migrated by a later
     /// release with a migration that does not run beside this one
-    /// ([`schema`](super::schema)). Nothing was done (503); the context names the
+    /// (see [`Migration`](crate::Migration)). Nothing was done (503); the context names the
     /// migration.
     IncompatibleSchema,
 }

@@ -15,7 +15,7 @@
 //! phase, claimed and marked by the relay ([`crate::outbox`]).
 //!
 //! A backend only translates: the verdict on a finished record
-//! ([`Record::verdict`](crate::Record::verdict)), the stored response's
+//! ([`Record::verdict`](crate::record::Record::verdict)), the stored response's
 //! encoding and the schema rules ([`schema`]) are decided once, here and
 //! in [`crate::record`]. Each operation is the application's own type that
 //! implements [`Operation`] for the backend it runs on: its SQL there.
@@ -34,147 +34,37 @@
 //! | [`Store::step_failed`] | [`AfterFailure`] | released, set aside, not held |
 //! | [`Store::operator_take`] | [`Taken`] | a lease, missing, refused |
 
-/// The setters both stores' options share: migrations, durability, TTL,
-/// lease (fields of those names on the options type).
-#[cfg(any(feature = "sqlite", feature = "postgres", feature = "sqlx"))]
-macro_rules! store_option_setters {
-    () => {
-        /// Your migrations, from version 1 up, each applied once
-        /// ([`Migration`](crate::store::schema::Migration): each says which
-        /// earlier releases can run beside it).
-        pub fn migrations(
-            mut self,
-            migrations: &'static [$crate::store::schema::Migration],
-        ) -> Self {
-            self.migrations = $crate::store::schema::Migrations(migrations);
-            self
-        }
-
-        /// Whether opening the store applies the migrations the database
-        /// still needs (yes by default). `false`: it only checks that this
-        /// release can serve on the schema it finds, and refuses one that
-        /// is behind it (a deploy whose migration job migrates first).
-        pub fn migrate(mut self, migrate: bool) -> Self {
-            self.migrate = migrate;
-            self
-        }
-
-        /// When an answer may leave ([`Durability::Full`] by default).
-        pub fn durability(mut self, durability: $crate::store::Durability) -> Self {
-            self.durability = durability;
-            self
-        }
-
-        /// How long a key's record lives.
-        pub fn key_ttl(mut self, key_ttl: std::time::Duration) -> Self {
-            self.key_ttl = key_ttl;
-            self
-        }
-
-        /// How long a stopped operation is its holder's before a retry or
-        /// the completer may take it over. The holder renews it while its
-        /// step runs, every third of it, so a step may take longer.
-        pub fn lease(mut self, lease: std::time::Duration) -> Self {
-            self.lease = lease;
-            self
-        }
-
-        /// How long after its start an operation whose step keeps failing
-        /// is still retried; past that, its next failure sets it aside for
-        /// an operator (12 hours by default). Keep it below how long the
-        /// services your steps call keep their idempotency keys (Stripe:
-        /// 24 hours): a step retried after they forgot its key could do
-        /// the work twice.
-        pub fn attention_after(mut self, after: std::time::Duration) -> Self {
-            self.attention_after = after;
-            self
-        }
-
-        /// How long an expired record's tombstone (the key's generation) is
-        /// kept (7 days by default). Keep it at least as long as the
-        /// services your steps call keep their idempotency keys.
-        pub fn tombstone_ttl(mut self, ttl: std::time::Duration) -> Self {
-            self.tombstone_ttl = ttl;
-            self
-        }
-
-        /// How long a sent outbox message is kept before the sweeper
-        /// deletes it (7 days by default).
-        pub fn outbox_retention(mut self, retention: std::time::Duration) -> Self {
-            self.outbox_retention = retention;
-            self
-        }
-    };
-}
-
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-pub mod any;
 mod error;
-#[cfg(feature = "sqlite")]
-pub mod migrations;
-pub mod operations;
+pub(crate) mod operator;
+mod options;
+pub(crate) mod placement;
 #[cfg(any(feature = "postgres", feature = "sqlx"))]
-pub mod postgres;
-pub mod schema;
+pub(crate) mod postgres;
+pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
-pub mod sqlite;
+pub(crate) mod sqlite;
 
 use crate::backend::{Backend, Operation};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, Record, StoredResponse};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
-pub use error::{Result, StoreError, StoreErrorKind};
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlx")),
+    allow(unreachable_pub)
+)]
+pub use error::Result;
+pub use error::{StoreError, StoreErrorKind};
+pub(crate) use options::TimeLimits;
+pub use options::{Durability, StoreOptions};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// When an answer may leave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// After the commit is on disk (SQLite `synchronous=FULL`, PostgreSQL
-    /// `synchronous_commit=on`).
-    #[default]
-    Full,
-    /// After the commit is in the operating system (SQLite
-    /// `synchronous=NORMAL`, PostgreSQL `synchronous_commit=off`): survives
-    /// a process kill, not a power loss. For benchmarks and tests.
-    Relaxed,
-}
-
-/// How long each thing a store keeps lives, on the database's clock: the
-/// settings both stores' options share (each with a setter of its name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lifetimes {
-    /// A key's record, from its answer.
-    pub key_ttl: Duration,
-    /// A stopped operation's lease, renewed while its step runs.
-    pub lease: Duration,
-    /// How long after its start a failing operation is retried before it
-    /// is set aside for an operator.
-    pub attention_after: Duration,
-    /// An expired record's tombstone (the key's generation).
-    pub tombstone_ttl: Duration,
-    /// A sent outbox message.
-    pub outbox_retention: Duration,
-}
-
-impl Default for Lifetimes {
-    /// A day's records, 30-second leases, operations set aside after 12
-    /// hours of failures, tombstones and sent messages kept a week.
-    fn default() -> Self {
-        const HOUR: u64 = 3600;
-        Self {
-            key_ttl: Duration::from_secs(24 * HOUR),
-            lease: Duration::from_secs(30),
-            attention_after: Duration::from_secs(12 * HOUR),
-            tombstone_ttl: Duration::from_secs(7 * 24 * HOUR),
-            outbox_retention: Duration::from_secs(7 * 24 * HOUR),
-        }
-    }
-}
 
 /// A keyed request, parsed at the edge.
 #[derive(Debug, Clone)]

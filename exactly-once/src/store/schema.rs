@@ -38,19 +38,20 @@
 //! [`StoreErrorKind::IncompatibleSchema`]: super::StoreErrorKind::IncompatibleSchema
 
 use super::error::{Result, StoreError};
+pub(crate) use super::placement::Placement;
 
 /// Where the engine records its own migrations.
-pub const ENGINE_LEDGER: &str = "exactly_once_migrations";
+pub(crate) const ENGINE_LEDGER: &str = "exactly_once_migrations";
 /// Where the application's migrations are recorded.
-pub const APP_LEDGER: &str = "schema_migrations";
+pub(crate) const APP_LEDGER: &str = "schema_migrations";
 
 /// One numbered migration: its SQL, and which earlier releases can run
 /// beside a database it was applied to.
 ///
 /// ```
-/// use exactly_once::store::schema::{Migration, Migrations};
+/// use exactly_once::Migration;
 ///
-/// const MIGRATIONS: Migrations = Migrations(&[
+/// const MIGRATIONS: &[Migration] = &[
 ///     // The first: nothing older exists.
 ///     Migration::contract(1, "0001_init", "CREATE TABLE bookings (id TEXT PRIMARY KEY)"),
 ///     // A new nullable column: the release built for version 1 keeps working.
@@ -64,8 +65,8 @@ pub const APP_LEDGER: &str = "schema_migrations";
 ///     )
 ///     .runs_beside(1)
 ///     .outside_transaction(),
-/// ]);
-/// assert_eq!(MIGRATIONS.latest(), 3);
+/// ];
+/// assert_eq!(MIGRATIONS.len(), 3);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Migration {
@@ -86,6 +87,10 @@ pub struct Migration {
     /// written so that it can run again (`IF NOT EXISTS`), and recorded in
     /// the ledger once it succeeded.
     pub outside_transaction: bool,
+    /// How the tables it creates are placed when the database is a Citus
+    /// coordinator ([`Placement`]); none by default (they stay on the
+    /// coordinator).
+    pub placements: &'static [Placement],
 }
 
 impl Migration {
@@ -100,6 +105,7 @@ impl Migration {
             sql,
             runs_beside: version - 1,
             outside_transaction: false,
+            placements: &[],
         }
     }
 
@@ -114,6 +120,7 @@ impl Migration {
             sql,
             runs_beside: version,
             outside_transaction: false,
+            placements: &[],
         }
     }
 
@@ -122,6 +129,16 @@ impl Migration {
     /// survive too: `runs_beside(0)` for any).
     pub const fn runs_beside(mut self, version: i64) -> Self {
         self.runs_beside = version;
+        self
+    }
+
+    /// On a Citus coordinator, places the tables this migration creates:
+    /// `Migration::expand(…).places(&[Placement::by_caller("charges",
+    /// "caller"), Placement::reference("stock")])` (docs/CITUS.md). Applied
+    /// after every migration, each time the store migrates, to tables not
+    /// yet placed.
+    pub const fn places(mut self, placements: &'static [Placement]) -> Self {
+        self.placements = placements;
         self
     }
 
@@ -136,11 +153,12 @@ impl Migration {
 /// One backend's migrations for one ledger, in order, versions increasing
 /// from 1.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Migrations(pub &'static [Migration]);
+pub(crate) struct Migrations(pub &'static [Migration]);
 
 /// What a ledger records of a migration applied after the version a
 /// release was built for: what that release judges it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "sqlite"), allow(unreachable_pub))]
 pub struct Applied {
     /// Its version.
     pub version: i64,
@@ -164,7 +182,7 @@ impl Applied {
 
 /// How a release stands with a database's ledger it can serve on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
+pub(crate) enum Fit {
     /// The ledger is at the release's own latest version.
     Current,
     /// A later release migrated further, and each later migration runs
@@ -174,12 +192,12 @@ pub enum Fit {
 
 impl Migrations {
     /// The version this server needs.
-    pub fn latest(&self) -> i64 {
+    pub(crate) fn latest(&self) -> i64 {
         self.0.last().map_or(0, |m| m.version)
     }
 
     /// The migrations a database at `current` still needs, in order.
-    pub fn after(&self, current: i64) -> impl Iterator<Item = &'static Migration> + '_ {
+    pub(crate) fn after(&self, current: i64) -> impl Iterator<Item = &'static Migration> + '_ {
         self.0.iter().filter(move |m| m.version > current)
     }
 
@@ -189,7 +207,7 @@ impl Migrations {
     /// is above it). An error names the migration that stands in the way:
     /// the first later one that does not run beside this release, or the
     /// first of this release's own that is not applied.
-    pub fn check_in(&self, ledger: &str, found: i64, later: &[Applied]) -> Result<Fit> {
+    pub(crate) fn check_in(&self, ledger: &str, found: i64, later: &[Applied]) -> Result<Fit> {
         let latest = self.latest();
         if found == latest {
             return Ok(Fit::Current);
@@ -241,13 +259,14 @@ pub(crate) fn report(fits: &[(&'static str, Fit)]) {
 }
 
 /// The statement that reads the version a ledger records (0 for none).
+#[cfg_attr(not(feature = "sqlite"), allow(unreachable_pub))]
 pub fn version_query(ledger: &str) -> String {
     format!("SELECT coalesce(max(version), 0) FROM {ledger}")
 }
 
 /// The columns a ledger table has, for a new one; an older ledger gains
 /// `runs_beside` and `name` when it is next migrated.
-pub fn ledger_columns(integer: &str) -> String {
+pub(crate) fn ledger_columns(integer: &str) -> String {
     format!(
         "version {integer} PRIMARY KEY, applied_at {integer} NOT NULL, \
          runs_beside {integer}, name TEXT"

@@ -6,16 +6,15 @@ use crate::config::{Config, DatabaseUrl};
 use crate::db::{Db, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 use crate::routes::{self, AppState};
 use crate::steps::PartnerSteps;
-use exactly_once::{
-    Any, AnyStore, Engine, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore, StoreError,
-};
+use exactly_once::{Any, AnyStore, Engine, PostgresStore, SqliteStore, StoreError, StoreOptions};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// How often expired records are deleted.
+/// How often expired records are swept (to tombstones) and old tombstones
+/// deleted.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why the service could not start.
@@ -35,33 +34,38 @@ pub enum StartupError {
 pub async fn open_database(config: &Config, migrate: bool) -> Result<Db, StoreError> {
     let store = match &config.database {
         DatabaseUrl::Sqlite(path) => {
-            let mut options = SqliteOptions::new(path)
+            let options = store_options(config)
                 .migrations(SQLITE_MIGRATIONS)
                 .migrate(migrate);
-            options.durability = config.durability.into();
-            options.lease = config.operation_lease;
+            let path = path.clone();
             // Opening migrates and starts the writer thread: blocking.
-            let store = tokio::task::spawn_blocking(move || SqliteStore::open(options))
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(path, options))
                 .await
                 .map_err(|e| StoreError::internal("the opener panicked").caused_by(e))??;
             AnyStore::from(Arc::new(store))
         }
         DatabaseUrl::Postgres(url) => {
-            let mut options = PostgresOptions::new(url)
+            let options = store_options(config)
                 .migrations(POSTGRES_MIGRATIONS)
                 .migrate(migrate);
-            options.durability = config.durability.into();
-            options.lease = config.operation_lease;
-            AnyStore::from(Arc::new(PostgresStore::open(options).await?))
+            AnyStore::from(Arc::new(PostgresStore::open(url, options).await?))
         }
     };
     Ok(Db(Arc::new(store)))
 }
 
+/// What both stores' options take from the flags.
+fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions::new()
+        .durability(config.durability.into())
+        .lease(config.operation_lease)
+}
+
 /// `bookings migrate`: applies the migrations the database still needs,
 /// checks that this release serves on the result, and returns.
 pub async fn migrate(config: &Config) -> Result<(), StoreError> {
-    exactly_once::Store::health(&*open_database(config, true).await?.store()).await
+    let db = open_database(config, true).await?;
+    Engine::builder(db.store()).build().health().await
 }
 
 /// A bound, ready service.

@@ -1,8 +1,8 @@
 //! The service's own table on each backend: its migrations, handed to the
 //! store, and its reads, beside the engine's records in the same database.
 
-use exactly_once::store::postgres::Sql;
-use exactly_once::store::schema::Migration;
+use exactly_once::postgres::Sql;
+use exactly_once::Migration;
 use exactly_once::{AnyStore, Caller, StoreError};
 use serde::Serialize;
 use std::sync::Arc;

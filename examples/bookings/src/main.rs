@@ -11,6 +11,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // ring, whatever the features Cargo unified with other packages built
+    // beside this one (reqwest can be given rustls without a provider);
+    // an `Err` only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = match Config::try_parse() {
         Ok(config) => config,
         Err(e) if !e.use_stderr() => e.exit(),
@@ -43,7 +47,7 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!(
                     "error: cannot migrate the database: {}",
-                    redact(&exactly_once::error::Chain(&e).to_string())
+                    redact(&exactly_once::workspace::Chain(&e).to_string())
                 );
                 ExitCode::FAILURE
             }
@@ -53,7 +57,7 @@ fn main() -> ExitCode {
         if let Some(Command::Operations(command)) = &config.command {
             let ran = match bookings::app::open(&config, false).await {
                 Ok((engine, _)) => bookings::operations::run(&engine, command).await,
-                Err(e) => Err(exactly_once::error::Chain(&e).to_string()),
+                Err(e) => Err(exactly_once::workspace::Chain(&e).to_string()),
             };
             return match ran {
                 Ok(()) => ExitCode::SUCCESS,
@@ -68,7 +72,7 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!(
                     "error: {}",
-                    redact(&exactly_once::error::Chain(&e).to_string())
+                    redact(&exactly_once::workspace::Chain(&e).to_string())
                 );
                 return ExitCode::FAILURE;
             }

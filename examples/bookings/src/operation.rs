@@ -2,10 +2,10 @@
 //! each backend, run by the engine inside the transaction that records
 //! the key (phase 1) or advances it under the lease (phase 2).
 
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::{Sql, Transaction};
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::{Sql, Transaction};
+use exactly_once::Sqlite;
 use exactly_once::{Error, Operation, PhaseEnd, Problem, RunContext, StoredResponse};
-use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Type;
@@ -144,22 +144,20 @@ impl Operation<Sqlite> for HoldSeat {
     }
 }
 
-impl Operation<Postgres> for HoldSeat {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let id = booking_id(at);
-            let inserted = HOLD_POSTGRES
-                .execute(
-                    &**tx,
-                    &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
-                )
-                .await?;
-            Ok(self.ended(id, inserted == 1))
-        })
+impl PostgresOperation for HoldSeat {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let id = booking_id(at);
+        let inserted = HOLD_POSTGRES
+            .execute(
+                &**tx,
+                &[&id, at.caller, &at.key.as_ref(), &self.seat, &at.now_ms],
+            )
+            .await?;
+        Ok(self.ended(id, inserted == 1))
     }
 }
 
@@ -210,21 +208,19 @@ impl Operation<Sqlite> for ConfirmSeat {
     }
 }
 
-impl Operation<Postgres> for ConfirmSeat {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        _: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let row = CONFIRM_POSTGRES
-                .query_opt(&**tx, &[&self.id, &self.confirmation])
-                .await?
-                .ok_or_else(|| {
-                    exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
-                })?;
-            Ok(self.answer(row.get(0)))
-        })
+impl PostgresOperation for ConfirmSeat {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        _: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let row = CONFIRM_POSTGRES
+            .query_opt(&**tx, &[&self.id, &self.confirmation])
+            .await?
+            .ok_or_else(|| {
+                exactly_once::StoreError::internal(format!("booking {} is not held", self.id))
+            })?;
+        Ok(self.answer(row.get(0)))
     }
 }
 

@@ -33,7 +33,8 @@ pub enum Operations {
 /// Runs `command` on `engine`; what it prints is its answer, `Err` why it
 /// could not.
 pub async fn run(engine: &Engine<Any>, command: &Operations) -> Result<(), String> {
-    let error = |e: &(dyn std::error::Error + 'static)| exactly_once::error::Chain(e).to_string();
+    let error =
+        |e: &(dyn std::error::Error + 'static)| exactly_once::workspace::Chain(e).to_string();
     match command {
         Operations::List => {
             let list = engine

@@ -109,7 +109,7 @@ async fn show(
 
 /// `GET /healthz`: 200 when the database can commit.
 async fn health(State(state): State<AppState>) -> Response {
-    match state.engine.store.health().await {
+    match state.engine.health().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => Error::from(e).into_response(),
     }
@@ -123,7 +123,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.engine.metrics.render(),
+        state.engine.metrics().render(),
     )
         .into_response()
 }

@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
 use exactly_once::secrets::{redact, RedactedStderr, SecretUrl};
-use exactly_once::{Caller, Engine, PostgresOptions, Problem, Sqlx, SqlxStore};
+use exactly_once::{Caller, Engine, Problem, Sqlx, SqlxStore, StoreOptions};
 use http::request::Parts;
 use http::{header, StatusCode};
 use order::{BadOrder, PlaceOrder, ProviderSteps};
@@ -113,7 +113,7 @@ async fn list(State(state): State<AppState>, Customer(caller): Customer) -> Resp
 
 /// `GET /healthz`: 200 when the database can commit.
 async fn health(State(state): State<AppState>) -> Response {
-    match state.engine.store.health().await {
+    match state.engine.health().await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(e) => exactly_once::Error::from(e).into_response(),
     }
@@ -129,8 +129,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .execute(&pool)
         .await?;
     // What the engine adds: its tables beside theirs, on the same pool.
-    let mut options = PostgresOptions::new("");
-    options.lease = config.operation_lease;
+    let options = StoreOptions::new().lease(config.operation_lease);
     let store = SqlxStore::open(pool.clone(), options).await?;
     let steps = ProviderSteps::new(&config.provider_url, config.provider_timeout);
     let engine = Engine::builder(std::sync::Arc::new(store))
@@ -154,6 +153,10 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // ring, whatever the features Cargo unified with other packages built
+    // beside this one (reqwest can be given rustls without a provider);
+    // an `Err` only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let config = match Config::try_parse() {
         Ok(config) => config,
         Err(e) if !e.use_stderr() => e.exit(),

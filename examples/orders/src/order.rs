@@ -8,9 +8,9 @@
 //! transaction.
 
 use async_trait::async_trait;
-use exactly_once::backend::BoxFuture;
+use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::{
-    store, Caller, Error, Lease, Operation, PhaseEnd, RunContext, Sqlx, StepUnavailable, Steps,
+    Caller, Error, Lease, Operation, PhaseEnd, RunContext, Sqlx, StepUnavailable, Steps,
     StoredResponse,
 };
 use http::StatusCode;
@@ -65,33 +65,31 @@ pub(crate) struct Placed {
     pub(crate) amount: i64,
 }
 
-impl Operation<Sqlx> for PlaceOrder {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            // The order's id is the operation's: a run that a restore made
-            // the database forget writes the same row again.
-            let id = format!("ord_{}", &at.downstream_key()[..24]);
-            sqlx::query(
-                "INSERT INTO orders (id, caller, idempotency_key, item, amount, status)
-                 VALUES ($1, $2, $3, $4, $5, 'pending') ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(&id)
-            .bind(&at.caller.as_bytes()[..])
-            .bind(at.key.as_ref())
-            .bind(&self.item)
-            .bind(self.amount)
-            .execute(&mut *conn)
-            .await?;
-            let placed = Placed {
-                id,
-                amount: self.amount,
-            };
-            Ok(PhaseEnd::stop(ORDER_PLACED, &placed))
-        })
+impl SqlxOperation for PlaceOrder {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        // The order's id is the operation's: a run that a restore made
+        // the database forget writes the same row again.
+        let id = format!("ord_{}", &at.downstream_key()[..24]);
+        sqlx::query(
+            "INSERT INTO orders (id, caller, idempotency_key, item, amount, status)
+             VALUES ($1, $2, $3, $4, $5, 'pending') ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&at.caller.as_bytes()[..])
+        .bind(at.key.as_ref())
+        .bind(&self.item)
+        .bind(self.amount)
+        .execute(&mut *conn)
+        .await?;
+        let placed = Placed {
+            id,
+            amount: self.amount,
+        };
+        Ok(PhaseEnd::stop(ORDER_PLACED, &placed))
     }
 }
 
@@ -109,43 +107,41 @@ enum Verdict {
     Declined(String),
 }
 
-impl Operation<Sqlx> for FinishOrder {
-    fn run<'a>(
-        &'a self,
-        conn: &'a mut sqlx::PgConnection,
-        _at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-        Box::pin(async move {
-            let (status, charge) = match &self.verdict {
-                Verdict::Charged(charge) => ("paid", Some(charge.as_str())),
-                Verdict::Declined(_) => ("declined", None),
-            };
-            let order: OrderRow = sqlx::query_as::<_, Columns>(
-                "UPDATE orders SET status = $2, provider_charge = $3 WHERE id = $1
-                 RETURNING id, item, amount, status, provider_charge, idempotency_key",
+impl SqlxOperation for FinishOrder {
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        _at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        let (status, charge) = match &self.verdict {
+            Verdict::Charged(charge) => ("paid", Some(charge.as_str())),
+            Verdict::Declined(_) => ("declined", None),
+        };
+        let order: OrderRow = sqlx::query_as::<_, Columns>(
+            "UPDATE orders SET status = $2, provider_charge = $3 WHERE id = $1
+             RETURNING id, item, amount, status, provider_charge, idempotency_key",
+        )
+        .bind(&self.id)
+        .bind(status)
+        .bind(charge)
+        .fetch_one(&mut *conn)
+        .await?
+        .into();
+        let response = match &self.verdict {
+            Verdict::Charged(_) => StoredResponse::new(
+                StatusCode::CREATED,
+                "application/json",
+                serde_json::to_vec(&order).expect("an order serialises"),
+            ),
+            Verdict::Declined(code) => exactly_once::Problem::new(
+                StatusCode::PAYMENT_REQUIRED,
+                "card-declined",
+                "Card declined",
+                &format!("the card was declined ({code}); nothing was charged"),
             )
-            .bind(&self.id)
-            .bind(status)
-            .bind(charge)
-            .fetch_one(&mut *conn)
-            .await?
-            .into();
-            let response = match &self.verdict {
-                Verdict::Charged(_) => StoredResponse::new(
-                    StatusCode::CREATED,
-                    "application/json",
-                    serde_json::to_vec(&order).expect("an order serialises"),
-                ),
-                Verdict::Declined(code) => exactly_once::Problem::new(
-                    StatusCode::PAYMENT_REQUIRED,
-                    "card-declined",
-                    "Card declined",
-                    &format!("the card was declined ({code}); nothing was charged"),
-                )
-                .stored(),
-            };
-            Ok(PhaseEnd::Finished(response))
-        })
+            .stored(),
+        };
+        Ok(PhaseEnd::Finished(response))
     }
 }
 

@@ -89,6 +89,58 @@ impl Shop {
         Ok(by_key)
     }
 
+    /// Two concurrent senders per key, each posting the key's order.
+    fn send_twice_each(
+        &self,
+        keys: &[String],
+    ) -> Vec<tokio::task::JoinHandle<reqwest::Result<StatusCode>>> {
+        let mut senders = Vec::new();
+        for key in keys {
+            for _ in 0..2 {
+                let (customer, key) = (self.customer.clone(), key.clone());
+                senders.push(tokio::spawn(async move {
+                    customer
+                        .post_keyed("/orders", &key, &order_for(&key))
+                        .await
+                        .map(|r| r.status())
+                }));
+            }
+        }
+        senders
+    }
+
+    /// Retries each key until its final answer (a 201), as a client
+    /// would: 409 while another request holds it, 503 while unknown.
+    async fn retry_until_answered(&self, keys: &[String]) -> Result<HashMap<String, Vec<u8>>> {
+        let mut answers = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for key in keys {
+            loop {
+                let (status, _, bytes) = self.order(key, &order_for(key)).await?;
+                if status == StatusCode::CREATED {
+                    answers.insert(key.clone(), bytes);
+                    break;
+                }
+                assert!(
+                    [StatusCode::CONFLICT, StatusCode::SERVICE_UNAVAILABLE].contains(&status),
+                    "{key}: {status} {}",
+                    String::from_utf8_lossy(&bytes)
+                );
+                assert!(Instant::now() < deadline, "{key} never got its answer");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(answers)
+    }
+
+    /// How many answers the provider has dropped after charging.
+    fn dropped_answers(&self) -> usize {
+        self.psp
+            .log_text()
+            .matches("fault: dropping the answer")
+            .count()
+    }
+
     /// SIGKILL, then a start on the same address and database.
     fn kill_and_restart(&mut self) -> Result<()> {
         let orders = &mut self.orders;
@@ -101,6 +153,11 @@ impl Shop {
 
 fn body(item: &str, amount: i64) -> Value {
     json!({ "item": item, "amount": amount })
+}
+
+/// The order a key stands for: the same body on every retry.
+fn order_for(key: &str) -> Value {
+    body(key, 100 + key.len() as i64)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -181,28 +238,14 @@ async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_ke
     )
     .await?;
     let keys: Vec<String> = (0..24).map(|n| format!("k-{n}")).collect();
-    // And the first six charges are made but their answers lost: each
-    // such order must be charged again under the same key, and get the
-    // provider's first charge back.
+    // The first charges are made but their answers lost. Whether those
+    // requests outlive the kill is a race (a request whose sender is
+    // SIGKILLed is cancelled by the provider's server with its fault
+    // already taken, before its charge); the round after the restart
+    // below makes the dropped answers certain.
     shop.psp.fault(Fault::DropAfterCharge, 6).await?;
     // Two senders per key, all at once; the process dies under them.
-    let base = shop.orders.base_url();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?;
-    let mut senders = Vec::new();
-    for (n, key) in keys.iter().enumerate() {
-        for _ in 0..2 {
-            let customer = Caller::new(http.clone(), base.clone(), Auth::Bearer("tok_ada".into()));
-            let (key, payload) = (key.clone(), body("item", 100 + n as i64));
-            senders.push(tokio::spawn(async move {
-                customer
-                    .post_keyed("/orders", &key, &payload)
-                    .await
-                    .map(|r| r.status())
-            }));
-        }
-    }
+    let senders = shop.send_twice_each(&keys);
     tokio::time::sleep(Duration::from_millis(150)).await;
     shop.kill_and_restart()?;
     let mut cut_off = 0;
@@ -214,32 +257,32 @@ async fn a_sigkill_amid_duplicate_senders_leaves_one_charge_and_one_order_per_ke
         cut_off > 0,
         "the kill came after every answer: it tested nothing"
     );
+    let mut answers = shop.retry_until_answered(&keys).await?;
+    let pending = shop.psp.pending_fault().await?;
+    assert_eq!(pending["mode"], "none", "faults left unused: {pending}");
 
-    // Every key retried until it has its final answer.
-    let mut answers: HashMap<String, Vec<u8>> = HashMap::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for (n, key) in keys.iter().enumerate() {
-        loop {
-            let (status, _, bytes) = shop.order(key, &body("item", 100 + n as i64)).await?;
-            if status == StatusCode::CREATED {
-                answers.insert(key.clone(), bytes);
-                break;
-            }
-            assert!(
-                [StatusCode::CONFLICT, StatusCode::SERVICE_UNAVAILABLE].contains(&status),
-                "{key}: {status} {}",
-                String::from_utf8_lossy(&bytes)
-            );
-            assert!(Instant::now() < deadline, "{key} never got its answer");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    // Then, on the restarted process, three more answers are lost after
+    // their charges: each such order is charged again under the same
+    // downstream key and gets the provider's first charge back.
+    let dropped_before = shop.dropped_answers();
+    let later: Vec<String> = (0..3).map(|n| format!("later-{n}")).collect();
+    shop.psp.fault(Fault::DropAfterCharge, 3).await?;
+    for sender in shop.send_twice_each(&later) {
+        sender.await??;
     }
-    for (n, key) in keys.iter().enumerate() {
-        let (status, replayed, bytes) = shop.order(key, &body("item", 100 + n as i64)).await?;
+    answers.extend(shop.retry_until_answered(&later).await?);
+    assert_eq!(
+        shop.dropped_answers() - dropped_before,
+        3,
+        "answers the provider dropped after charging, after the restart"
+    );
+
+    let keys: Vec<String> = keys.into_iter().chain(later).collect();
+    for key in &keys {
+        let (status, replayed, bytes) = shop.order(key, &order_for(key)).await?;
         assert_eq!((status, replayed), (StatusCode::CREATED, true));
         assert_eq!(bytes, answers[key], "{key}: one answer, whatever the kill");
     }
-
     let orders = shop.orders().await?;
     assert_eq!(orders.len(), keys.len(), "one order per key: {orders:?}");
     assert!(orders.iter().all(|order| order["status"] == "paid"));

@@ -1,6 +1,6 @@
 //! The test cards, by Stripe's names, and what each does to a charge.
 
-use super::params::ParamError;
+use super::param_error::ParamError;
 use std::fmt;
 
 /// The test cards, by Stripe's names.

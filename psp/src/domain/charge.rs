@@ -1,8 +1,8 @@
 //! What a charge request ends as: a charge in the ledger, or a decline;
 //! and the answer stored with its key, byte for byte.
 
+use super::error_body::ErrorBody;
 use super::{ChargeParams, Decline, Metadata};
-use crate::error::ErrorBody;
 use serde::Serialize;
 use std::fmt;
 

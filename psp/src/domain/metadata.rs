@@ -1,6 +1,6 @@
 //! Charge metadata: free-form labels under Stripe's limits.
 
-use super::params::ParamError;
+use super::param_error::ParamError;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;

@@ -2,13 +2,16 @@
 //! migrations, and the shop's reads on each backend (charges, stock). Each
 //! operation's own SQL lives with it, in [`crate::operation`].
 
+mod page;
 pub mod postgres;
 pub(crate) mod sqlite_reads;
 
-use crate::domain::{Caller, Charge, ChargeId, ItemId};
-use exactly_once::store::schema::{Migration, Migrations};
-use exactly_once::store::Result;
+pub use page::{ChargePage, ChargeQuery};
+
+use crate::domain::ItemId;
+use exactly_once::postgres::Result;
 use exactly_once::AnyStore;
+use exactly_once::{Migration, Placement};
 use std::sync::Arc;
 
 /// The shop's schema on SQLite: its history, which created the engine's
@@ -18,7 +21,7 @@ use std::sync::Arc;
 /// schema, the second rebuilt its tables, and the third moved every lease
 /// and expiry onto the database's own clock, which a release built for
 /// version 2 (on the wall clock) would misjudge.
-pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
+pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration::contract(
         1,
         "0001_init",
@@ -40,10 +43,10 @@ pub const SQLITE_MIGRATIONS: Migrations = Migrations(&[
         "0004_charge_note",
         include_str!("../../migrations/next-release/0004_charge_note.sql"),
     ),
-]);
+];
 
 /// The shop's schema on PostgreSQL (the second rebuilt its tables).
-pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
+pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration::contract(
         1,
         "0001_init",
@@ -54,70 +57,40 @@ pub const POSTGRES_MIGRATIONS: Migrations = Migrations(&[
         "0002_phases",
         include_str!("../../migrations/postgres/0002_phases.sql"),
     ),
-    #[cfg(feature = "next-release")]
+    // On a Citus coordinator: charges and reservations sharded by the
+    // caller beside the engine's records, the stock on every node (a
+    // reservation's decrement commits everywhere in two phases, so three
+    // posters are never sold four times). docs/CITUS.md.
     Migration::expand(
         3,
-        "0003_charge_note",
-        include_str!("../../migrations/next-release/postgres/0003_charge_note.sql"),
-    ),
+        "0003_reservations_by_caller",
+        include_str!("../../migrations/postgres/0003_reservations_by_caller.sql"),
+    )
+    .places(&[
+        Placement::reference("inventory"),
+        Placement::by_caller("charges", "caller"),
+        Placement::by_caller("reservations", "caller"),
+    ]),
     #[cfg(feature = "next-release")]
     Migration::expand(
         4,
-        "0004_pending_charges",
-        include_str!("../../migrations/next-release/postgres/0004_pending_charges.sql"),
+        "0004_charge_note",
+        include_str!("../../migrations/next-release/postgres/0004_charge_note.sql"),
+    ),
+    #[cfg(feature = "next-release")]
+    Migration::expand(
+        5,
+        "0005_pending_charges",
+        include_str!("../../migrations/next-release/postgres/0005_pending_charges.sql"),
     )
     .runs_beside(2)
     .outside_transaction(),
-]);
+];
 
 /// The database the shop runs on, as the shop reads it: the engine's store
 /// (whichever backend `--database` named), and the shop's reads on it.
 #[derive(Clone)]
 pub struct Db(pub Arc<AnyStore>);
-
-/// One page of a caller's charges, newest first.
-#[derive(Debug, Clone)]
-pub struct ChargePage {
-    /// The charges.
-    pub data: Vec<Charge>,
-    /// Whether older charges remain.
-    pub has_more: bool,
-}
-
-/// Which page of a caller's charges to read: the paging rules both
-/// backends follow.
-#[derive(Debug, Clone, Copy)]
-pub struct ChargeQuery<'a> {
-    /// Whose charges.
-    pub caller: &'a Caller,
-    /// At most this many charges (1 to 1000).
-    pub limit: u32,
-    /// Only charges older than this one.
-    pub starting_after: Option<&'a ChargeId>,
-}
-
-impl ChargeQuery<'_> {
-    /// Ids are `ch_` + hex compared as bytes, so `"ch_~"` sorts after every
-    /// id: the first page reads "ids below it".
-    pub fn before(&self) -> &str {
-        self.starting_after.map_or("ch_~", |id| id.as_ref())
-    }
-
-    /// Rows to ask for: one more than the page, to learn `has_more`.
-    pub fn rows(&self) -> i64 {
-        i64::from(self.limit) + 1
-    }
-
-    /// The page of `rows`, newest first as read.
-    pub fn page(&self, mut rows: Vec<Charge>) -> ChargePage {
-        let has_more = rows.len() > self.limit as usize;
-        rows.truncate(self.limit as usize);
-        ChargePage {
-            data: rows,
-            has_more,
-        }
-    }
-}
 
 impl Db {
     /// The engine's store.

@@ -3,12 +3,12 @@
 
 use crate::charge_columns;
 use crate::domain::{Charge, ChargeRow};
-use exactly_once::store::postgres::{Conn, Sql};
-use exactly_once::store::Result;
+use exactly_once::postgres::Result;
+use exactly_once::postgres::{Conn, Sql};
 use tokio_postgres::types::Type;
 
 /// A charge, from a row of [`charge_columns!`].
-pub(crate) fn charge(row: &exactly_once::store::postgres::PgRow) -> Charge {
+pub(crate) fn charge(row: &exactly_once::postgres::PgRow) -> Charge {
     let columns: ChargeRow = (
         row.get(0),
         row.get(1),
@@ -37,10 +37,10 @@ pub(crate) async fn available(
 }
 
 /// One page of a caller's charges, newest first (one row more than the
-/// page, see [`ChargeQuery`](super::ChargeQuery)).
+/// page, see [`ChargeQuery`](super::page::ChargeQuery)).
 pub(crate) async fn charges(
     client: &impl Conn,
-    query: &super::ChargeQuery<'_>,
+    query: &super::page::ChargeQuery<'_>,
 ) -> Result<Vec<Charge>> {
     // Ids are compared as bytes: the column's collation is "C".
     const PAGE: Sql = Sql::new(

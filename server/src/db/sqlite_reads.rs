@@ -2,7 +2,7 @@
 //! left after a refused reservation and a finished charge, inside the
 //! writer's savepoint).
 
-use crate::db::ChargeQuery;
+use super::page::ChargeQuery;
 use crate::domain::{Charge, ChargeRow, ItemId, CHARGE_COLUMNS};
 use rusqlite::{params, Connection, OptionalExtension};
 

@@ -90,11 +90,8 @@ impl App {
     }
 
     fn open(&self, path: &Path) -> SqliteStore {
-        SqliteStore::open(crate::startup::sqlite_options(
-            &self.config,
-            path.to_path_buf(),
-        ))
-        .expect("open a database")
+        SqliteStore::open(path, crate::startup::sqlite_options(&self.config))
+            .expect("open a database")
     }
 }
 

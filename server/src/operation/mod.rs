@@ -10,5 +10,6 @@
 //! in [`crate::routes`].
 
 pub mod charge;
+pub mod pending_charge;
 pub mod receipt;
 pub mod reservation;

@@ -2,10 +2,10 @@
 
 use crate::domain::{NewReservation, Reservation};
 use crate::error::Problem;
-use exactly_once::backend::BoxFuture;
-use exactly_once::store::postgres::Transaction;
+use exactly_once::postgres::PostgresOperation;
+use exactly_once::postgres::Transaction;
+use exactly_once::Sqlite;
 use exactly_once::{Operation, PhaseEnd, RunContext, StoredResponse};
-use exactly_once::{Postgres, Sqlite};
 use http::StatusCode;
 
 impl Operation<Sqlite> for NewReservation {
@@ -14,13 +14,13 @@ impl Operation<Sqlite> for NewReservation {
     }
 }
 
-impl Operation<Postgres> for NewReservation {
-    fn run<'a>(
-        &'a self,
-        tx: &'a Transaction<'a>,
-        at: &'a RunContext<'a>,
-    ) -> BoxFuture<'a, exactly_once::store::Result<PhaseEnd>> {
-        Box::pin(on_postgres::new_reservation(self, tx, at))
+impl PostgresOperation for NewReservation {
+    async fn run(
+        &self,
+        tx: &Transaction<'_>,
+        at: &RunContext<'_>,
+    ) -> exactly_once::postgres::Result<PhaseEnd> {
+        on_postgres::new_reservation(self, tx, at).await
     }
 }
 
@@ -111,8 +111,8 @@ mod on_postgres {
     use crate::db::postgres::available;
     use crate::domain::{NewReservation, Reservation};
     use crate::operation;
-    use exactly_once::store::postgres::{Sql, Transaction};
-    use exactly_once::store::Result;
+    use exactly_once::postgres::Result;
+    use exactly_once::postgres::{Sql, Transaction};
     use exactly_once::{PhaseEnd, RunContext};
     use tokio_postgres::types::Type;
 

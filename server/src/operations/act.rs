@@ -86,7 +86,7 @@ pub(super) async fn retry(
         Retried::Finished(response) => (true, render::response_json(response)),
         Retried::Failed(e) => (
             false,
-            json!({ "error": exactly_once::error::Chain(e).to_string() }),
+            json!({ "error": exactly_once::workspace::Chain(e).to_string() }),
         ),
     };
     let report = json!({

@@ -270,7 +270,7 @@ pub(super) fn ledger_lines(record: &OperationRecord, ledger: &Value) -> String {
 
 /// An operator error as the one line it prints.
 pub(super) fn said(e: OperatorError) -> String {
-    exactly_once::error::Chain(&e).to_string()
+    exactly_once::workspace::Chain(&e).to_string()
 }
 
 pub(super) fn print_json(value: &Value) {

@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 /// beside this release; otherwise the 503's detail names the migration.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses(HealthResponses))]
 pub async fn healthz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let store = &state.engine.store;
-    store.health().await?;
+    let engine = &state.engine;
+    engine.health().await?;
     Ok(Json(
-        json!({ "status": "ok", "database_host": store.database_host() }),
+        json!({ "status": "ok", "database_host": engine.database_host() }),
     ))
 }

@@ -30,10 +30,12 @@ macro_rules! keyed_post {
     };
 }
 
+pub mod api;
 pub mod charges;
 pub mod config;
 pub mod health;
 pub mod inventory;
+pub mod metrics;
 pub mod operations;
 pub mod reservations;
 pub mod www;
@@ -41,6 +43,7 @@ pub mod www;
 use crate::chaos::Chaos;
 use crate::domain::Caller;
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
@@ -61,6 +64,15 @@ impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
             return Ok(Self(*found));
         }
         Ok(Self(crate::domain::caller_from_headers(&parts.headers)?))
+    }
+}
+
+/// `X-Chaos`, honoured only when the server runs with `--chaos`.
+impl FromRequestParts<AppState> for Chaos {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Self::from_request(&parts.headers, &parts.extensions, state.chaos)
     }
 }
 

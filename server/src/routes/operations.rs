@@ -12,7 +12,7 @@ use http::StatusCode;
 
 /// The unfinished operations, as JSON; 503 when the database cannot say.
 pub async fn list(State(state): State<AppState>) -> Response {
-    let ttl = state.engine.store.key_ttl();
+    let ttl = state.engine.key_ttl();
     match crate::operations::unfinished_json(&state.engine, ttl).await {
         Ok(list) => Json(list).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e).into_response(),

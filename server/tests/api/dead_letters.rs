@@ -1,4 +1,4 @@
-//! Dead letters (issue 34, CONTRACT section 3 `operation-needs-attention`):
+//! Dead letters (CONTRACT section 3 `operation-needs-attention`):
 //! a step that can never succeed, or an operation that kept failing past
 //! `--attention-after`, is set aside for an operator instead of being
 //! retried forever. Every retry of its key gets the same final answer (424
@@ -86,12 +86,20 @@ async fn a_charge_that_keeps_failing_past_attention_after_is_set_aside() {
     .await;
     shop.fault(Fault::Down, 1_000).await;
     let key = new_key();
+    let started = Instant::now();
     assert_refused(
         &shop.pay(&key, &visa(4321)).await,
         503,
         "provider-unavailable",
     );
     metric_until(&shop.app, "operations_set_aside_total", 1.0).await;
+    // Not at the request's failure, nor at the completer's first tries (a
+    // second apart): only once --attention-after has passed since it began.
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "set aside {:?} after it started, before --attention-after (2s)",
+        started.elapsed()
+    );
     let after = shop.pay(&key, &visa(4321)).await;
     assert_refused(&after, 424, "operation-needs-attention");
     assert!(shop.ledger().await.is_empty());
@@ -116,14 +124,15 @@ async fn a_receipt_the_mail_server_refuses_for_good_becomes_a_dead_letter() {
     assert_eq!(app.count("outbox").await, 1, "kept for an operator");
 }
 
-/// A sent receipt leaves the outbox once `--outbox-retention` has passed:
-/// an earlier release kept every sent row forever.
+/// A sent receipt stays in the outbox while `--outbox-retention` lasts,
+/// and leaves it once it has passed: an earlier release kept every sent
+/// row forever.
 #[tokio::test]
 async fn sent_receipts_are_pruned_after_the_outbox_retention() {
     let maildev = MailDev::start().await.unwrap();
     let app = TestApp::start(Server::builder().smtp(&maildev).flags([
         "--outbox-retention",
-        "1s",
+        "3s",
         "--sweep-interval",
         "1s",
     ]))
@@ -138,9 +147,22 @@ async fn sent_receipts_are_pruned_after_the_outbox_retention() {
         })
         .await
         .expect("the receipt is delivered");
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let delivered = Instant::now();
+    // Kept while the retention lasts: not deleted as it is sent.
+    assert_eq!(
+        app.count("outbox").await,
+        1,
+        "the sent receipt went at once"
+    );
+    let deadline = delivered + Duration::from_secs(15);
     while app.count("outbox").await > 0 {
         assert!(Instant::now() < deadline, "the sent receipt stayed");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Sent before it was seen delivered: a little under the retention.
+    assert!(
+        delivered.elapsed() >= Duration::from_secs(2),
+        "pruned {:?} after delivery, before --outbox-retention (3s)",
+        delivered.elapsed()
+    );
 }

@@ -81,7 +81,7 @@ async fn a_bare_key_that_starts_with_a_quote_is_a_key() {
     assert_eq!(app.charges().await.len(), 4, "four keys, four charges");
 }
 
-/// `1999`, `1999.0` and `1.999e3` are one amount (README, "Decisions"), so
+/// `1999`, `1999.0` and `1.999e3` are one amount (docs/API.md, "Decisions where the contract is silent"), so
 /// one request: the same key replays, it is not a 422.
 #[tokio::test]
 async fn a_number_spelled_with_a_zero_fraction_is_the_same_request() {

@@ -1,4 +1,4 @@
-//! Operators see and settle every operation (issue 38, CONTRACT section 7
+//! Operators see and settle every operation (CONTRACT section 7
 //! `server operations`): after real faults (a server killed mid-charge, a
 //! provider that refuses for good, a provider and a mail server that stay
 //! down), the `server operations` subcommands, run against the database

@@ -1,6 +1,6 @@
-//! What only PostgreSQL can show: a key held by another transaction. These
-//! tests return at once on SQLite, where one writer makes a duplicate wait
-//! for the first request instead.
+//! What only PostgreSQL can show: a key held by another transaction. On
+//! SQLite, where one writer makes a duplicate wait for the first request
+//! instead, these tests are skipped (and counted so).
 
 use crate::helpers::{assert_problem, new_key, TestApp};
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use tokio_postgres::NoTls;
 async fn behind_the_back(app: &TestApp) -> Option<tokio_postgres::Client> {
     let database = app.server.database();
     if !database.is_postgres() {
+        testkit::skipped("PostgreSQL only: no other transaction can hold a key on SQLite");
         return None;
     }
     Some(
@@ -163,6 +164,7 @@ fn caller_hash(token: &str) -> Vec<u8> {
 #[tokio::test]
 async fn a_commit_killed_while_it_waits_for_a_synchronous_standby_is_outcome_unknown() {
     if std::env::var_os("TEST_POSTGRES_URL").is_none() {
+        testkit::skipped("PostgreSQL only, on a cluster of its own (TEST_POSTGRES_URL)");
         return;
     }
     let cluster = testkit::Postgres::start().unwrap();

@@ -133,7 +133,7 @@ async fn the_completer_finishes_an_abandoned_operation_that_no_client_retries() 
 }
 
 /// A step slower than its lease finishes under the request that started
-/// it (issue 34): the provider takes 4 s against a 1 s lease, with the
+/// it: the provider takes 4 s against a 1 s lease, with the
 /// completer looking every second. The request renews its lease while the
 /// call runs, so nobody takes the operation over: a retry meanwhile is
 /// told `409 in use` (with Retry-After) and resumes nothing, and the first

@@ -1,4 +1,4 @@
-//! A recovery point this release does not know (issue 35, rolling
+//! A recovery point this release does not know (rolling
 //! releases): during a rolling deploy the next release may stop a charge
 //! at a point of its own; this release leaves it to a release that knows
 //! it. The two-binary deploy itself is `server/tests/rolling.rs`.

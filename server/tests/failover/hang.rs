@@ -12,7 +12,7 @@
 //! [`NEW_KEYS_BOUND`] of the promotion; nothing answered is lost, and
 //! each operation has one charge and one provider charge. And an
 //! instance started while the first host of its URL hangs reaches the
-//! second.
+//! second within [`START_BOUND`].
 
 use crate::load;
 use crate::postgres::wait_for_replication;
@@ -22,10 +22,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, Postgres, Psp, Server};
 
-/// No request waits longer than this for its answer (issue 35).
+/// No request waits longer than this for its answer.
 const WAIT_BOUND: Duration = Duration::from_secs(10);
 /// New keys are answered 201 within this of the promotion.
 const NEW_KEYS_BOUND: Duration = Duration::from_secs(15);
+/// An instance starts within this while the first host of its URL hangs:
+/// it waits out `connect_timeout` (3 s by default) on the hung host, then
+/// tries the second (measured here: 3.1 to 3.4 s).
+const START_BOUND: Duration = Duration::from_secs(10);
 /// Load before the hang; how long the orchestrator takes to promote;
 /// load after the promotion.
 const BEFORE: Duration = Duration::from_secs(3);
@@ -139,7 +143,7 @@ async fn an_instance_started_while_the_first_host_hangs_reaches_the_second() {
     for _ in 0..2 {
         let began = Instant::now();
         let server = Server::builder().database(database.clone()).start().await;
-        started.push(began.elapsed().as_millis());
+        started.push(began.elapsed());
         servers.push(server.expect("an instance did not start while the first host hangs"));
     }
     let mut answered = Vec::new();
@@ -161,9 +165,15 @@ async fn an_instance_started_while_the_first_host_hangs_reaches_the_second() {
         );
     }
     println!(
-        "hung first host: the instances started in {started:?} ms; charges answered {answered:?}"
+        "hung first host: the instances started in {started:?}; charges answered {answered:?}"
     );
     primary.kill_machine().unwrap();
+    for took in started {
+        assert!(
+            took <= START_BOUND,
+            "an instance took {took:?} to start (bound {START_BOUND:?})"
+        );
+    }
     for (status, waited) in answered {
         assert_eq!(status, 201);
         assert!(waited <= WAIT_BOUND, "a charge waited {waited:?}");

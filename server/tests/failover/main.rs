@@ -31,7 +31,7 @@
 //! operation, none left with no charge of ours naming it. A lost
 //! operation's retry runs it again, and sends the downstream key the lost
 //! run sent (derived from the key's generation, which an expired record's
-//! tombstone keeps, not from the run: issue 34), so the provider answers
+//! tombstone keeps, not from the run), so the provider answers
 //! it with the charge it made.
 //!
 //! A third run ends the lag differently, with no failover: the sessions
@@ -40,7 +40,7 @@
 //! that the transaction "has already committed locally", then closes the
 //! connection). Those commits stay on the primary, so an instance that
 //! called one "nothing was done" would be caught: a one-shot operation so
-//! told must have no charge (issue 25, item 6).
+//! told must have no charge.
 //!
 //! `FAILOVER_SEED` replays a schedule.
 //!
@@ -126,8 +126,8 @@ async fn promoting_an_asynchronous_standby_is_measured() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let run = run(Standby::Asynchronous, Ending::Promote).await;
     // The answers the promotion lost are measured, not judged (the figures
-    // go in the README): their records are gone. What must hold even so
-    // (issue 34): no operation ends with two charges of ours, and none with
+    // go in docs/SURVIVAL.md): their records are gone. What must hold even so:
+    // no operation ends with two charges of ours, and none with
     // two at the provider. A forgotten run's retry sends the downstream key
     // the forgotten run sent (it is derived from the key's generation, not
     // from the run), with the same request, and adopts the provider's
@@ -159,9 +159,9 @@ async fn promoting_an_asynchronous_standby_is_measured() {
 
 /// A synchronous standby falls behind and the sessions whose COMMIT waits
 /// for it are ended (`pg_terminate_backend`): each had committed on the
-/// primary, which stays, and must never be told "nothing was done"
-/// (issue 25, item 6): no one-shot operation so told may have a charge,
-/// and nothing answered is lost.
+/// primary, which stays, and must never be told "nothing was done":
+/// no one-shot operation so told may have a charge, and nothing answered
+/// is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn a_commit_ended_while_it_waits_for_the_synchronous_standby_is_never_called_nothing_done() {
@@ -183,7 +183,7 @@ async fn a_commit_ended_while_it_waits_for_the_synchronous_standby_is_never_call
 /// dies and the standby is promoted, without those commits. Each such
 /// request must be answered "outcome unknown" (its retry then runs it on
 /// the new primary), never a 201 the standby may not have: nothing
-/// answered is lost (issue 34).
+/// answered is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn a_commit_whose_wait_for_the_standby_is_cancelled_is_never_answered_201_before_the_standby_has_it(

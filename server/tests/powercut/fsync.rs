@@ -1,4 +1,4 @@
-//! A disk error at `fsync` (issue 34): SQLite's COMMIT fails after the
+//! A disk error at `fsync`: SQLite's COMMIT fails after the
 //! batch's frames, its commit frame included, are in the WAL. This process
 //! no longer sees them, but a process that starts on the file before they
 //! are overwritten replays them: the batch did happen. So the answer is
@@ -44,21 +44,31 @@ async fn a_failed_fsync_at_commit_is_answered_outcome_unknown_and_the_retry_gets
             let body = json!({"amount": 2600, "currency": "usd"});
             let answer = shopper.post_keyed("/charges", &key, &body).await.unwrap();
             let status = answer.status().as_u16();
-            (status, answer.json::<Value>().await.unwrap())
+            let retry_after = answer.headers().contains_key("retry-after");
+            (status, retry_after, answer.json::<Value>().await.unwrap())
         }
     };
     assert_eq!(pay(new_key()).await.0, 201, "a first payment, synced");
 
     fs.fail_next_fsync("-wal");
     let key = new_key();
-    let (status, told) = pay(key.clone()).await;
+    let (status, retry_after, told) = pay(key.clone()).await;
     server.kill().unwrap();
     assert_eq!(fs.stats().failed_syncs, 1, "the commit's fsync failed");
     assert_eq!(status, 503, "{told}");
+    assert_eq!(told["type"], "/problems/unavailable", "{told}");
+    assert!(retry_after, "a 503 to retry says when: {told}");
+    // Outcome unknown, in the words of the contract: it may have been
+    // done, and the same key gets the truth.
     let detail = told["detail"].as_str().unwrap_or_default();
     assert!(
         !detail.contains("nothing was done"),
         "told \"nothing was done\" after a failed fsync: {told}"
+    );
+    assert!(
+        detail.contains("may or may not have been done")
+            && detail.contains("retry with the same Idempotency-Key"),
+        "not told the outcome is unknown after a failed fsync: {told}"
     );
 
     server.restart().unwrap();

@@ -2,7 +2,7 @@
 //! backing folder, file data through the unsynced pages.
 
 use super::state::{own, State};
-use super::{lock, Stats, TTL};
+use super::stats::{lock, Stats};
 use fuser::{
     Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
     RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -12,7 +12,11 @@ use std::ffi::OsStr;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+/// How long the kernel may cache an entry or attributes. Every change
+/// goes through the kernel, so its caches stay right while mounted.
+const TTL: Duration = Duration::from_secs(1);
 
 /// The file system one mount serves.
 pub(super) struct Lazy {

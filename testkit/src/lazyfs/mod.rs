@@ -37,43 +37,24 @@
 
 mod fuse;
 mod state;
+mod stats;
 #[cfg(test)]
 mod tests;
 
 use anyhow::{bail, Context, Result};
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
 use state::State;
+use stats::lock;
+pub use stats::Stats;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// The unit of unsynced data.
-const PAGE: u64 = 4096;
-/// How long the kernel may cache an entry or attributes. Every change
-/// goes through the kernel, so its caches stay right while mounted.
-const TTL: Duration = Duration::from_secs(1);
 /// How long [`LazyFs::remount`] waits for the last user of the old mount
 /// to let go of it.
 const UNMOUNT: Duration = Duration::from_secs(20);
-
-/// What was synced and dropped so far (every mount added up).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// `fsync` and `fdatasync` calls.
-    pub syncs: u64,
-    /// Pages copied into backing files by them.
-    pub pages_synced: u64,
-    /// Power cuts.
-    pub cuts: u64,
-    /// Pages dropped by cuts (written, never synced).
-    pub pages_dropped: u64,
-    /// Files that lost pages in a cut.
-    pub files_dropped: u64,
-    /// `fsync` calls failed on purpose ([`LazyFs::fail_next_fsync`]).
-    pub failed_syncs: u64,
-}
 
 /// A mounted forgetting file system over a backing folder.
 pub struct LazyFs {
@@ -236,10 +217,4 @@ fn unmount(mountpoint: &Path, session: BackgroundSession) -> Result<()> {
         .join()
         .context("the lazy file system's thread failed")?;
     Ok(())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,7 +1,6 @@
 //! What one mount knows: our inode numbers and the backing paths they
 //! stand for, and each file's unsynced pages over its backing file.
 
-use super::PAGE;
 use fuser::{Errno, FileAttr, FileType, INodeNo, Request};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
@@ -9,6 +8,9 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
+
+/// The unit of unsynced data.
+pub(super) const PAGE: u64 = 4096;
 
 /// What one mount knows.
 pub(super) struct State {

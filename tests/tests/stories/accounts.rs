@@ -1,4 +1,4 @@
-//! The page among real checkouts (issue 24): two shoppers on one browser,
+//! The page among real checkouts: two shoppers on one browser,
 //! the strict Content-Security-Policy it is served with, and what axe-core
 //! finds on it.
 

@@ -8,7 +8,8 @@
 //! Run with `scripts/test-e2e.sh` (it builds the wasm client, the server
 //! and psp first). Screenshots land in `target/e2e/`.
 //!
-//! - [`failures`]: the README's story told failure by failure, numbered.
+//! - [`failures`]: the demo's story (docs/DEMO.md) told failure by failure, numbered;
+//!   [`concurrent`]: its failures where two payments meet (6 to 8).
 //! - [`shopper`]: what a shopper's browser and hands do to the page:
 //!   storage switched off, a key expired on the device, reservations left
 //!   unanswered, the keyboard, a long history of charges.
@@ -26,6 +27,7 @@
 //! server, new browsers. The steps they share are `e2e::steps`.
 
 mod accounts;
+mod concurrent;
 mod failures;
 mod finishing;
 mod privacy;

@@ -1,4 +1,5 @@
-// What the declarations must say about issue 24's API, checked by
+// What the declarations must say about the accounts and fetch API (scopes,
+// clear, onExpired, the per-call key, credentials, headers), checked by
 // `tsc --strict` (scripts/test-package.sh): each `@ts-expect-error` line
 // must be an error, and every other line must compile.
 import { IdempotentClient } from "exactly-once-client";

@@ -1,7 +1,7 @@
 //! The times one call of a PostgreSQL store works with.
 
 use super::session::Session;
-use crate::store::Lifetimes;
+use crate::store::TimeLimits;
 use std::time::Duration;
 
 /// The times one call works with: the process's clock only for the
@@ -33,7 +33,7 @@ impl Clock {
     }
 
     /// A call's clock with the store's lifetimes and session.
-    pub(super) fn new(now_ms: i64, lifetimes: &Lifetimes, session: Session) -> Self {
+    pub(super) fn new(now_ms: i64, lifetimes: &TimeLimits, session: Session) -> Self {
         Self {
             now_ms,
             ttl_secs: lifetimes.key_ttl.as_secs_f64(),

@@ -41,7 +41,7 @@
 //!   success the standby may not have. (The notice is matched on its
 //!   English text: the server's `lc_messages` must be English.)
 
-pub use super::sslmode::SslMode;
+use super::sslmode::SslMode;
 use super::wire::{Socket, Tapped, Transport};
 use crate::tls::TlsError;
 use deadpool_postgres::Connect;
@@ -56,18 +56,14 @@ use tokio::task::JoinHandle;
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, NoTls};
 
-pub use super::connection_driver::ConnectError;
+use super::connection_driver::ConnectError;
 use super::connection_driver::{as_postgres_error, drive, Hosts};
 use super::tls_verifier::Verifier;
 use super::url_params::SessionAttrs;
-pub use super::url_params::{
-    ParameterError, Settings, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVES_COUNT,
-    DEFAULT_KEEPALIVES_IDLE, DEFAULT_KEEPALIVES_INTERVAL, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_TCP_USER_TIMEOUT,
-};
+use super::url_params::Settings;
 
 /// Makes connections (the pool's, through [`Connect`], and the store's own).
-pub struct Connector {
+pub(crate) struct Connector {
     settings: Settings,
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Where the trusted roots came from, for errors.
@@ -85,7 +81,7 @@ impl fmt::Debug for Connector {
 
 /// Whether a connection's silence is bounded by `response_timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     /// The pool's connections: bounded.
     Response,
     /// A long statement of the store's own (migrations): not bounded.
@@ -95,7 +91,7 @@ pub enum Bound {
 impl Connector {
     /// Loads what TLS needs (roots, a client certificate): an error names
     /// the file.
-    pub fn new(settings: Settings) -> Result<Self, TlsError> {
+    pub(crate) fn new(settings: Settings) -> Result<Self, TlsError> {
         let (tls, roots) = match settings.ssl_mode {
             SslMode::Disable => (None, String::new()),
             mode => {
@@ -163,14 +159,12 @@ impl Connector {
         })
     }
 
-    /// The settings the URL gave.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// A connection to the first host of the URL that takes it (each host
     /// bounded by `connect_timeout`), driven by a task of its own.
-    pub async fn connect(&self, bound: Bound) -> Result<(Client, JoinHandle<()>), ConnectError> {
+    pub(crate) async fn connect(
+        &self,
+        bound: Bound,
+    ) -> Result<(Client, JoinHandle<()>), ConnectError> {
         let config = &self.settings.config;
         let addresses = config.get_hostaddrs();
         // `hostaddr` without `host`: the addresses are the hosts.

@@ -17,7 +17,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// Why no connection could be made; one line naming each host's reason.
 #[derive(Debug)]
-pub struct ConnectError(pub(super) String);
+pub(crate) struct ConnectError(pub(super) String);
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

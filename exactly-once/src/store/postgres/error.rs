@@ -71,7 +71,9 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
         // intervention (shutdown), transaction rollback (serialisation,
         // deadlock), lock not available.
         Some(state) => {
-            matches!(&state[..2], "08" | "53" | "57" | "40") || state == LOCK_NOT_AVAILABLE
+            matches!(&state[..2], "08" | "53" | "57" | "40")
+                || state == LOCK_NOT_AVAILABLE
+                || citus_node_unreachable(&e)
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
@@ -111,4 +113,23 @@ pub(crate) fn in_use_or<T>(result: Result<T, DbError>) -> crate::store::Result<O
         Err(e) if e.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => Ok(None),
         Err(e) => Err(classify(e)),
     }
+}
+
+/// Whether `e` is Citus saying it could not reach the node that holds the
+/// statement's shard (a worker down, or restarting): the store is
+/// unavailable for this caller, as a server that is down would be, and the
+/// request is answered 503 with `Retry-After`, not 500. Citus reports it
+/// as an internal error, with these words.
+fn citus_node_unreachable(e: &DbError) -> bool {
+    let message = match e {
+        #[cfg(feature = "postgres")]
+        DbError::Tokio(e) => e.as_db_error().map(|db| db.message().to_owned()),
+        #[cfg(feature = "sqlx")]
+        DbError::Sqlx(e) => e.as_database_error().map(|db| db.message().to_owned()),
+        DbError::Value(_) => None,
+    };
+    message.is_some_and(|message| {
+        message.starts_with("failure on connection marked as essential")
+            || message.starts_with("connection to the remote node")
+    })
 }

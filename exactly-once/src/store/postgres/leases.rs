@@ -61,7 +61,7 @@ pub(super) async fn advance_in<D: Driver>(
             record_response(tx, &lease.caller, &lease.key, &response, clock.ttl_secs).await?;
             Advanced::Finished(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             STOP_LATER
                 .execute(
                     tx,
@@ -130,6 +130,14 @@ pub(super) async fn step_failed(
                  RETURNING attention IS NOT NULL",
         &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text, Kind::Float8],
     );
+    if super::citus::present(client).await? {
+        let after = super::citus::step_failed(client, lease, error, clock.attention_after_secs);
+        return Ok(match after.await? {
+            None => AfterFailure::NotHeld,
+            Some(true) => AfterFailure::SetAside,
+            Some(false) => AfterFailure::Released,
+        });
+    }
     let row = FAILED
         .query_opt(
             client,

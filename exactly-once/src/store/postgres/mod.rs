@@ -24,15 +24,27 @@
 //! SQLite's writer does it). Every expiry and lease is judged by the
 //! database's clock (`now()`), so instances with wrong clocks still agree.
 //!
-//! - `protocol`: the keyed protocol's SQL; `one_statement`: its
-//!   one-statement first phase; `batch`: many requests to a statement;
-//!   `outbox`: the messages' SQL; `operator`: an operator's listing,
-//!   takeover and settlement; `schema`: migrations under an advisory
-//!   lock; `sslmode`: which TLS a URL gets (`verify-full` off loopback by
-//!   default); [`connect`]: libpq's URL parameters (TLS, timeouts), each
-//!   connection's bound on a silent server, and a commit whose wait for
-//!   the synchronous standby was cancelled; `wire`: the socket, TLS and
-//!   the tap that sees a server owe an answer.
+//! The files, by concept:
+//!
+//! - written once for both drivers: `protocol` (the claim and a first
+//!   phase), `leases` (later phases under a lease), `records` (reads and
+//!   sweeps outside a phase), `outbox`, `operator` (an operator's listing,
+//!   takeover and settlement), `schema` (migrations under an advisory
+//!   lock), `citus` (placing the tables on a Citus coordinator, and its
+//!   router statements), over `statement` (`Exec`, `Statement`, `Driver`),
+//!   `value` (the values bound and read), `error` (sorting a driver's
+//!   errors), `session` (the settings a transaction runs under),
+//!   `server_seen` (the server reached, and its changes) and `clock`;
+//! - tokio-postgres (feature `postgres`): `on_tokio` (`PostgresStore`),
+//!   `conn` and `sql` (what your statements run on), `one_statement` and
+//!   `batch` (one-statement first phases, many to a statement),
+//!   `url_params` (libpq's URL parameters), `sslmode`, `connect` (the
+//!   connector), `connection_driver` (each connection's bound on a silent
+//!   server, and a commit whose wait for the synchronous standby was
+//!   cancelled), `tls_verifier`, `wire` (the socket and the tap that sees a
+//!   server owe an answer);
+//! - sqlx (feature `sqlx`, standalone): `on_sqlx` (`SqlxStore`) and
+//!   `sqlx_commit` (the same cancelled wait, seen through sqlx).
 
 /// The [`Store`] of a PostgreSQL driver: the calls given, and every call
 /// that is a statement or two on a connection of the pool, the same on
@@ -46,17 +58,17 @@ macro_rules! store_on_a_pool {
 
             async fn lookup(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::store::LiveRecord>> {
                 records::lookup(&self.conn().await?, caller, key).await
             }
 
             async fn unfinished(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Fingerprint>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::fingerprint::Fingerprint>> {
                 records::unfinished(&self.conn().await?, caller, key).await
             }
 
@@ -70,19 +82,19 @@ macro_rules! store_on_a_pool {
 
             async fn renew(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 length: std::time::Duration,
             ) -> $crate::store::Result<bool> {
                 leases::renew(&self.conn().await?, lease, length.as_secs_f64()).await
             }
 
-            async fn release(&self, lease: &$crate::Lease) -> $crate::store::Result<bool> {
+            async fn release(&self, lease: &$crate::record::Lease) -> $crate::store::Result<bool> {
                 leases::release(&self.conn().await?, lease).await
             }
 
             async fn step_failed(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 error: &str,
             ) -> $crate::store::Result<$crate::store::AfterFailure> {
                 leases::step_failed(&self.conn().await?, lease, error, self.clock()).await
@@ -90,7 +102,7 @@ macro_rules! store_on_a_pool {
 
             async fn set_aside(
                 &self,
-                lease: &$crate::Lease,
+                lease: &$crate::record::Lease,
                 reason: &str,
             ) -> $crate::store::Result<bool> {
                 leases::set_aside(&self.conn().await?, lease, reason).await
@@ -110,9 +122,9 @@ macro_rules! store_on_a_pool {
 
             async fn take_over(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
-            ) -> $crate::store::Result<Option<$crate::Lease>> {
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
+            ) -> $crate::store::Result<Option<$crate::record::Lease>> {
                 let lease_secs = self.clock().lease_secs;
                 protocol::take_over(&self.conn().await?, caller, key, lease_secs).await
             }
@@ -163,8 +175,8 @@ macro_rules! store_on_a_pool {
 
             async fn operation(
                 &self,
-                caller: &$crate::Caller,
-                key: &$crate::IdempotencyKey,
+                caller: &$crate::caller::Caller,
+                key: &$crate::key::IdempotencyKey,
             ) -> $crate::store::Result<Option<$crate::operator::OperationRecord>> {
                 operator::operation(&self.conn().await?, caller, key).await
             }
@@ -172,7 +184,7 @@ macro_rules! store_on_a_pool {
             async fn find_operations(
                 &self,
                 prefix: &[u8],
-            ) -> $crate::store::Result<Vec<($crate::Caller, $crate::IdempotencyKey)>> {
+            ) -> $crate::store::Result<Vec<($crate::caller::Caller, $crate::key::IdempotencyKey)>> {
                 operator::find(&self.conn().await?, prefix).await
             }
 
@@ -186,7 +198,7 @@ macro_rules! store_on_a_pool {
 
             async fn actions(
                 &self,
-                operation: &$crate::OperationId,
+                operation: &$crate::operation_id::OperationId,
             ) -> $crate::store::Result<Vec<$crate::operator::ActionRecord>> {
                 operator::actions(&self.conn().await?, operation).await
             }
@@ -196,23 +208,23 @@ macro_rules! store_on_a_pool {
 
 #[cfg(feature = "postgres")]
 mod batch;
+mod citus;
 mod clock;
 #[cfg(feature = "postgres")]
 mod conn;
 #[cfg(feature = "postgres")]
-pub mod connect;
+pub(crate) mod connect;
 #[cfg(feature = "postgres")]
 mod connection_driver;
 mod error;
 mod leases;
 #[cfg(feature = "sqlx")]
-pub mod on_sqlx;
+pub(crate) mod on_sqlx;
 #[cfg(feature = "postgres")]
 mod on_tokio;
 #[cfg(feature = "postgres")]
 mod one_statement;
 mod operator;
-mod options;
 mod outbox;
 mod protocol;
 mod records;
@@ -243,9 +255,7 @@ pub use error::{classify, DbError};
 pub use on_tokio::{Postgres, PostgresStore};
 #[cfg(feature = "postgres")]
 pub use one_statement::{Insert, OneStatement, Shape, Values};
-pub use options::PostgresOptions;
 #[cfg(feature = "postgres")]
 pub use outbox::enqueue;
-pub use session::Session;
 #[cfg(feature = "postgres")]
 pub use sql::Sql;

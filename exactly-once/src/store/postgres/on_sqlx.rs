@@ -16,39 +16,30 @@
 //! none stays on a connection the pool hands your handlers.
 //!
 //! ```no_run
-//! use exactly_once::backend::BoxFuture;
-//! use exactly_once::{store, Engine, Operation, PhaseEnd, PostgresOptions, RunContext, Sqlx, SqlxStore, StoredResponse};
+//! use exactly_once::postgres::sqlx::SqlxOperation;
+//! use exactly_once::postgres::Result;
+//! use exactly_once::{Engine, PhaseEnd, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse};
 //!
 //! #[derive(Debug)]
 //! struct AddNote {
 //!     text: String,
 //! }
 //!
-//! impl Operation<Sqlx> for AddNote {
-//!     fn run<'a>(
-//!         &'a self,
-//!         conn: &'a mut sqlx::PgConnection,
-//!         _at: &'a RunContext<'a>,
-//!     ) -> BoxFuture<'a, store::Result<PhaseEnd>> {
-//!         Box::pin(async move {
-//!             let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (text) VALUES ($1) RETURNING id")
-//!                 .bind(&self.text)
-//!                 .fetch_one(&mut *conn)
-//!                 .await?;
-//!             let body = serde_json::json!({ "id": id, "text": self.text });
-//!             Ok(PhaseEnd::Finished(StoredResponse::new(
-//!                 http::StatusCode::CREATED,
-//!                 "application/json",
-//!                 body.to_string(),
-//!             )))
-//!         })
+//! impl SqlxOperation for AddNote {
+//!     async fn run(&self, conn: &mut sqlx::PgConnection, _at: &RunContext<'_>) -> Result<PhaseEnd> {
+//!         let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (text) VALUES ($1) RETURNING id")
+//!             .bind(&self.text)
+//!             .fetch_one(&mut *conn)
+//!             .await?;
+//!         let body = serde_json::json!({ "id": id, "text": self.text });
+//!         Ok(PhaseEnd::Finished(StoredResponse::json(http::StatusCode::CREATED, &body)))
 //!     }
 //! }
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! // The pool your service already has, and its own migrations (sqlx's).
 //! let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
-//! let store = SqlxStore::open(pool.clone(), PostgresOptions::new("")).await?;
+//! let store = SqlxStore::open(pool.clone(), StoreOptions::new()).await?;
 //! let engine: Engine<Sqlx> = Engine::new(store);
 //! # let _ = engine; Ok(()) }
 //! ```
@@ -57,24 +48,24 @@ use super::clock::Clock;
 use super::error::{classify, DbError};
 use super::leases;
 use super::operator;
-use super::options::{PostgresOptions, LOCK_TIMEOUT};
 use super::outbox;
 use super::protocol::{self, rolls_back};
 use super::records;
 use super::schema;
 use super::server_seen::ServerSeen;
-use super::session::Session;
+use super::session::{Session, LOCK_TIMEOUT};
 use super::sqlx_commit::Committer;
 use super::statement::{Driver, Exec};
 use super::value::{Arg, Row};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
-    now_ms, Advanced, Execution, FirstPhase, Lifetimes, Message, Result, StoreError,
+    now_ms, Advanced, Execution, FirstPhase, Message, Result, StoreError, StoreOptions, TimeLimits,
 };
-use crate::{Caller, IdempotencyKey};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::Postgres as SqlxPostgres;
 use std::sync::Arc;
@@ -90,7 +81,7 @@ impl crate::backend::sealed::Sealed for Sqlx {}
 
 impl Backend for Sqlx {
     type Transaction<'t> = &'t mut PgConnection;
-    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
+    type RunOutput<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = std::convert::Infallible;
     const NAME: &'static str = "sqlx";
 }
@@ -239,7 +230,7 @@ fn bound<'a>(sql: &'a str, args: Vec<Arg<'a>>) -> Query<'a> {
 #[derive(Debug)]
 pub struct SqlxStore {
     pool: PgPool,
-    lifetimes: Lifetimes,
+    lifetimes: TimeLimits,
     app: Migrations,
     session: Session,
     /// How its transactions commit.
@@ -250,23 +241,17 @@ pub struct SqlxStore {
 
 impl SqlxStore {
     /// The store on `pool`, with `options`' migrations, durability and
-    /// lifetimes (its URL is not read: the pool is connected already).
+    /// time limits (the pool is connected already).
     /// Unless `options.migrate` is false, applies the migrations the
     /// database still needs (the application's given here, then the
     /// engine's own) in one transaction under PostgreSQL's migration lock;
     /// either way refuses a schema this build cannot serve on. Every
     /// transaction of the engine's sets its own settings (`SET LOCAL`), so
     /// none stays on a connection the pool hands your handlers.
-    pub async fn open(pool: PgPool, options: PostgresOptions) -> Result<Self> {
+    pub async fn open(pool: PgPool, options: StoreOptions) -> Result<Self> {
         let store = Self {
             pool,
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            lifetimes: options.limits,
             app: options.migrations,
             session: Session::new(true, options.durability),
             committer: Committer::new(),
@@ -295,7 +280,6 @@ impl SqlxStore {
         self.clock().for_operation(operation.key_ttl())
     }
 
-    /// A transaction with the engine's settings.
     /// A transaction with the engine's settings, sent with a question of
     /// the server it reached (one round trip): a new one (a failover) is a
     /// new epoch of the store, whose records in memory are not served.

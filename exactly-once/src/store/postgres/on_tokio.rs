@@ -2,31 +2,32 @@
 //! deadpool pool (the store's own, or yours: [`PostgresStore::with_pool`]).
 
 use super::batch;
+use super::citus;
 use super::clock::Clock;
-use super::connect::{Bound, Connector, Settings};
+use super::connect::{Bound, Connector};
 use super::error::classify;
 use super::error::classify_commit;
 use super::leases;
 use super::one_statement::OneStatement;
 use super::operator;
-use super::options::PostgresOptions;
-use super::options::LOCK_TIMEOUT;
 use super::outbox;
 use super::protocol;
 use super::records;
 use super::schema::{self, SERVER_ADDRESS};
 use super::server_seen::ServerSeen;
-use super::session::{self, Session};
+use super::session::{self, Session, LOCK_TIMEOUT};
 use super::statement::Driver;
+use super::url_params::Settings;
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operations::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
-use crate::store::Result;
 use crate::store::{
-    now_ms, Advanced, Execution, FirstPhase, Lifetimes, StoreError, TransactionEnd,
+    now_ms, Advanced, Execution, FirstPhase, StoreError, TimeLimits, TransactionEnd,
 };
-use crate::{Caller, IdempotencyKey};
+use crate::store::{Result, StoreOptions};
 use deadpool_postgres::Transaction;
 use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::sync::Arc;
@@ -49,7 +50,7 @@ impl crate::backend::sealed::Sealed for Postgres {}
 
 impl Backend for Postgres {
     type Transaction<'t> = &'t Transaction<'t>;
-    type Ran<'t> = BoxFuture<'t, Result<PhaseEnd>>;
+    type RunOutput<'t> = BoxFuture<'t, Result<PhaseEnd>>;
     type OneStatement = OneStatement;
     const NAME: &'static str = "postgres";
 }
@@ -80,22 +81,27 @@ pub struct PostgresStore {
     pool: Pool,
     /// One-statement first phases, many to a statement.
     batches: batch::Batches,
-    lifetimes: Lifetimes,
+    lifetimes: TimeLimits,
     /// How each transaction gets its settings.
     session: Session,
     /// The application's schema, checked with the engine's.
     app: Migrations,
     /// The server this instance writes to, and how often it changed.
     host: Arc<ServerSeen>,
+    /// Whether the database is a Citus coordinator's, once asked.
+    citus: tokio::sync::OnceCell<bool>,
 }
 
 impl PostgresStore {
     /// Connects, checks the server is reachable and migrates the schema
-    /// ([`PostgresOptions::migrate`]); fails if the schema is one this
+    /// ([`StoreOptions::migrate`]); fails if the schema is one this
     /// release cannot serve on (a later release's migration that does not
-    /// run beside it, named in the error).
-    pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let (url, pooled) = session::pooler_in(&options.url)?;
+    /// run beside it, named in the error). `url`:
+    /// `postgres://user:password@host:port/database`, with libpq's TLS
+    /// (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`) and timeout
+    /// parameters and our `response_timeout`.
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self> {
+        let (url, pooled) = session::pooler_in(url)?;
         let mut settings = Settings::parse(&url)
             .map_err(|e| StoreError::unavailable("bad PostgreSQL URL").caused_by(e))?;
         if let Some(downgrade) = settings.downgrade() {
@@ -171,10 +177,10 @@ impl PostgresStore {
     /// handlers already read with), rather than a pool of its own: the
     /// engine's transactions and yours share its connections. The pool's
     /// configuration decides where and how to connect (TLS included), so
-    /// `options.url` and `options.application_name` are not read. Its
+    /// [`StoreOptions::application_name`] is not read. Its
     /// connections carry none of the engine's settings, so every
     /// transaction sets its own (`SET LOCAL`, as behind PgBouncer:
-    /// [`Session`]), and its statements are unnamed unless your code keeps
+    /// `Session`), and its statements are unnamed unless your code keeps
     /// named ones on the connections ([`super::Sql`]); migrations run as `open`
     /// runs them behind a pooler (one transaction, under a transaction
     /// lock). What the store's own pool
@@ -183,15 +189,15 @@ impl PostgresStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use exactly_once::{PostgresOptions, PostgresStore};
+    /// use exactly_once::{PostgresStore, StoreOptions};
     ///
     /// let config: tokio_postgres::Config = "postgres://app@db/app".parse()?;
     /// let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
     /// let pool = deadpool_postgres::Pool::builder(manager).max_size(16).build()?;
-    /// let store = PostgresStore::with_pool(pool.clone(), PostgresOptions::new("")).await?;
+    /// let store = PostgresStore::with_pool(pool.clone(), StoreOptions::new()).await?;
     /// # let _ = store; Ok(()) }
     /// ```
-    pub async fn with_pool(pool: Pool, options: PostgresOptions) -> Result<Self> {
+    pub async fn with_pool(pool: Pool, options: StoreOptions) -> Result<Self> {
         let session = Session::new(true, options.durability);
         let mut first = pool
             .get()
@@ -206,26 +212,28 @@ impl PostgresStore {
         Ok(Self::over(pool, &options, session, Arc::default()))
     }
 
-    fn over(
-        pool: Pool,
-        options: &PostgresOptions,
-        session: Session,
-        host: Arc<ServerSeen>,
-    ) -> Self {
+    fn over(pool: Pool, options: &StoreOptions, session: Session, host: Arc<ServerSeen>) -> Self {
         Self {
             batches: batch::Batches::start(pool.clone()),
             pool,
-            lifetimes: Lifetimes {
-                key_ttl: options.key_ttl,
-                lease: options.lease,
-                attention_after: options.attention_after,
-                tombstone_ttl: options.tombstone_ttl,
-                outbox_retention: options.outbox_retention,
-            },
+            lifetimes: options.limits,
             app: options.migrations,
             host,
             session,
+            citus: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Whether the database is a Citus coordinator's (asked once): there a
+    /// one-statement first phase is not batched, since a statement over
+    /// many callers' rows spans shards, and even one request's statement
+    /// (its rows from `unnest`) is planned through intermediate results
+    /// sent to every worker.
+    async fn on_citus(&self) -> Result<bool> {
+        let asked = self
+            .citus
+            .get_or_try_init(|| async { citus::present(&self.client().await?).await });
+        asked.await.copied()
     }
 
     /// The clock of a phase of `operation`: its records live for its own
@@ -263,7 +271,10 @@ store_on_a_pool! {
         async fn execute(&self, phase: FirstPhase<Postgres>) -> Result<Execution> {
             let clock = self.clock_for(phase.operation.as_ref());
             // A batch records every key in it for the store's TTL.
-            if phase.end == TransactionEnd::Commit && phase.operation.key_ttl().is_none() {
+            if phase.end == TransactionEnd::Commit
+                && phase.operation.key_ttl().is_none()
+                && !self.on_citus().await?
+            {
                 if let Some(one) = phase.operation.one_statement() {
                     return self.batches.execute(phase.request, one, clock).await;
                 }
@@ -324,7 +335,6 @@ store_on_a_pool! {
     }
 }
 
-#[cfg(feature = "postgres")]
 /// Opens a transaction with the engine's settings: behind a pooler it sets
 /// them itself (`SET LOCAL`), elsewhere the connection's session has them.
 async fn begin(
@@ -338,7 +348,6 @@ async fn begin(
     Ok(tx)
 }
 
-#[cfg(feature = "postgres")]
 /// Claims the key (waiting for a transaction that holds it) and runs the
 /// operation's first phase, or finds the key's record and decides; commits
 /// (or, as the phase asks, rolls back).
@@ -361,7 +370,6 @@ async fn execute(
     }
 }
 
-#[cfg(feature = "postgres")]
 /// Commits. A commit that fails by losing its backend leaves its outcome
 /// unknown: it may have committed. That is never answered as "nothing was
 /// done" ([`StoreErrorKind::OutcomeUnknown`](crate::store::StoreErrorKind::OutcomeUnknown)): the retry learns which.
@@ -369,7 +377,6 @@ async fn commit(tx: deadpool_postgres::Transaction<'_>) -> Result<()> {
     tx.commit().await.map_err(|e| classify_commit(e, "COMMIT"))
 }
 
-#[cfg(feature = "postgres")]
 /// The next phase of the lease's operation, if the lease is still its
 /// holder's (the row stays locked until the commit, so nobody takes it
 /// over meanwhile); records how the phase ended.
@@ -386,7 +393,6 @@ async fn advance(
     Ok(advanced)
 }
 
-#[cfg(feature = "postgres")]
 /// Takes the key's operation over for an operator, in one transaction.
 async fn operator_take(
     client: &mut deadpool_postgres::Object,
@@ -404,7 +410,6 @@ async fn operator_take(
     Ok(taken)
 }
 
-#[cfg(feature = "postgres")]
 /// Settles the lease's operation: its phase, its answer, its audit row,
 /// one transaction.
 async fn operator_settle(
@@ -420,4 +425,12 @@ async fn operator_settle(
         commit(tx).await?;
     }
     Ok(settled)
+}
+
+/// `?` on a tokio-postgres call (in an operation, a read of yours): the
+/// error sorted by [`classify`].
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        classify(e)
+    }
 }

@@ -42,7 +42,7 @@ pub(super) const CLAIM_COLUMNS: [(&str, &str, Type); 7] = [
 /// receipt) or skipped when it already exists.
 ///
 /// ```
-/// use exactly_once::store::postgres::{Insert, Shape};
+/// use exactly_once::postgres::{Insert, Shape};
 ///
 /// static NOTE: Shape = Shape::inserts(&[
 ///     Insert::into("notes", &[("id", "text"), ("text", "text")]).caller("caller"),
@@ -268,7 +268,7 @@ impl Shape {
                          expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
                          attention = NULL, generation = idempotency_keys.generation + 1
                      WHERE (idempotency_keys.recovery_point = 'finished'
-                            AND idempotency_keys.expires_at <= now())
+                            AND idempotency_keys.expires_at <= EXCLUDED.created_at)
                         OR idempotency_keys.recovery_point = 'expired'
                    RETURNING caller, key),
                  claimed AS (SELECT n, caller, key, {typed}

@@ -10,13 +10,16 @@ use super::leases;
 use super::statement::{Driver, Exec, Statement};
 use super::value::{Kind, Row};
 use crate::backend::Operation;
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
-use crate::store::operations::{
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Settlement, StoredRecord, Taken, Takeover,
 };
 use crate::store::{stored_keys, Advanced, Result, StoreError};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::time::Duration;
 
 /// A record's columns as [`stored`] reads them, times in ms from now.

@@ -30,7 +30,7 @@ const CLAIM: Statement = Statement::new(
                        expires_at = EXCLUDED.expires_at, attempts = 0, last_error = NULL,
                        attention = NULL, generation = idempotency_keys.generation + 1
                    WHERE (idempotency_keys.recovery_point = 'finished'
-                          AND idempotency_keys.expires_at <= now())
+                          AND idempotency_keys.expires_at <= EXCLUDED.created_at)
                       OR idempotency_keys.recovery_point = 'expired'
                  RETURNING generation",
     &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Float8],
@@ -94,7 +94,7 @@ pub(super) async fn execute_in<D: Driver>(
             record_response(tx, &request.caller, &request.key, &response, ttl_secs).await?;
             Execution::Ran(response)
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             let token = Lease::new_token();
             STOP_FIRST
                 .execute(

@@ -18,6 +18,9 @@ pub(super) async fn sweep(
     retention: Duration,
 ) -> Result<u64> {
     super::outbox::prune_sent(client, retention, limit).await?;
+    if super::citus::present(client).await? {
+        return super::citus::sweep_records(client, limit, clock.tombstone_secs).await;
+    }
     sweep_records(client, clock, limit).await
 }
 

@@ -93,6 +93,9 @@ pub(super) async fn migrate(
             break;
         }
     }
+    if applied.is_ok() {
+        applied = super::citus::place(&*client, app).await;
+    }
     // A connection that broke meanwhile took the lock with its session.
     let unlocked = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
@@ -127,7 +130,7 @@ pub(super) async fn migrate_in(tx: &impl Exec, app: Migrations) -> Result<()> {
             tracing::info!(ledger, version = migration.version, "migration applied");
         }
     }
-    Ok(())
+    super::citus::place(tx, app).await
 }
 
 /// The health check inside `tx`: this build serves on the schema, and a

@@ -17,9 +17,13 @@
 
 use crate::store::Durability;
 
+/// How long a request waits for another transaction holding its key (or
+/// a stock row) before answering 409 / 503.
+pub(crate) const LOCK_TIMEOUT: &str = "5s";
+
 /// Where a connection's settings come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Session {
+pub(crate) struct Session {
     /// Behind a pooler in transaction mode (`pgbouncer=true`).
     pooled: bool,
     /// `on` or `off`.
@@ -28,7 +32,7 @@ pub struct Session {
 
 impl Session {
     /// The session of a store with `durability`, behind a pooler or not.
-    pub fn new(pooled: bool, durability: Durability) -> Self {
+    pub(crate) fn new(pooled: bool, durability: Durability) -> Self {
         let synchronous_commit = match durability {
             Durability::Full => "on",
             Durability::Relaxed => "off",
@@ -40,7 +44,8 @@ impl Session {
     }
 
     /// Whether the store runs behind a pooler in transaction mode.
-    pub fn pooled(&self) -> bool {
+    #[cfg(feature = "postgres")]
+    pub(crate) fn pooled(&self) -> bool {
         self.pooled
     }
 
@@ -59,8 +64,7 @@ impl Session {
         (!self.pooled).then(|| {
             format!(
                 "-c synchronous_commit={} -c lock_timeout={}",
-                self.synchronous_commit,
-                super::options::LOCK_TIMEOUT
+                self.synchronous_commit, LOCK_TIMEOUT
             )
         })
     }

@@ -29,7 +29,7 @@ use tokio_postgres::types::{ToSql, Type};
 /// A statement and the types of its parameters (`$1`, `$2`, … in order).
 ///
 /// ```
-/// use exactly_once::store::postgres::Sql;
+/// use exactly_once::postgres::Sql;
 /// use tokio_postgres::types::Type;
 ///
 /// const STOCK: Sql = Sql::new(

@@ -9,7 +9,7 @@ use tokio_postgres::config::Host;
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SslMode {
+pub(crate) enum SslMode {
     /// No TLS.
     Disable,
     /// TLS if the server offers it, unchecked; else plain.

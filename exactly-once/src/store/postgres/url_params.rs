@@ -12,23 +12,23 @@ use tokio_postgres::config::SslMode as PgSslMode;
 /// Defaults that bound a hung primary (no request waits more than 10 s):
 /// each host gets this long to connect, authenticate and say whether it
 /// takes writes.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Idle time before the first keepalive probe.
-pub const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
 /// Time between probes.
-pub const DEFAULT_KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_KEEPALIVES_INTERVAL: Duration = Duration::from_secs(2);
 /// Probes unanswered before the connection is dropped.
-pub const DEFAULT_KEEPALIVES_COUNT: u32 = 3;
+pub(crate) const DEFAULT_KEEPALIVES_COUNT: u32 = 3;
 /// How long sent data may stay unacknowledged.
-pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(9);
+pub(crate) const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(9);
 /// How long a server that owes an answer may stay silent. Longer than the
 /// store's `lock_timeout` (5 s), the longest a healthy server makes a
 /// statement of the engine wait.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(6);
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(6);
 /// A URL parameter that cannot be used; the message names it.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ParameterError(String);
+pub(crate) struct ParameterError(String);
 
 /// libpq's `target_session_attrs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,43 +42,43 @@ pub(super) enum SessionAttrs {
 
 /// What the URL says about connecting, beyond what tokio-postgres reads.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The URL without the parameters read here, parsed by tokio-postgres
     /// (hosts, ports, user, database, password, `application_name`, …).
-    pub config: tokio_postgres::Config,
+    pub(crate) config: tokio_postgres::Config,
     /// `sslmode`; by default `verify-full` off loopback, `prefer` on
     /// loopback and Unix sockets.
-    pub ssl_mode: SslMode,
+    pub(crate) ssl_mode: SslMode,
     /// Whether the URL gave `sslmode` (or `sslrootcert=system`).
-    pub ssl_mode_given: bool,
+    pub(crate) ssl_mode_given: bool,
     /// Whether every host is loopback (`localhost`, `127.0.0.0/8`, `::1`)
     /// or a Unix socket, judged by its name.
-    pub local: bool,
+    pub(crate) local: bool,
     /// `sslrootcert`: a PEM file, or `system` for the platform's roots.
-    pub root_cert: Option<PathBuf>,
+    pub(crate) root_cert: Option<PathBuf>,
     /// `sslcert` and `sslkey`: a client certificate.
-    pub client_cert: Option<(PathBuf, PathBuf)>,
+    pub(crate) client_cert: Option<(PathBuf, PathBuf)>,
     /// `connect_timeout`, per host; `None` for 0 (no bound).
-    pub connect_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Option<Duration>,
     /// `keepalives` (1 or 0).
-    pub keepalives: bool,
+    pub(crate) keepalives: bool,
     /// `keepalives_idle`.
-    pub keepalives_idle: Duration,
+    pub(crate) keepalives_idle: Duration,
     /// `keepalives_interval`.
-    pub keepalives_interval: Duration,
+    pub(crate) keepalives_interval: Duration,
     /// `keepalives_count`.
-    pub keepalives_count: u32,
+    pub(crate) keepalives_count: u32,
     /// `tcp_user_timeout` (milliseconds in the URL); `None` for 0.
-    pub tcp_user_timeout: Option<Duration>,
+    pub(crate) tcp_user_timeout: Option<Duration>,
     /// `response_timeout` (ours, seconds); `None` for 0.
-    pub response_timeout: Option<Duration>,
+    pub(crate) response_timeout: Option<Duration>,
     pub(super) target: SessionAttrs,
 }
 
 impl Settings {
     /// Reads the parameters of a `postgres://` URL that this module
     /// handles and hands the rest to tokio-postgres.
-    pub fn parse(url: &str) -> Result<Self, ParameterError> {
+    pub(crate) fn parse(url: &str) -> Result<Self, ParameterError> {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut rest = Vec::new();
         let mut ours: HashMap<String, String> = HashMap::new();
@@ -189,7 +189,7 @@ impl Settings {
 impl Settings {
     /// The warning an explicit `sslmode` weaker than `verify-full` to a
     /// host off loopback deserves (what it gives up), or `None`.
-    pub fn downgrade(&self) -> Option<String> {
+    pub(crate) fn downgrade(&self) -> Option<String> {
         if self.local || !self.ssl_mode_given {
             return None;
         }

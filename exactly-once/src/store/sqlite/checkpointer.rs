@@ -261,7 +261,7 @@ mod tests {
                                 batch
                                     .conn
                                     .execute("INSERT INTO blobs (b) VALUES (randomblob(2000))", [])
-                                    .map_err(super::super::classify)?;
+                                    .map_err(super::super::backend::classify)?;
                                 Ok(((), Keep::Yes))
                             })
                             .await

@@ -3,16 +3,19 @@
 //! census the gauges show, taking an operation over and settling it with
 //! its audit row.
 
+use super::backend::Sqlite;
 use super::protocol::{self, Clock};
-use super::Sqlite;
 use crate::backend::Operation;
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
-use crate::store::operations::{
+use crate::store::operator::{
     self, ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState,
     OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
 use crate::store::{now_ms, Advanced};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::time::Duration;
 
@@ -110,7 +113,7 @@ pub(super) fn find(
             found.extend(
                 stored
                     .into_iter()
-                    .filter(|(caller, key)| operations::matches(prefix, caller, key)),
+                    .filter(|(caller, key)| operator::matches(prefix, caller, key)),
             );
         }
         if !found.is_empty() {

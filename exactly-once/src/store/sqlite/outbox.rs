@@ -123,8 +123,13 @@ mod tests {
 
     fn outbox_with_one_message() -> Connection {
         let mut conn = Connection::open_in_memory().unwrap();
-        crate::store::migrations::migrate(&mut conn, super::super::MIGRATIONS.0, 0, |_| {})
-            .unwrap();
+        super::super::migrations::migrate(
+            &mut conn,
+            super::super::backend::MIGRATIONS.0,
+            0,
+            |_| {},
+        )
+        .unwrap();
         let message = Message {
             id: "<note.1@example>".into(),
             to: "ada@example.org".into(),

@@ -3,11 +3,13 @@
 //! run the operation's first phase and record how it ended; later phases
 //! under a lease; the completer's and the sweeper's queries.
 
-use super::Sqlite;
+use super::backend::Sqlite;
 use crate::backend::{Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, Record, StoredResponse, EXPIRED, FINISHED};
-use crate::store::{Advanced, AfterFailure, Execution, IdempotentRequest, LiveRecord};
-use crate::{Caller, Fingerprint, IdempotencyKey};
+use crate::store::{Advanced, Execution, IdempotentRequest, LiveRecord};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::time::Duration;
 
@@ -77,7 +79,7 @@ pub(super) fn execute(
     let step = operation.run(conn, &context)?;
     let (point, state, token, leased_until, response) = match &step {
         PhaseEnd::Finished(response) => (FINISHED, None, None, None, Some(response)),
-        PhaseEnd::Stopped(point, state) => (
+        PhaseEnd::Stopped { point, state } => (
             point.as_str(),
             Some(state.as_str()),
             Some(Lease::new_token()),
@@ -108,7 +110,7 @@ pub(super) fn execute(
     ])?;
     Ok(match step {
         PhaseEnd::Finished(response) => Execution::Ran(response),
-        PhaseEnd::Stopped(point, state) => Execution::Stopped(Lease {
+        PhaseEnd::Stopped { point, state } => Execution::Stopped(Lease {
             caller: request.caller,
             key: request.key.clone(),
             token: token.expect("a stopped operation has a lease"),
@@ -256,7 +258,7 @@ pub(super) fn advance(
             ])?;
             Ok(Advanced::Finished(response))
         }
-        PhaseEnd::Stopped(point, state) => {
+        PhaseEnd::Stopped { point, state } => {
             conn.prepare_cached(
                 "UPDATE idempotency_keys SET recovery_point = ?3, state = ?4, leased_until = ?5
                  WHERE caller = ?1 AND key = ?2",
@@ -289,112 +291,6 @@ fn holds(conn: &Connection, lease: &Lease) -> rusqlite::Result<bool> {
         .optional()?
         .flatten();
     Ok(held.as_deref() == Some(&lease.token[..]))
-}
-
-/// Extends the lease by its whole length from now, if it is still the
-/// holder's.
-pub(super) fn renew(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys SET leased_until = ?4
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            clock.now.saturating_add(clock.lease),
-        ])?;
-    Ok(changed == 1)
-}
-
-/// Counts a failed step and gives the lease up, or sets the operation
-/// aside when it has been unfinished longer than `attention_after`.
-pub(super) fn step_failed(
-    conn: &Connection,
-    lease: &Lease,
-    error: &str,
-    clock: Clock,
-) -> rusqlite::Result<AfterFailure> {
-    let started: Option<i64> = conn
-        .prepare_cached(
-            "SELECT created_at FROM idempotency_keys
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .query_row(
-            params![&lease.caller, lease.key.as_ref(), &lease.token[..]],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let Some(started) = started else {
-        return Ok(AfterFailure::NotHeld);
-    };
-    if clock.now.saturating_sub(started) >= clock.attention_after {
-        let reason = format!(
-            "unfinished {} after its start; last error: {error}",
-            humanize_ms(clock.now.saturating_sub(started))
-        );
-        set_aside(conn, lease, &reason, Some(error))?;
-        return Ok(AfterFailure::SetAside);
-    }
-    conn.prepare_cached(
-        "UPDATE idempotency_keys
-         SET attempts = attempts + 1, last_error = ?4, leased_until = ?5
-         WHERE caller = ?1 AND key = ?2 AND lease_token = ?3",
-    )?
-    .execute(params![
-        &lease.caller,
-        lease.key.as_ref(),
-        &lease.token[..],
-        error,
-        clock.now,
-    ])?;
-    Ok(AfterFailure::Released)
-}
-
-/// Sets the lease's operation aside for an operator: nothing resumes it.
-pub(super) fn set_aside(
-    conn: &Connection,
-    lease: &Lease,
-    reason: &str,
-    error: Option<&str>,
-) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys
-             SET attention = ?4, attempts = attempts + 1, last_error = coalesce(?5, ?4),
-                 lease_token = NULL, leased_until = NULL
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            reason,
-            error,
-        ])?;
-    Ok(changed == 1)
-}
-
-/// A duration in milliseconds as people read it (`3h 2m`).
-fn humanize_ms(ms: i64) -> String {
-    let secs = u64::try_from(ms / 1000).unwrap_or(0);
-    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
-}
-
-/// How many operations are set aside for an operator.
-pub(super) fn needing_attention(conn: &Connection) -> rusqlite::Result<u64> {
-    // Through the index of unfinished records (a set-aside one is always
-    // unfinished), not a scan of the table.
-    conn.prepare_cached(
-        "SELECT count(*) FROM idempotency_keys
-         WHERE recovery_point NOT IN ('finished', 'expired') AND attention IS NOT NULL",
-    )?
-    .query_row([], |row| row.get::<_, i64>(0))
-    .map(|n| n.unsigned_abs())
 }
 
 /// Takes over the key's abandoned operation (its lease ran out).
@@ -492,21 +388,4 @@ pub(super) fn abandoned(
         Ok((row.get(0)?, row.get(1)?, row.get(2)?))
     })?
     .collect()
-}
-
-/// Gives the lease up now, counting nothing.
-pub(super) fn release(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys SET leased_until = ?4
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            clock.now,
-        ])?;
-    Ok(changed == 1)
 }

@@ -2,8 +2,10 @@
 //! caller's unfinished operations, in the writer's transaction).
 
 use super::protocol::{life_left, record};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
 use crate::store::LiveRecord;
-use crate::{Caller, Fingerprint, IdempotencyKey};
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// A finished, live record of the key, for a replay.

@@ -2,7 +2,7 @@
 //! never queue behind a write (WAL lets readers run during one). They are
 //! reused, opened on demand, and dropped when the writer reopens the file.
 
-use super::classify;
+use super::backend::classify;
 use super::schema;
 use crate::store::Result;
 

@@ -1,8 +1,8 @@
 //! The SQLite file itself: its connection settings, its migrations, and
 //! which file a path names right now (a replaced file is noticed).
 
-use super::classify;
-use crate::store::migrations::{ledger_state, migrate_in};
+use super::backend::classify;
+use super::migrations::{ledger_state, migrate_in};
 use crate::store::schema::{Fit, Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::Result;
 use crate::store::{now_ms, Durability, StoreError};

@@ -14,9 +14,9 @@
 //! the job's result), so the thread never answers a question with the
 //! wrong kind of value.
 
+use super::backend::{classify, MIGRATIONS};
 use super::checkpointer::{Checkpointer, Thresholds};
 use super::schema::{self, FileIdentity};
-use super::{classify, MIGRATIONS};
 use crate::store::schema::Migrations;
 use crate::store::Durability;
 use crate::store::Result;

@@ -74,6 +74,10 @@ struct Partner {
 type Shared = Arc<Partner>;
 
 fn main() {
+    // ring, whatever the features Cargo unified with other packages built
+    // beside this one (reqwest can be given rustls without a provider);
+    // an `Err` only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let flags = Flags::parse();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime starts");
     runtime.block_on(async {

@@ -3,5 +3,5 @@
 -- beside this release on one database. Never shipped.
 --
 -- An expand migration: a nullable column (no table rewrite). The release
--- before (version 2) never names `note`, so it runs beside this one.
+-- before (version 3) never names `note`, so it runs beside this one.
 ALTER TABLE charges ADD COLUMN note TEXT;

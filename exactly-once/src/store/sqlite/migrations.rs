@@ -6,8 +6,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::schema::{ledger_columns, Applied};
-pub use super::schema::{version_query, Migration};
+use crate::store::schema::{ledger_columns, Applied};
+pub use crate::store::schema::{version_query, Migration};
 
 /// Applies the migrations newer than the version the `schema_migrations`
 /// ledger records, as [`migrate_in`] does.

@@ -4,13 +4,17 @@
 //! the audit rows they leave. Plain data: the calls that use it live above
 //! the store.
 
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use std::fmt;
 use std::time::Duration;
 
 /// Where an operation stands, as an operator sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OperationState {
     /// Stopped at a recovery point and held: a request or the completer is
     /// running its next step under a live lease.
@@ -298,7 +302,7 @@ pub enum Takeover {
     Settle,
 }
 
-/// What [`Store::operator_take`](crate::Store::operator_take) did.
+/// What `Store::operator_take` did.
 #[derive(Debug)]
 pub enum Taken {
     /// The operator holds the operation now.

@@ -8,19 +8,22 @@
 //! whichever store was opened and hands each phase to it as that
 //! backend's operation.
 
-use super::operations::{
+use crate::backend::{sealed, Backend, BoxFuture, Operation, RunContext};
+use crate::caller::Caller;
+use crate::fingerprint::Fingerprint;
+use crate::key::IdempotencyKey;
+use crate::operation_id::OperationId;
+use crate::record::{Lease, PhaseEnd, StoredResponse};
+use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
     Taken, Takeover,
 };
-use super::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
-use super::sqlite::{Sqlite, SqliteStore};
-use super::{
+use crate::store::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
+use crate::store::sqlite::{Sqlite, SqliteStore};
+use crate::store::{
     Abandoned, Advanced, AfterFailure, Execution, FirstPhase, LiveRecord, OutboxItem, Result,
     Store, StoreError,
 };
-use crate::backend::{sealed, Backend, BoxFuture, Operation, RunContext};
-use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::{Caller, Fingerprint, IdempotencyKey, OperationId};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +37,7 @@ impl sealed::Sealed for Any {}
 
 impl Backend for Any {
     type Transaction<'t> = AnyTransaction<'t>;
-    type Ran<'t> = AnyRan<'t>;
+    type RunOutput<'t> = AnyRunOutput<'t>;
     type OneStatement = OneStatement;
     const NAME: &'static str = "any";
 }
@@ -49,7 +52,7 @@ pub enum AnyTransaction<'t> {
 }
 
 /// What an `Operation<Any>`'s run returns: the chosen backend's own.
-pub enum AnyRan<'t> {
+pub enum AnyRunOutput<'t> {
     /// SQLite's phase end, at once.
     Sqlite(rusqlite::Result<PhaseEnd>),
     /// PostgreSQL's, to await.
@@ -61,13 +64,13 @@ impl<O> Operation<Any> for O
 where
     O: Operation<Sqlite> + Operation<Postgres>,
 {
-    fn run<'a>(&'a self, tx: AnyTransaction<'a>, at: &'a RunContext<'a>) -> AnyRan<'a> {
+    fn run<'a>(&'a self, tx: AnyTransaction<'a>, at: &'a RunContext<'a>) -> AnyRunOutput<'a> {
         match tx {
             AnyTransaction::Sqlite(conn) => {
-                AnyRan::Sqlite(Operation::<Sqlite>::run(self, conn, at))
+                AnyRunOutput::Sqlite(Operation::<Sqlite>::run(self, conn, at))
             }
             AnyTransaction::Postgres(tx) => {
-                AnyRan::Postgres(Operation::<Postgres>::run(self, tx, at))
+                AnyRunOutput::Postgres(Operation::<Postgres>::run(self, tx, at))
             }
         }
     }
@@ -89,8 +92,8 @@ struct OnSqlite(Arc<dyn Operation<Any>>);
 impl Operation<Sqlite> for OnSqlite {
     fn run(&self, conn: &rusqlite::Connection, at: &RunContext<'_>) -> rusqlite::Result<PhaseEnd> {
         match self.0.run(AnyTransaction::Sqlite(conn), at) {
-            AnyRan::Sqlite(ran) => ran,
-            AnyRan::Postgres(_) => Err(rusqlite::Error::ToSqlConversionFailure(
+            AnyRunOutput::Sqlite(ran) => ran,
+            AnyRunOutput::Postgres(_) => Err(rusqlite::Error::ToSqlConversionFailure(
                 format!(
                     "{:?} answered SQLite's connection with PostgreSQL's future",
                     self.0
@@ -116,8 +119,8 @@ impl Operation<Postgres> for OnPostgres {
         at: &'a RunContext<'a>,
     ) -> BoxFuture<'a, Result<PhaseEnd>> {
         match self.0.run(AnyTransaction::Postgres(tx), at) {
-            AnyRan::Postgres(ran) => ran,
-            AnyRan::Sqlite(_) => {
+            AnyRunOutput::Postgres(ran) => ran,
+            AnyRunOutput::Sqlite(_) => {
                 let wrong = StoreError::internal(format!(
                     "{:?} answered PostgreSQL's transaction as on SQLite",
                     self.0
