@@ -24,7 +24,10 @@ cd "$ROOT"
 # One build from scratch: incremental artifacts would only fill the disk.
 export CARGO_INCREMENTAL=0
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header, and when it started (how far into the run), so that
+# a slow step shows in CI's log.
+started=$SECONDS
+step() { printf '\n== %s\n-- at %s, %d s into the run\n' "$*" "$(date -u +%T)" "$((SECONDS - started))"; }
 
 # Everything is also logged, to count the tests at the end.
 log="$(mktemp)"
