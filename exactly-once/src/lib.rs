@@ -101,17 +101,18 @@ pub use store::{Durability, IdempotentRequest, StoreError, StoreErrorKind, Store
 #[cfg(feature = "sqlite")]
 pub mod sqlite {
     //! What an [`Operation<Sqlite>`](crate::Operation) writes with besides
-    //! its `&rusqlite::Connection`: the outbox ([`enqueue`]), and how
-    //! SQLite's errors are sorted ([`classify`]; `?` does it too).
-    pub use crate::store::sqlite::{classify, enqueue, Sqlite, SqliteStore};
+    //! its `&rusqlite::Connection`: how SQLite's errors are sorted
+    //! ([`classify`]; `?` does it too). Its messages:
+    //! [`outbox::enqueue`](crate::outbox::enqueue).
+    pub use crate::store::sqlite::{classify, Sqlite, SqliteStore};
 }
 
 #[cfg(any(feature = "postgres", feature = "sqlx"))]
 pub mod postgres {
     //! What an [`Operation<Postgres>`](crate::Operation) writes with
     //! (feature `postgres`): the request's `Transaction`, statements said
-    //! once (`Sql`), the one-statement first phase (`OneStatement`), the
-    //! outbox (`enqueue`); how errors are sorted ([`classify`]; `?` does it
+    //! once (`Sql`), the one-statement first phase (`OneStatement`); its
+    //! messages: [`outbox::enqueue`](crate::outbox::enqueue); how errors are sorted ([`classify`]; `?` does it
     //! too); and, in [`sqlx`] (feature `sqlx`, standalone), the same on
     //! your `sqlx::PgPool`.
     pub use crate::backend::BoxFuture;
@@ -120,8 +121,8 @@ pub mod postgres {
     pub use crate::store::postgres::{classify, DbError};
     #[cfg(feature = "postgres")]
     pub use crate::store::postgres::{
-        enqueue, Conn, Index, Insert, OneStatement, Param, PgRow, Postgres, PostgresStore, Shape,
-        Sql, Transaction, Values,
+        Conn, Index, Insert, OneStatement, Param, PgRow, Postgres, PostgresStore, Shape, Sql,
+        Transaction, Values,
     };
     pub use crate::store::Result;
 
@@ -130,6 +131,6 @@ pub mod postgres {
         //! The engine on your `sqlx::PgPool` ([`SqlxStore`]): operations
         //! write with sqlx queries in the engine's transaction.
         pub use crate::sqlx_operation::SqlxOperation;
-        pub use crate::store::postgres::on_sqlx::{enqueue, Sqlx, SqlxConn, SqlxStore};
+        pub use crate::store::postgres::on_sqlx::{Sqlx, SqlxConn, SqlxStore};
     }
 }

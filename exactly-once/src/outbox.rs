@@ -1,6 +1,5 @@
 //! The outbox: messages an operation writes in its own transaction
-//! ([`enqueue_sqlite`](crate::store::sqlite::enqueue),
-//! [`enqueue_postgres`](crate::store::postgres::enqueue)), and the relay
+//! ([`enqueue`], the same on every backend), and the relay
 //! ([`Engine::relay`](crate::Engine::relay)) that hands them to your
 //! [`Transport`] (SMTP, a webhook, a queue), each with its stable id, and
 //! marks each sent once the transport has accepted it. A failed send is
@@ -29,6 +28,7 @@
 use crate::backend::Backend;
 use crate::clock::BootInstant;
 use crate::engine::Engine;
+pub use crate::store::enqueue::{enqueue, Enqueue};
 pub use crate::store::Message;
 use crate::store::{OutboxItem, Store};
 use async_trait::async_trait;

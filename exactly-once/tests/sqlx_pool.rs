@@ -9,6 +9,7 @@
 //! `lock_timeout`, and none of the engine's settings stays on a connection
 //! of their pool.
 
+use exactly_once::outbox::{enqueue, Message};
 use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::IdempotentRequest;
 use exactly_once::{
@@ -47,6 +48,14 @@ impl SqlxOperation for AddNote {
                 .bind(&self.text)
                 .fetch_one(&mut *conn)
                 .await?;
+        // Its message, in the same transaction (the one `enqueue`).
+        let message = Message {
+            id: format!("note-{}", at.key.as_ref()),
+            to: "reader@example.com".into(),
+            subject: "a note".into(),
+            body: self.text.clone(),
+        };
+        enqueue(&mut *conn, &message, at).await?;
         if self.then_send {
             return Ok(PhaseEnd::stop("sending", &id));
         }
@@ -168,6 +177,20 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
         [
             ("n-1".to_owned(), "hello".to_owned(), false),
             ("n-2".to_owned(), "once".to_owned(), false)
+        ]
+    );
+    // One message per note, written with it: none for the 422, one for
+    // the sixteen duplicates.
+    let messages: Vec<(String, String)> =
+        sqlx::query_as("SELECT message_id, body FROM outbox ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        messages,
+        [
+            ("note-n-1".to_owned(), "hello".to_owned()),
+            ("note-n-2".to_owned(), "once".to_owned())
         ]
     );
 

@@ -34,6 +34,7 @@
 //! | [`Store::step_failed`] | [`AfterFailure`] | released, set aside, not held |
 //! | [`Store::operator_take`] | [`Taken`] | a lease, missing, refused |
 
+pub(crate) mod enqueue;
 mod error;
 pub(crate) mod operator;
 mod options;

@@ -233,7 +233,7 @@ mod on_sqlite {
     use super::{finished, FinishCharge, RecordCharge, StartCharge};
     use crate::db::sqlite_reads;
     use crate::domain::{Charge, ChargeStatus, CHARGE_COLUMNS};
-    use exactly_once::sqlite::enqueue;
+    use exactly_once::outbox::enqueue;
     use exactly_once::{PhaseEnd, RunContext};
     use rusqlite::{params, Connection};
 
@@ -321,8 +321,9 @@ mod on_postgres {
     use crate::charge_columns;
     use crate::db::postgres::charge;
     use crate::domain::{Charge, ChargeStatus};
+    use exactly_once::outbox::enqueue;
     use exactly_once::postgres::Result;
-    use exactly_once::postgres::{enqueue, Insert, OneStatement, Shape, Sql, Transaction};
+    use exactly_once::postgres::{Insert, OneStatement, Shape, Sql, Transaction};
     use exactly_once::{PhaseEnd, RunContext};
     use tokio_postgres::types::Type;
 
@@ -384,7 +385,7 @@ mod on_postgres {
     ) -> Result<PhaseEnd> {
         insert_charge(tx, at, &this.charge).await?;
         if let Some(receipt) = &this.receipt {
-            enqueue(tx, &receipt.message()).await?;
+            enqueue(tx, &receipt.message(), at).await?;
         }
         Ok(PhaseEnd::Finished(this.response.clone()))
     }
@@ -430,7 +431,7 @@ mod on_postgres {
         let charge = charge(&row);
         let (step, receipt) = finished(&charge, &this.verdict, &this.receipts, at.caller);
         if let Some(receipt) = receipt {
-            enqueue(tx, &receipt.message()).await?;
+            enqueue(tx, &receipt.message(), at).await?;
         }
         Ok(step)
     }

@@ -256,6 +256,4 @@ pub use on_tokio::{Postgres, PostgresStore};
 #[cfg(feature = "postgres")]
 pub use one_statement::{Insert, OneStatement, Shape, Values};
 #[cfg(feature = "postgres")]
-pub use outbox::enqueue;
-#[cfg(feature = "postgres")]
 pub use sql::Sql;

@@ -61,6 +61,7 @@ use crate::backend::{Backend, BoxFuture, Operation, RunContext};
 use crate::caller::Caller;
 use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
+use crate::store::enqueue::Enqueue;
 use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
 use crate::store::schema::Migrations;
 use crate::store::{
@@ -312,11 +313,15 @@ fn unavailable(e: sqlx::Error) -> StoreError {
     StoreError::unavailable("no database connection").caused_by(e)
 }
 
-/// Writes `message` to the outbox from inside an operation's phase (the
-/// `conn` its run was given), due at once: it is sent if and only if the
-/// transaction commits. A second message with the same id is never written.
-pub async fn enqueue(conn: &mut PgConnection, message: &Message) -> Result<()> {
-    outbox::enqueue_on(&SqlxConn::new(conn), message).await
+impl crate::store::enqueue::sealed::Sealed for &mut PgConnection {}
+
+/// sqlx's: a future, on the connection the operation's run was given.
+impl<'a> Enqueue<'a> for &'a mut PgConnection {
+    type Written = BoxFuture<'a, Result<()>>;
+
+    fn enqueue(self, message: &'a Message, _: &RunContext<'_>) -> Self::Written {
+        Box::pin(async move { outbox::enqueue_on(&SqlxConn::new(self), message).await })
+    }
 }
 
 store_on_a_pool! {

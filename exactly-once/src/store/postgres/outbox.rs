@@ -4,19 +4,28 @@
 
 use super::statement::{Exec, Statement};
 use super::value::Kind;
+#[cfg(feature = "postgres")]
+use crate::backend::{BoxFuture, RunContext};
+#[cfg(feature = "postgres")]
+use crate::store::enqueue::Enqueue;
 use crate::store::Message;
 use crate::store::{ClaimToken, OutboxItem, Result};
 use std::time::Duration;
 
 #[cfg(feature = "postgres")]
-/// Writes `message` to the outbox from inside an operation's phase, due at
-/// once: it is sent if and only if the transaction commits. A second
-/// message with the same [`Message::id`] is never written.
-pub async fn enqueue(tx: &deadpool_postgres::Transaction<'_>, message: &Message) -> Result<()> {
-    enqueue_on(tx, message).await
+impl crate::store::enqueue::sealed::Sealed for &deadpool_postgres::Transaction<'_> {}
+
+/// tokio-postgres': a future, in the operation's transaction.
+#[cfg(feature = "postgres")]
+impl<'a> Enqueue<'a> for &'a deadpool_postgres::Transaction<'_> {
+    type Written = BoxFuture<'a, Result<()>>;
+
+    fn enqueue(self, message: &'a Message, _: &RunContext<'_>) -> Self::Written {
+        Box::pin(enqueue_on(self, message))
+    }
 }
 
-/// [`enqueue`] on any driver's transaction.
+/// A message written on any driver's transaction's transaction.
 pub(super) async fn enqueue_on(tx: &impl Exec, message: &Message) -> Result<()> {
     const ENQUEUE: Statement = Statement::new(
         "INSERT INTO outbox (message_id, recipient, subject, body, next_attempt_at)

@@ -29,5 +29,4 @@ mod store;
 mod writer;
 
 pub use backend::{classify, Sqlite};
-pub use outbox::enqueue;
 pub use store::SqliteStore;

@@ -2,14 +2,19 @@
 //! by the relay for a while, then marked sent or failed.
 
 use crate::backend::RunContext;
+use crate::store::enqueue::Enqueue;
 use crate::store::Message;
 use rusqlite::{params, Connection};
 
-/// Writes `message` to the outbox from inside an operation's phase, due at
-/// once: it is sent if and only if the phase commits. A second message with
-/// the same [`Message::id`] is never written.
-pub fn enqueue(conn: &Connection, message: &Message, at: &RunContext<'_>) -> rusqlite::Result<()> {
-    enqueue_at(conn, message, at.store_ms)
+impl crate::store::enqueue::sealed::Sealed for &Connection {}
+
+/// SQLite's: written at once, due at the store's time.
+impl<'a> Enqueue<'a> for &Connection {
+    type Written = rusqlite::Result<()>;
+
+    fn enqueue(self, message: &'a Message, at: &RunContext<'_>) -> rusqlite::Result<()> {
+        enqueue_at(self, message, at.store_ms)
+    }
 }
 
 fn enqueue_at(conn: &Connection, message: &Message, now: i64) -> rusqlite::Result<()> {
