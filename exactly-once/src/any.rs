@@ -199,34 +199,14 @@ impl Store<Any> for AnyStore {
     }
 
     async fn execute(&self, phase: FirstPhase<Any>) -> Result<Execution> {
-        let FirstPhase {
-            request,
-            operation,
-            end,
-            max_unfinished,
-        } = phase;
         match self {
             Self::Sqlite(store) => {
-                let operation = Arc::new(OnSqlite(operation));
-                store
-                    .execute(FirstPhase {
-                        request,
-                        operation,
-                        end,
-                        max_unfinished,
-                    })
-                    .await
+                let phase = phase.on(|operation| Arc::new(OnSqlite(operation)));
+                store.execute(phase).await
             }
             Self::Postgres(store) => {
-                let operation = Arc::new(OnPostgres(operation));
-                store
-                    .execute(FirstPhase {
-                        request,
-                        operation,
-                        end,
-                        max_unfinished,
-                    })
-                    .await
+                let phase = phase.on(|operation| Arc::new(OnPostgres(operation)));
+                store.execute(phase).await
             }
         }
     }

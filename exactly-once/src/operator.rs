@@ -34,7 +34,7 @@ use crate::faults::NoFaults;
 use crate::flow::steps::{self, Ended};
 use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
-use crate::record::StoredResponse;
+use crate::record::{Lease, StoredResponse};
 pub use crate::store::operator::{
     ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
     Refusal, Settlement, StateCount, Taken, Takeover,
@@ -201,24 +201,7 @@ impl<B: Backend> Engine<B> {
         which: &OperationRef,
         by: &Intervention,
     ) -> Result<Retried, OperatorError> {
-        let record = self.find_operation(which).await?;
-        let op = record.operation();
-        let lease = match self
-            .0
-            .store
-            .operator_take(&record.caller, &record.key, Takeover::Retry, Some(by))
-            .await?
-        {
-            Taken::Lease(lease) => lease,
-            Taken::Missing => return Err(OperatorError::NotFound(which.to_string())),
-            Taken::Refused(state) => {
-                return Err(OperatorError::WrongState {
-                    op,
-                    state,
-                    what: "only a stalled operation, or one set aside, is retried",
-                })
-            }
-        };
+        let (op, lease) = self.take(which, Takeover::Retry, Some(by)).await?;
         tracing::info!(%op, point = lease.point.as_str(), operator = by.operator.as_str(), "an operator resumes the operation");
         match steps::run_to_end(self, lease, &NoFaults).await {
             Ok(Ended::Finished(response)) => Ok(Retried::Finished(response)),
@@ -242,25 +225,7 @@ impl<B: Backend> Engine<B> {
         which: &OperationRef,
         settlement: &Settlement,
     ) -> Result<StoredResponse, OperatorError> {
-        let record = self.find_operation(which).await?;
-        let op = record.operation();
-        let lease = match self
-            .0
-            .store
-            .operator_take(&record.caller, &record.key, Takeover::Settle, None)
-            .await?
-        {
-            Taken::Lease(lease) => lease,
-            Taken::Missing => return Err(OperatorError::NotFound(which.to_string())),
-            Taken::Refused(state) => {
-                return Err(OperatorError::WrongState {
-                    op,
-                    state,
-                    what: "only an operation set aside for an operator is settled \
-                           (retry a stalled one)",
-                })
-            }
-        };
+        let (op, lease) = self.take(which, Takeover::Settle, None).await?;
         let phase = self.0.steps.settle(&lease, settlement).await?;
         match self.0.store.settle(&lease, phase, settlement).await? {
             Some(response) => {
@@ -269,6 +234,37 @@ impl<B: Backend> Engine<B> {
                 Ok(response)
             }
             None => Err(OperatorError::LeaseLost(op)),
+        }
+    }
+
+    /// Finds the operation `which` names and takes it over for `takeover`
+    /// (the action written to the audit table when `by` is given).
+    async fn take(
+        &self,
+        which: &OperationRef,
+        takeover: Takeover,
+        by: Option<&Intervention>,
+    ) -> Result<(OperationId, Lease), OperatorError> {
+        let record = self.find_operation(which).await?;
+        let op = record.operation();
+        let taken = self
+            .0
+            .store
+            .operator_take(&record.caller, &record.key, takeover, by);
+        match taken.await? {
+            Taken::Lease(lease) => Ok((op, lease)),
+            Taken::Missing => Err(OperatorError::NotFound(which.to_string())),
+            Taken::Refused(state) => Err(OperatorError::WrongState {
+                op,
+                state,
+                what: match takeover {
+                    Takeover::Retry => "only a stalled operation, or one set aside, is retried",
+                    Takeover::Settle => {
+                        "only an operation set aside for an operator is settled \
+                         (retry a stalled one)"
+                    }
+                },
+            }),
         }
     }
 }

@@ -202,6 +202,23 @@ pub struct FirstPhase<B: Backend> {
     pub max_unfinished: Option<u32>,
 }
 
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+impl<B: Backend> FirstPhase<B> {
+    /// The same phase with its operation seen as backend `C`'s (`Any`
+    /// hands each phase to the store it holds).
+    pub(crate) fn on<C: Backend>(
+        self,
+        as_c: impl FnOnce(Arc<dyn Operation<B>>) -> Arc<dyn Operation<C>>,
+    ) -> FirstPhase<C> {
+        FirstPhase {
+            request: self.request,
+            operation: as_c(self.operation),
+            end: self.end,
+            max_unfinished: self.max_unfinished,
+        }
+    }
+}
+
 /// A message to send, as the outbox keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {

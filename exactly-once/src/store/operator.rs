@@ -302,6 +302,19 @@ pub enum Takeover {
     Settle,
 }
 
+impl Takeover {
+    /// Whether an operation in `state` may be taken over for this.
+    pub(crate) fn takes(self, state: OperationState) -> bool {
+        match self {
+            Self::Retry => matches!(
+                state,
+                OperationState::Stalled | OperationState::NeedsAttention
+            ),
+            Self::Settle => state == OperationState::NeedsAttention,
+        }
+    }
+}
+
 /// What `Store::operator_take` did.
 #[derive(Debug)]
 pub enum Taken {

@@ -255,14 +255,7 @@ pub(super) async fn take_in(
         return Ok(Taken::Missing);
     };
     let state = standing.state();
-    let takes = match takeover {
-        Takeover::Retry => matches!(
-            state,
-            OperationState::Stalled | OperationState::NeedsAttention
-        ),
-        Takeover::Settle => state == OperationState::NeedsAttention,
-    };
-    if !takes {
+    if !takeover.takes(state) {
         return Ok(Taken::Refused(state));
     }
     let token = Lease::new_token();

@@ -23,6 +23,7 @@
 
 use super::conn::{Conn, PgRow};
 use super::error::DbError;
+use super::statement::at_most_one;
 use crate::store::{Result, StoreError};
 use tokio_postgres::types::{ToSql, Type};
 
@@ -82,14 +83,7 @@ impl Sql {
         client: &impl Conn,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<PgRow>> {
-        let mut rows = self.query(client, params).await?;
-        match rows.len() {
-            0 | 1 => Ok(rows.pop()),
-            n => Err(StoreError::internal(format!(
-                "{n} rows where at most one was expected: {}",
-                self.text
-            ))),
-        }
+        at_most_one(self.query(client, params).await?, self.text)
     }
 
     /// Runs it; its one row (none, or more, is an error).

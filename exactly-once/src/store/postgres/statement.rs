@@ -88,14 +88,7 @@ impl Statement {
         client: &impl Exec,
         params: &[&dyn ToArg],
     ) -> Result<Option<Row>> {
-        let mut rows = self.query(client, params).await?;
-        match rows.len() {
-            0 | 1 => Ok(rows.pop()),
-            n => Err(StoreError::internal(format!(
-                "{n} rows where at most one was expected: {}",
-                self.text
-            ))),
-        }
+        at_most_one(self.query(client, params).await?, self.text)
     }
 
     /// Runs it; its one row (none, or more, is an error).
@@ -157,6 +150,16 @@ pub(crate) async fn one_row(
         1 => Ok(rows.pop().expect("one row")),
         n => Err(DbError::Value(format!(
             "{n} rows where one was expected: {sql}"
+        ))),
+    }
+}
+
+/// The one row of `rows`, if any; more than one is an error (of `sql`).
+pub(crate) fn at_most_one<R>(mut rows: Vec<R>, sql: &str) -> Result<Option<R>> {
+    match rows.len() {
+        0 | 1 => Ok(rows.pop()),
+        n => Err(StoreError::internal(format!(
+            "{n} rows where at most one was expected: {sql}"
         ))),
     }
 }

@@ -9,6 +9,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 /// Extends the lease by its whole length from now, if it is still the
 /// holder's.
 pub(super) fn renew(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
+    hold_until(conn, lease, clock.now.saturating_add(clock.lease))
+}
+
+/// Moves the lease's end to `until` (store milliseconds), if it is still
+/// the holder's.
+fn hold_until(conn: &Connection, lease: &Lease, until: i64) -> rusqlite::Result<bool> {
     let changed = conn
         .prepare_cached(
             "UPDATE idempotency_keys SET leased_until = ?4
@@ -19,7 +25,7 @@ pub(super) fn renew(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite:
             &lease.caller,
             lease.key.as_ref(),
             &lease.token[..],
-            clock.now.saturating_add(clock.lease),
+            until
         ])?;
     Ok(changed == 1)
 }
@@ -114,17 +120,5 @@ pub(super) fn needing_attention(conn: &Connection) -> rusqlite::Result<u64> {
 
 /// Gives the lease up now, counting nothing.
 pub(super) fn release(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys SET leased_until = ?4
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            clock.now,
-        ])?;
-    Ok(changed == 1)
+    hold_until(conn, lease, clock.now)
 }

@@ -218,14 +218,7 @@ pub(super) fn take(
         return Ok(Taken::Missing);
     };
     let state = standing.state(clock.now);
-    let takes = match takeover {
-        Takeover::Retry => matches!(
-            state,
-            OperationState::Stalled | OperationState::NeedsAttention
-        ),
-        Takeover::Settle => state == OperationState::NeedsAttention,
-    };
-    if !takes {
+    if !takeover.takes(state) {
         return Ok(Taken::Refused(state));
     }
     let token = Lease::new_token();
