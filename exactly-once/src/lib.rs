@@ -50,6 +50,8 @@ mod cache;
 mod caller;
 mod clock;
 mod completer;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod database_url;
 mod engine;
 mod error;
 pub mod faults;
@@ -76,6 +78,8 @@ pub mod workspace;
 pub use any::{Any, AnyStore};
 pub use backend::{Backend, Operation, RunContext};
 pub use caller::Caller;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+pub use database_url::DatabaseUrl;
 pub use engine::{Engine, EngineBuilder, NoSteps, Replay, Steps};
 pub use error::{Error, Problem, StepUnavailable};
 pub use faults::{Faults, NoFaults};

@@ -2,44 +2,10 @@
 //! an error or a `Debug` shows a password as `***`.
 
 use exactly_once::secrets::{Redacted, SecretUrl};
-use std::path::PathBuf;
 
-/// Which database to use; its `Debug` shows a password as `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub enum DatabaseUrl {
-    /// An embedded SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL server.
-    Postgres(String),
-}
-
-impl std::fmt::Debug for DatabaseUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
-            Self::Postgres(url) => f.debug_tuple("Postgres").field(&Redacted(url)).finish(),
-        }
-    }
-}
-
-impl DatabaseUrl {
-    /// Parses `sqlite://PATH` or `postgres://…` / `postgresql://…`.
-    pub fn parse(raw: &str) -> Result<Self, String> {
-        let shown = Redacted(raw);
-        if let Some(path) = raw.strip_prefix("sqlite://") {
-            if path.is_empty() {
-                return Err("sqlite:// needs a path, e.g. sqlite://data/shop.db".into());
-            }
-            return Ok(Self::Sqlite(PathBuf::from(path)));
-        }
-        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
-            return Ok(Self::Postgres(raw.to_owned()));
-        }
-        Err(format!(
-            "{shown:?} is neither sqlite://PATH nor postgres://..."
-        ))
-    }
-}
+/// Which database to use (the engine's: `sqlite://PATH` or
+/// `postgres://…`).
+pub use exactly_once::DatabaseUrl;
 
 /// An SMTP server to hand receipts to, as lettre's URLs name it.
 #[derive(Clone, PartialEq, Eq)]

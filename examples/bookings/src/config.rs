@@ -1,8 +1,7 @@
 //! The service's flags, each with an environment variable.
 
 use clap::{Parser, Subcommand};
-use exactly_once::secrets::{Redacted, SecretUrl};
-use std::path::PathBuf;
+use exactly_once::secrets::SecretUrl;
 use std::time::Duration;
 
 /// `bookings --listen ADDR --database URL --partner-url URL …`
@@ -80,42 +79,9 @@ pub enum Command {
     Operations(crate::operations::Operations),
 }
 
-/// Where the bookings are kept; its `Debug` shows a password as `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub enum DatabaseUrl {
-    /// A SQLite file (created with its folder if missing).
-    Sqlite(PathBuf),
-    /// A PostgreSQL database.
-    Postgres(String),
-}
-
-impl std::fmt::Debug for DatabaseUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
-            Self::Postgres(url) => f.debug_tuple("Postgres").field(&Redacted(url)).finish(),
-        }
-    }
-}
-
-impl DatabaseUrl {
-    /// `sqlite://PATH`, `postgres://…` or `postgresql://…`.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        if let Some(path) = url.strip_prefix("sqlite://") {
-            if path.is_empty() {
-                return Err("sqlite:// needs a path".into());
-            }
-            Ok(Self::Sqlite(path.into()))
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres(url.to_owned()))
-        } else {
-            Err(format!(
-                "{:?} is neither sqlite://PATH nor postgres://…",
-                Redacted(url)
-            ))
-        }
-    }
-}
+/// Where the bookings are kept: the engine's `sqlite://PATH` or
+/// `postgres://…`.
+pub use exactly_once::DatabaseUrl;
 
 /// When an answer may leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
