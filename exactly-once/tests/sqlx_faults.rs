@@ -236,3 +236,41 @@ async fn after_a_failover_records_in_memory_are_not_served() {
     assert_eq!(after.response.status, 201);
     assert_eq!(on_new.count("notes").await.unwrap(), 2);
 }
+
+/// A primary whose machine hangs (every process of its cluster stopped:
+/// connections stay open, the kernel acknowledges what is sent, nothing
+/// answers): as on tokio-postgres (server/tests/failover/hang.rs), no
+/// request waits more than 10 s, and each is answered 503, never left
+/// hanging on the application's pool.
+#[tokio::test]
+#[ignore = "needs PostgreSQL installed (a cluster of its own), --include-ignored"]
+async fn a_hung_primary_leaves_no_request_waiting_more_than_ten_seconds() {
+    let cluster = testkit::Postgres::start().unwrap();
+    let (_db, engine) = engine_on(&cluster).await;
+    assert_eq!(add(&engine, "k-0").await.unwrap().response.status, 201);
+
+    cluster.freeze().unwrap();
+    let mut answers = Vec::new();
+    for key in ["k-1", "k-2", "k-3"] {
+        let started = std::time::Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(30), add(&engine, key)).await;
+        let status = answer.map(|a| a.or_else(Refused::into_answer).unwrap().response.status);
+        answers.push((key, started.elapsed(), status));
+    }
+    let started = std::time::Instant::now();
+    let health = tokio::time::timeout(Duration::from_secs(30), engine.health()).await;
+    let health_waited = started.elapsed();
+    cluster.kill_machine().unwrap();
+
+    for (key, waited, status) in answers {
+        assert!(
+            waited <= Duration::from_secs(10),
+            "{key} waited {waited:?} for its answer ({status:?})"
+        );
+        assert_eq!(status, Ok(503), "{key}");
+    }
+    assert!(
+        health_waited <= Duration::from_secs(10) && matches!(health, Ok(Err(_))),
+        "the health check waited {health_waited:?}: {health:?}"
+    );
+}

@@ -43,8 +43,9 @@
 //!   server, and a commit whose wait for the synchronous standby was
 //!   cancelled), `tls_verifier`, `wire` (the socket and the tap that sees a
 //!   server owe an answer);
-//! - sqlx (feature `sqlx`, standalone): `on_sqlx` (`SqlxStore`) and
-//!   `sqlx_commit` (the same cancelled wait, seen through sqlx).
+//! - sqlx (feature `sqlx`, standalone): `on_sqlx` (`SqlxStore`),
+//!   `sqlx_commit` (the same cancelled wait, seen through sqlx) and
+//!   `sqlx_timeouts` (a hung primary answered within seconds).
 
 /// The [`Store`] of a PostgreSQL driver: the calls given, and every call
 /// that is a statement or two on a connection of the pool, the same on
@@ -235,6 +236,8 @@ mod session;
 mod sql;
 #[cfg(feature = "sqlx")]
 mod sqlx_commit;
+#[cfg(feature = "sqlx")]
+mod sqlx_timeouts;
 #[cfg(feature = "postgres")]
 mod sslmode;
 mod statement;

@@ -55,6 +55,7 @@ use super::schema;
 use super::server_seen::ServerSeen;
 use super::session::{Session, LOCK_TIMEOUT};
 use super::sqlx_commit::Committer;
+use super::sqlx_timeouts::{answered, silent_server, POOL_WAIT, RESPONSE_TIMEOUT};
 use super::statement::{Driver, Exec};
 use super::value::{Arg, Row};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
@@ -97,7 +98,9 @@ impl Driver for Sqlx {
     ) -> BoxFuture<'a, Result<PhaseEnd>> {
         Box::pin(async move {
             let mut conn = tx.0.lock().await;
-            operation.run(conn.connection(), at).await
+            tokio::time::timeout(RESPONSE_TIMEOUT, operation.run(conn.connection(), at))
+                .await
+                .unwrap_or_else(|_| Err(classify(silent_server())))
         })
     }
 }
@@ -146,7 +149,7 @@ impl Exec for SqlxConn<'_> {
     ) -> BoxFuture<'a, std::result::Result<Vec<Row>, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            let rows = fetch_all(conn.connection(), bound(sql, args)).await?;
+            let rows = answered(fetch_all(conn.connection(), bound(sql, args))).await?;
             Ok(rows.into_iter().map(Row::Sqlx).collect())
         })
     }
@@ -158,7 +161,7 @@ impl Exec for SqlxConn<'_> {
     ) -> BoxFuture<'a, std::result::Result<u64, DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            Ok(execute(conn.connection(), bound(sql, args))
+            Ok(answered(execute(conn.connection(), bound(sql, args)))
                 .await?
                 .rows_affected())
         })
@@ -167,7 +170,7 @@ impl Exec for SqlxConn<'_> {
     fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, std::result::Result<(), DbError>> {
         Box::pin(async move {
             let mut conn = self.0.lock().await;
-            raw(conn.connection(), sql).await?;
+            answered(raw(conn.connection(), sql)).await?;
             Ok(())
         })
     }
@@ -285,14 +288,17 @@ impl SqlxStore {
     /// the server it reached (one round trip): a new one (a failover) is a
     /// new epoch of the store, whose records in memory are not served.
     async fn begin(&self, clock: Clock) -> Result<sqlx::Transaction<'static, SqlxPostgres>> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let begun = tokio::time::timeout(POOL_WAIT, self.pool.begin()).await;
+        let mut tx = begun
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+            .map_err(unavailable)?;
         let settings = clock.session.per_transaction(LOCK_TIMEOUT);
         let sql = format!(
             "{}; {}",
             settings.as_deref().unwrap_or("SELECT 1 WHERE false"),
             schema::SERVER_ADDRESS.text()
         );
-        let rows = raw_rows(&mut tx, &sql).await.map_err(classify)?;
+        let rows = answered(raw_rows(&mut tx, &sql)).await.map_err(classify)?;
         let address = rows.last().and_then(|row| {
             sqlx::Row::try_get::<Option<String>, _>(row, 0)
                 .ok()
@@ -304,7 +310,10 @@ impl SqlxStore {
 
     /// A connection of the pool, for the protocol's statements.
     async fn conn(&self) -> Result<SqlxConn<'static>> {
-        let pooled = self.pool.acquire().await.map_err(unavailable)?;
+        let acquired = tokio::time::timeout(POOL_WAIT, self.pool.acquire()).await;
+        let pooled = acquired
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+            .map_err(unavailable)?;
         Ok(SqlxConn(Mutex::new(Held::Pooled(pooled))))
     }
 }
@@ -334,7 +343,7 @@ store_on_a_pool! {
             match execution {
                 Execution::InUse => Ok(Execution::InUse),
                 execution if rolls_back(&execution, phase.end) => {
-                    tx.rollback().await.map_err(classify)?;
+                    answered(tx.rollback()).await.map_err(classify)?;
                     Ok(execution.rolled_back())
                 }
                 execution => {
@@ -360,7 +369,7 @@ store_on_a_pool! {
             let conn = SqlxConn::new(&mut tx);
             let address = schema::probe(&conn, self.app).await?;
             drop(conn);
-            tx.commit().await.map_err(classify)?;
+            answered(tx.commit()).await.map_err(classify)?;
             self.host.reached(address);
             Ok(())
         }

@@ -56,7 +56,7 @@ impl Committer {
         let commit = tx.commit().with_subscriber(self.watch.clone());
         let (committed, cancelled) = REPLICATION_WAIT_CANCELLED
             .scope(Cell::new(false), async {
-                let committed = commit.await;
+                let committed = super::sqlx_timeouts::answered(commit).await;
                 (committed, REPLICATION_WAIT_CANCELLED.with(Cell::get))
             })
             .await;
