@@ -152,16 +152,13 @@ trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh sto
 # locked by its key alone: FOR UPDATE needs the caller). The listener's and
 # the rate limiter's tests measure the HTTP layer in timings the loaded
 # cluster's hundreds of processes upset, and have nothing of the database
-# in them. Two relays behind a slow SMTP server sent a receipt twice on
-# Citus (the outbox stays on the coordinator): an open finding, in
-# docs/CITUS.md, not yet mended. A waiting operation's retry raced the
+# in them. A waiting operation's retry raced the
 # completer's pass on the loaded cluster (the completer finished it first,
 # so the retry was a replay): timing, skipped here, run on PostgreSQL.
 TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored \
   --skip idempotency::a_charge_never_commits_without_its_record \
   --skip postgres::a_lock_wait_on_an_expired_record_is_409_like_any_other_wait \
   --skip listener:: --skip rate_limits:: \
-  --skip receipts::two_relays_behind_a_slow_smtp_server_send_each_receipt_once \
   --skip provider::a_waiting_operation_reused_with_another_payment_method_is_422_and_still_resumes
 TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
 scripts/citus.sh stop "$pgdir/citus" 2>/dev/null
