@@ -15,14 +15,14 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::operator::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
-    Taken, Takeover,
+    ActionRecord, Census, ListFilter, OperationRecord, OperatorTake, OutboxCensus, Settlement,
+    Taken,
 };
 use crate::store::postgres::{OneStatement, Postgres, PostgresStore, Transaction};
 use crate::store::sqlite::{Sqlite, SqliteStore};
 use crate::store::{
-    Abandoned, Advanced, AfterFailure, Execution, FirstPhase, LiveRecord, OutboxItem, Result,
-    Store, StoreError,
+    Abandoned, Advanced, AfterFailure, Delivery, Execution, FirstPhase, LiveRecord, OutboxItem,
+    Result, Store, StoreError,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -254,17 +254,8 @@ impl Store<Any> for AnyStore {
         either!(self.due_messages(limit, claim).await)
     }
 
-    async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
-        either!(self.message_sent(item).await)
-    }
-
-    async fn message_failed(
-        &self,
-        item: &OutboxItem,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        either!(self.message_failed(item, retry_in, error).await)
+    async fn message_settled(&self, item: &OutboxItem, delivery: Delivery<'_>) -> Result<bool> {
+        either!(self.message_settled(item, delivery).await)
     }
 
     async fn messages_waiting(&self) -> Result<u64> {
@@ -303,14 +294,8 @@ impl Store<Any> for AnyStore {
         either!(self.outbox_census().await)
     }
 
-    async fn operator_take(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-        takeover: Takeover,
-        by: Option<&Intervention>,
-    ) -> Result<Taken> {
-        either!(self.operator_take(caller, key, takeover, by).await)
+    async fn operator_take(&self, take: OperatorTake) -> Result<Taken> {
+        either!(self.operator_take(take).await)
     }
 
     async fn settle(

@@ -36,8 +36,8 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse};
 pub use crate::store::operator::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
-    Refusal, Settlement, StateCount, Taken, Takeover,
+    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OperatorTake,
+    OutboxCensus, Refusal, Settlement, StateCount, Taken, Takeover,
 };
 use crate::store::StoreError;
 use std::fmt;
@@ -247,11 +247,13 @@ impl<B: Backend> Engine<B> {
     ) -> Result<(OperationId, Lease), OperatorError> {
         let record = self.find_operation(which).await?;
         let op = record.operation();
-        let taken = self
-            .0
-            .store
-            .operator_take(&record.caller, &record.key, takeover, by);
-        match taken.await? {
+        let take = OperatorTake {
+            caller: record.caller,
+            key: record.key.clone(),
+            takeover,
+            by: by.cloned(),
+        };
+        match self.0.store.operator_take(take).await? {
             Taken::Lease(lease) => Ok((op, lease)),
             Taken::Missing => Err(OperatorError::NotFound(which.to_string())),
             Taken::Refused(state) => Err(OperatorError::WrongState {

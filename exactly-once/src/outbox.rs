@@ -30,7 +30,7 @@ use crate::clock::BootInstant;
 use crate::engine::Engine;
 pub use crate::store::enqueue::{enqueue, Enqueue};
 pub use crate::store::Message;
-use crate::store::{OutboxItem, Store};
+use crate::store::{Delivery, OutboxItem, Store};
 use async_trait::async_trait;
 use exactly_once_retry::Policy;
 use std::future::Future;
@@ -323,17 +323,21 @@ async fn send<B: Backend, T: Transport>(
     let settled = match result {
         Ok(()) => {
             tracing::info!(message_id = %item.message.id, "message sent");
-            store.message_sent(&item).await
+            store.message_settled(&item, Delivery::Sent).await
         }
         Err(SendError::Temporary(error)) => {
             let retry = BACKOFF.backoff_ms(item.attempts, rand::random());
             let retry_in = Duration::from_secs_f64(retry.max(BACKOFF.base_ms) / 1000.0);
             tracing::warn!(message_id = %item.message.id, %error, ?retry_in, "message not sent; trying again later");
-            store.message_failed(&item, Some(retry_in), &error).await
+            store
+                .message_settled(&item, Delivery::Retry(retry_in, &error))
+                .await
         }
         Err(SendError::Permanent(error)) => {
             tracing::error!(message_id = %item.message.id, %error, "message refused for good; it waits in the outbox as a dead letter");
-            store.message_failed(&item, None, &error).await
+            store
+                .message_settled(&item, Delivery::Refused(&error))
+                .await
         }
     };
     match settled {

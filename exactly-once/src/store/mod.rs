@@ -52,8 +52,8 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, Record, StoredResponse};
 use crate::store::operator::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
-    Taken, Takeover,
+    ActionRecord, Census, ListFilter, OperationRecord, OperatorTake, OutboxCensus, Settlement,
+    Taken,
 };
 use async_trait::async_trait;
 #[cfg_attr(
@@ -166,6 +166,18 @@ pub struct OutboxItem {
     pub claim: ClaimToken,
     /// The message.
     pub message: Message,
+}
+
+/// How sending an outbox message ended, as its relay marks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery<'a> {
+    /// The transport accepted the message: it is never sent again.
+    Sent,
+    /// Sending failed with this error: try again after this long.
+    Retry(Duration, &'a str),
+    /// The receiver refused the message for good with this error: it is
+    /// never sent again, and waits as a dead letter.
+    Refused(&'a str),
 }
 
 /// Names one claim of an outbox row: the deadline the claim wrote, as the
@@ -326,20 +338,10 @@ pub trait Store<B: Backend>: Send + Sync + 'static {
     /// that no other relay sends it meanwhile.
     async fn due_messages(&self, limit: u32, claim: Duration) -> Result<Vec<OutboxItem>>;
 
-    /// The transport accepted the message: it is never sent again. False
-    /// when the item's claim is no longer the row's (it ran out and another
-    /// relay claimed the message): nothing was written.
-    async fn message_sent(&self, item: &OutboxItem) -> Result<bool>;
-
-    /// Sending failed: try again in `retry_in`, or, with `None`, never (the
-    /// receiver refused the message for good: a dead letter). False, and
-    /// nothing written, when the item's claim is no longer the row's.
-    async fn message_failed(
-        &self,
-        item: &OutboxItem,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> Result<bool>;
+    /// Marks how sending the message ended ([`Delivery`]). False when the
+    /// item's claim is no longer the row's (it ran out and another relay
+    /// claimed the message): nothing was written.
+    async fn message_settled(&self, item: &OutboxItem, delivery: Delivery<'_>) -> Result<bool>;
 
     /// How many messages wait to be sent.
     async fn messages_waiting(&self) -> Result<u64>;
@@ -374,17 +376,12 @@ pub trait Store<B: Backend>: Send + Sync + 'static {
     /// What the outbox holds: waiting, refused for good, the oldest wait.
     async fn outbox_census(&self) -> Result<OutboxCensus>;
 
-    /// Takes the operation of `key` over for an operator, as `takeover`
-    /// says: a new lease on it, and for [`Takeover::Retry`] its set-aside
-    /// mark cleared. With `by`, the action is written to the audit table
-    /// (`operator_actions`) in the same transaction.
-    async fn operator_take(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-        takeover: Takeover,
-        by: Option<&Intervention>,
-    ) -> Result<Taken>;
+    /// Takes an operation over for an operator, as `take` says: a new
+    /// lease on it, and for [`Takeover::Retry`](operator::Takeover::Retry)
+    /// its set-aside mark cleared. With an intervention, the action is
+    /// written to the audit table (`operator_actions`) in the same
+    /// transaction.
+    async fn operator_take(&self, take: OperatorTake) -> Result<Taken>;
 
     /// An operator's settlement, in one transaction, if the lease is still
     /// its holder's: runs `phase` (which must finish the operation),

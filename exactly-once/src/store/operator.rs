@@ -315,6 +315,76 @@ impl Takeover {
     }
 }
 
+/// What [`Store::operator_take`](crate::store::Store::operator_take) is
+/// asked: whose operation, why, and who acts (for the audit table; `None`
+/// writes no row).
+#[derive(Debug, Clone)]
+pub struct OperatorTake {
+    pub(crate) caller: Caller,
+    pub(crate) key: IdempotencyKey,
+    pub(crate) takeover: Takeover,
+    pub(crate) by: Option<Intervention>,
+}
+
+impl OperatorTake {
+    /// The lease a takeover gives: a new `token` on the operation as it
+    /// stood.
+    pub(crate) fn lease(
+        &self,
+        token: [u8; 16],
+        point: String,
+        state: Option<String>,
+        fingerprint: Fingerprint,
+        generation: i64,
+    ) -> Lease {
+        Lease {
+            caller: self.caller,
+            key: self.key.clone(),
+            token,
+            point,
+            state: state.unwrap_or_default(),
+            fingerprint,
+            generation: generation.unsigned_abs(),
+        }
+    }
+}
+
+/// An audit row's own part: what an operator did to whose operation.
+pub(crate) struct Audit<'a> {
+    pub(crate) caller: &'a Caller,
+    pub(crate) key: &'a IdempotencyKey,
+    pub(crate) action: &'static str,
+    pub(crate) outcome: Option<&'a str>,
+    pub(crate) status: Option<u16>,
+    pub(crate) by: &'a Intervention,
+}
+
+impl<'a> Audit<'a> {
+    /// An operator's takeover, to retry the operation.
+    pub(crate) fn retry(take: &'a OperatorTake, by: &'a Intervention) -> Self {
+        Self {
+            caller: &take.caller,
+            key: &take.key,
+            action: "retry",
+            outcome: None,
+            status: None,
+            by,
+        }
+    }
+
+    /// An operator's settlement, answered with `status`.
+    pub(crate) fn settle(lease: &'a Lease, settlement: &'a Settlement, status: u16) -> Self {
+        Self {
+            caller: &lease.caller,
+            key: &lease.key,
+            action: "settle",
+            outcome: Some(&settlement.outcome),
+            status: Some(status),
+            by: &settlement.by,
+        }
+    }
+}
+
 /// What `Store::operator_take` did.
 #[derive(Debug)]
 pub enum Taken {

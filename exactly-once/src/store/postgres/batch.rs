@@ -13,7 +13,7 @@
 //! runs leaves the outcome of all its requests unknown, as during a COMMIT.
 
 use super::clock::Clock;
-use super::conn::Prepared;
+use super::conn::{cache, Prepared};
 use super::error::{classify, classify_commit, LOCK_NOT_AVAILABLE};
 use super::one_statement::OneStatement;
 use super::one_statement::{CLAIM_COLUMNS, MAX_ROWS};
@@ -326,7 +326,7 @@ pub(super) async fn execute(
         // statement, prepared once per connection, unless the connection
         // runs them unnamed.
         None => {
-            let prepared = Prepared::get(&client.statement_cache, client, text, &params)
+            let prepared = Prepared::get(Some(cache(client)), text, &params)
                 .await
                 .map_err(StatementError::NotRun)?;
             let set = |timeout: &str| format!("SET lock_timeout = '{timeout}'");

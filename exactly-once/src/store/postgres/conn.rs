@@ -43,45 +43,12 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// tokio-postgres's own clients and transactions: every statement
-/// unnamed, with its types (`query_typed`).
-macro_rules! tokio_conn {
-    ($($ty:ty),*) => {$(
-        impl sealed::Sealed for $ty {}
-
-        impl Conn for $ty {
-            fn rows<'a>(
-                &'a self,
-                sql: &'a str,
-                params: Vec<Param<'a>>,
-            ) -> BoxFuture<'a, Result<Vec<PgRow>, DbError>> {
-                Box::pin(async move {
-                    let rows = GenericClient::query_typed(self, sql, &params).await?;
-                    Ok(rows.into_iter().map(PgRow::Tokio).collect())
-                })
-            }
-
-            fn changed<'a>(
-                &'a self,
-                sql: &'a str,
-                params: Vec<Param<'a>>,
-            ) -> BoxFuture<'a, Result<u64, DbError>> {
-                Box::pin(async move { Ok(unnamed_changed(self, sql, params).await?) })
-            }
-
-            fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>> {
-                Box::pin(async move { Ok(GenericClient::batch_execute(self, sql).await?) })
-            }
-        }
-    )*};
-}
-
-tokio_conn!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
-
-/// deadpool's clients and transactions: named statements, prepared once
-/// per connection and kept in its statement cache, on a connection whose
-/// cache already holds one; unnamed ones otherwise ([`cached_statements`]).
-macro_rules! deadpool_conn {
+/// Implements [`Conn`] for a driver type, through its `$parts`: the
+/// statement cache it keeps, if any, with the client it prepares on, and
+/// what runs statements. With a cache that holds a statement, named
+/// statements, prepared once per connection; otherwise unnamed ones, with
+/// their types (`query_typed`) ([`cached_statements`]).
+macro_rules! conn {
     ($($ty:ty => $parts:ident),*) => {$(
         impl sealed::Sealed for $ty {}
 
@@ -92,8 +59,8 @@ macro_rules! deadpool_conn {
                 params: Vec<Param<'a>>,
             ) -> BoxFuture<'a, Result<Vec<PgRow>, DbError>> {
                 Box::pin(async move {
-                    let (cache, client, generic) = $parts(self);
-                    let rows = match Prepared::get(cache, client, sql, &params).await? {
+                    let (cache, generic) = $parts(self);
+                    let rows = match Prepared::get(cache, sql, &params).await? {
                         Some(prepared) => generic.query(&prepared.statement, &prepared.values()).await?,
                         None => generic.query_typed(sql, &params).await?,
                     };
@@ -107,8 +74,8 @@ macro_rules! deadpool_conn {
                 params: Vec<Param<'a>>,
             ) -> BoxFuture<'a, Result<u64, DbError>> {
                 Box::pin(async move {
-                    let (cache, client, generic) = $parts(self);
-                    Ok(match Prepared::get(cache, client, sql, &params).await? {
+                    let (cache, generic) = $parts(self);
+                    Ok(match Prepared::get(cache, sql, &params).await? {
                         Some(prepared) => generic.execute(&prepared.statement, &prepared.values()).await?,
                         None => unnamed_changed(generic, sql, params).await?,
                     })
@@ -116,38 +83,55 @@ macro_rules! deadpool_conn {
             }
 
             fn batch<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<(), DbError>> {
-                Box::pin(async move {
-                    let (_, _, generic) = $parts(self);
-                    Ok(generic.batch_execute(sql).await?)
-                })
+                Box::pin(async move { Ok($parts(self).1.batch_execute(sql).await?) })
             }
         }
     )*};
 }
 
-/// A pooled connection's statement cache, its client, and what runs
-/// statements on it.
-type Parts<'a, G> = (
+/// A connection's statement cache and the client it prepares on (none:
+/// tokio-postgres's own types keep no cache), and what runs statements on
+/// it.
+type Parts<'a, G> = (Option<Cache<'a>>, &'a G);
+
+/// A pooled connection's statement cache and its client.
+pub(crate) type Cache<'a> = (
     &'a deadpool_postgres::StatementCache,
     &'a tokio_postgres::Client,
-    &'a G,
 );
+
+fn client_parts(client: &tokio_postgres::Client) -> Parts<'_, tokio_postgres::Client> {
+    (None, client)
+}
+
+fn tokio_transaction_parts<'a, 't>(
+    tx: &'a tokio_postgres::Transaction<'t>,
+) -> Parts<'a, tokio_postgres::Transaction<'t>> {
+    (None, tx)
+}
 
 fn object_parts(object: &deadpool_postgres::Object) -> Parts<'_, tokio_postgres::Client> {
     wrapper_parts(object)
 }
 
 fn wrapper_parts(wrapper: &deadpool_postgres::ClientWrapper) -> Parts<'_, tokio_postgres::Client> {
-    (&wrapper.statement_cache, wrapper, wrapper)
+    (Some(cache(wrapper)), wrapper)
+}
+
+/// A pooled connection's statement cache, with its client.
+pub(crate) fn cache(wrapper: &deadpool_postgres::ClientWrapper) -> Cache<'_> {
+    (&wrapper.statement_cache, wrapper)
 }
 
 fn transaction_parts<'a, 't>(
     tx: &'a deadpool_postgres::Transaction<'t>,
 ) -> Parts<'a, tokio_postgres::Transaction<'t>> {
-    (&tx.statement_cache, tx.client(), tx)
+    (Some((&tx.statement_cache, tx.client())), tx)
 }
 
-deadpool_conn!(
+conn!(
+    tokio_postgres::Client => client_parts,
+    tokio_postgres::Transaction<'_> => tokio_transaction_parts,
     deadpool_postgres::Object => object_parts,
     deadpool_postgres::ClientWrapper => wrapper_parts,
     deadpool_postgres::Transaction<'_> => transaction_parts
@@ -175,14 +159,13 @@ impl<'p, 'a> Prepared<'p, 'a> {
     /// keeps named statements ([`cached_statements`]); `None` when it runs
     /// them unnamed.
     pub(crate) async fn get(
-        cache: &deadpool_postgres::StatementCache,
-        client: &tokio_postgres::Client,
+        cache: Option<Cache<'_>>,
         sql: &str,
         params: &'p [Param<'a>],
     ) -> Result<Option<Prepared<'p, 'a>>, tokio_postgres::Error> {
-        if !cached_statements(cache) {
+        let Some((cache, client)) = cache.filter(|(cache, _)| cached_statements(cache)) else {
             return Ok(None);
-        }
+        };
         let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
         let statement = cache.prepare_typed(client, sql, &types).await?;
         Ok(Some(Self { statement, params }))

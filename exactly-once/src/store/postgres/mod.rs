@@ -143,20 +143,12 @@ macro_rules! store_on_a_pool {
                 outbox::claim(&self.conn().await?, limit, claim).await
             }
 
-            async fn message_sent(
+            async fn message_settled(
                 &self,
                 item: &$crate::store::OutboxItem,
+                delivery: $crate::store::Delivery<'_>,
             ) -> $crate::store::Result<bool> {
-                outbox::settle(&self.conn().await?, item, None).await
-            }
-
-            async fn message_failed(
-                &self,
-                item: &$crate::store::OutboxItem,
-                retry_in: Option<std::time::Duration>,
-                error: &str,
-            ) -> $crate::store::Result<bool> {
-                outbox::settle(&self.conn().await?, item, Some((retry_in, error))).await
+                outbox::settle(&self.conn().await?, item, delivery).await
             }
 
             async fn messages_waiting(&self) -> $crate::store::Result<u64> {

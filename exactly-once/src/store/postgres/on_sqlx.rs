@@ -59,11 +59,9 @@ use super::sqlx_timeouts::{answered, silent_server, POOL_WAIT, RESPONSE_TIMEOUT}
 use super::statement::{Driver, Exec};
 use super::value::{Arg, Row};
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
-use crate::caller::Caller;
-use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
 use crate::store::enqueue::Enqueue;
-use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{OperatorTake, Settlement, Taken};
 use crate::store::schema::Migrations;
 use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, Message, Result, StoreError, StoreOptions, TimeLimits,
@@ -382,17 +380,11 @@ store_on_a_pool! {
             self.host.changes()
         }
 
-        async fn operator_take(
-            &self,
-            caller: &Caller,
-            key: &IdempotencyKey,
-            takeover: Takeover,
-            by: Option<&Intervention>,
-        ) -> Result<Taken> {
+        async fn operator_take(&self, take: OperatorTake) -> Result<Taken> {
             let clock = self.clock();
             let mut tx = self.begin(clock).await?;
             let conn = SqlxConn::new(&mut tx);
-            let taken = operator::take_in(&conn, caller, key, takeover, by, clock).await?;
+            let taken = operator::take_in(&conn, &take, clock).await?;
             if matches!(taken, Taken::Lease(_)) {
                 self.committer.commit(tx).await?;
             }

@@ -19,10 +19,8 @@ use super::session::{self, Session, LOCK_TIMEOUT};
 use super::statement::Driver;
 use super::url_params::Settings;
 use crate::backend::{Backend, BoxFuture, Operation, RunContext};
-use crate::caller::Caller;
-use crate::key::IdempotencyKey;
 use crate::record::{Lease, PhaseEnd, StoredResponse};
-use crate::store::operator::{Intervention, Settlement, Taken, Takeover};
+use crate::store::operator::{OperatorTake, Settlement, Taken};
 use crate::store::schema::Migrations;
 use crate::store::{
     now_ms, Advanced, Execution, FirstPhase, StoreError, TimeLimits, TransactionEnd,
@@ -303,15 +301,9 @@ store_on_a_pool! {
             Ok(())
         }
 
-        async fn operator_take(
-            &self,
-            caller: &Caller,
-            key: &IdempotencyKey,
-            takeover: Takeover,
-            by: Option<&Intervention>,
-        ) -> Result<Taken> {
+        async fn operator_take(&self, take: OperatorTake) -> Result<Taken> {
             let mut client = self.client().await?;
-            operator_take(&mut client, caller, key, takeover, by, self.clock()).await
+            operator_take(&mut client, &take, self.clock()).await
         }
 
         async fn settle(
@@ -396,14 +388,11 @@ async fn advance(
 /// Takes the key's operation over for an operator, in one transaction.
 async fn operator_take(
     client: &mut deadpool_postgres::Object,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    takeover: Takeover,
-    by: Option<&Intervention>,
+    take: &OperatorTake,
     clock: Clock,
 ) -> Result<Taken> {
     let tx = begin(client, clock).await?;
-    let taken = operator::take_in(&tx, caller, key, takeover, by, clock).await?;
+    let taken = operator::take_in(&tx, take, clock).await?;
     if matches!(taken, Taken::Lease(_)) {
         commit(tx).await?;
     }

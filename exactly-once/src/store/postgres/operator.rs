@@ -16,8 +16,8 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::operator::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState, OutboxCensus,
-    Settlement, StoredRecord, Taken, Takeover,
+    ActionRecord, Audit, Census, ListFilter, OperationRecord, OperationState, OperatorTake,
+    OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
 use crate::store::{stored_keys, Advanced, Result, StoreError};
 use std::time::Duration;
@@ -230,14 +230,7 @@ async fn standing(
 }
 
 /// [`take`] inside `tx`, which the caller commits when it took a lease.
-pub(super) async fn take_in(
-    tx: &impl Exec,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    takeover: Takeover,
-    by: Option<&Intervention>,
-    clock: Clock,
-) -> Result<Taken> {
+pub(super) async fn take_in(tx: &impl Exec, take: &OperatorTake, clock: Clock) -> Result<Taken> {
     const TAKE: Statement = Statement::new(
         "UPDATE idempotency_keys
          SET lease_token = $3, leased_until = now() + $4 * interval '1 second',
@@ -251,33 +244,27 @@ pub(super) async fn take_in(
             Kind::Bool,
         ],
     );
-    let Some(standing) = standing(tx, caller, key).await? else {
+    let Some(standing) = standing(tx, &take.caller, &take.key).await? else {
         return Ok(Taken::Missing);
     };
     let state = standing.state();
-    if !takeover.takes(state) {
+    if !take.takeover.takes(state) {
         return Ok(Taken::Refused(state));
     }
     let token = Lease::new_token();
     TAKE.execute(
         tx,
         &[
-            caller,
-            &key.as_ref(),
+            &take.caller,
+            &take.key.as_ref(),
             &&token[..],
             &clock.lease_secs,
-            &(takeover == Takeover::Retry),
+            &(take.takeover == Takeover::Retry),
         ],
     )
     .await?;
-    if let Some(by) = by {
-        let action = Audit {
-            action: "retry",
-            outcome: None,
-            status: None,
-            by,
-        };
-        audit(tx, caller, key, &standing, &action).await?;
+    if let Some(by) = &take.by {
+        audit(tx, &standing, &Audit::retry(take, by)).await?;
     }
     let fingerprint = standing
         .fingerprint
@@ -285,32 +272,16 @@ pub(super) async fn take_in(
         .try_into()
         .map(Fingerprint::from_bytes)
         .map_err(|_| StoreError::internal("a stored fingerprint is not 32 bytes"))?;
-    Ok(Taken::Lease(Lease {
-        caller: *caller,
-        key: key.clone(),
+    Ok(Taken::Lease(take.lease(
         token,
-        point: standing.point,
-        state: standing.state.unwrap_or_default(),
+        standing.point,
+        standing.state,
         fingerprint,
-        generation: standing.generation.unsigned_abs(),
-    }))
+        standing.generation,
+    )))
 }
 
-/// An audit row's own part.
-struct Audit<'a> {
-    action: &'static str,
-    outcome: Option<&'a str>,
-    status: Option<u16>,
-    by: &'a Intervention,
-}
-
-async fn audit(
-    client: &impl Exec,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    standing: &Standing,
-    action: &Audit<'_>,
-) -> Result<()> {
+async fn audit(client: &impl Exec, standing: &Standing, action: &Audit<'_>) -> Result<()> {
     const AUDIT: Statement = Statement::new(
         "INSERT INTO operator_actions (action, operation, caller, key, generation, recovery_point,
                                        attention, last_error, outcome, status, reason, operator,
@@ -338,9 +309,9 @@ async fn audit(
             client,
             &[
                 &action.action,
-                &hex::encode(OperationId::new(caller, key).as_bytes()),
-                caller,
-                &key.as_ref(),
+                &hex::encode(OperationId::new(action.caller, action.key).as_bytes()),
+                action.caller,
+                &action.key.as_ref(),
                 &standing.generation,
                 &standing.point,
                 &standing.attention,
@@ -385,13 +356,8 @@ pub(super) async fn settle_in<D: Driver>(
     CLEAR
         .execute(tx, &[&lease.caller, &lease.key.as_ref()])
         .await?;
-    let action = Audit {
-        action: "settle",
-        outcome: Some(&settlement.outcome),
-        status: Some(response.status),
-        by: &settlement.by,
-    };
-    audit(tx, &lease.caller, &lease.key, &standing, &action).await?;
+    let action = Audit::settle(lease, settlement, response.status);
+    audit(tx, &standing, &action).await?;
     Ok(Some(response))
 }
 

@@ -9,7 +9,7 @@ use crate::backend::{BoxFuture, RunContext};
 #[cfg(feature = "postgres")]
 use crate::store::enqueue::Enqueue;
 use crate::store::Message;
-use crate::store::{ClaimToken, OutboxItem, Result};
+use crate::store::{ClaimToken, Delivery, OutboxItem, Result};
 use std::time::Duration;
 
 #[cfg(feature = "postgres")]
@@ -91,13 +91,12 @@ pub(super) async fn claim(
         .collect())
 }
 
-/// Marks a message sent (`None`), or failed: to try again after the
-/// duration (none: never, the receiver refused it for good), with the error
-/// kept; only while the item's claim is the row's. Whether it was.
+/// Marks how sending a message ended, with the error kept, only while the
+/// item's claim is the row's. Whether it was.
 pub(super) async fn settle(
     client: &impl Exec,
     item: &OutboxItem,
-    failed: Option<(Option<Duration>, &str)>,
+    delivery: Delivery<'_>,
 ) -> Result<bool> {
     const SENT: Statement = Statement::new(
         concat!(
@@ -129,10 +128,10 @@ pub(super) async fn settle(
         &[Kind::Int8, Kind::Int8, Kind::Float8, Kind::Text],
     );
     let (id, claim) = (&item.id, &item.claim.0);
-    let changed = match failed {
-        None => SENT.execute(client, &[id, claim]).await?,
-        Some((None, error)) => DEAD.execute(client, &[id, claim, &error]).await?,
-        Some((Some(retry_in), error)) => {
+    let changed = match delivery {
+        Delivery::Sent => SENT.execute(client, &[id, claim]).await?,
+        Delivery::Refused(error) => DEAD.execute(client, &[id, claim, &error]).await?,
+        Delivery::Retry(retry_in, error) => {
             RETRY
                 .execute(client, &[id, claim, &retry_in.as_secs_f64(), &error])
                 .await?

@@ -4,7 +4,7 @@
 use super::protocol::Clock;
 use crate::record::Lease;
 use crate::store::AfterFailure;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 /// Extends the lease by its whole length from now, if it is still the
 /// holder's.
@@ -15,18 +15,28 @@ pub(super) fn renew(conn: &Connection, lease: &Lease, clock: Clock) -> rusqlite:
 /// Moves the lease's end to `until` (store milliseconds), if it is still
 /// the holder's.
 fn hold_until(conn: &Connection, lease: &Lease, until: i64) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys SET leased_until = ?4
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            until
-        ])?;
+    on_held(
+        conn,
+        "UPDATE idempotency_keys SET leased_until = ?4
+         WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+           AND recovery_point <> 'finished'",
+        lease,
+        &[&until],
+    )
+}
+
+/// Runs `update` on the lease's record, its `?1`-`?3` the lease's caller,
+/// key and token and `more` from `?4` on: whether it changed the record,
+/// that is whether the lease was still the holder's.
+fn on_held(
+    conn: &Connection,
+    update: &str,
+    lease: &Lease,
+    more: &[&dyn ToSql],
+) -> rusqlite::Result<bool> {
+    let held: [&dyn ToSql; 3] = [&lease.caller, &lease.key.as_ref(), &&lease.token[..]];
+    let values: Vec<&dyn ToSql> = held.into_iter().chain(more.iter().copied()).collect();
+    let changed = conn.prepare_cached(update)?.execute(&values[..])?;
     Ok(changed == 1)
 }
 
@@ -60,18 +70,14 @@ pub(super) fn step_failed(
         set_aside(conn, lease, &reason, Some(error))?;
         return Ok(AfterFailure::SetAside);
     }
-    conn.prepare_cached(
+    on_held(
+        conn,
         "UPDATE idempotency_keys
          SET attempts = attempts + 1, last_error = ?4, leased_until = ?5
          WHERE caller = ?1 AND key = ?2 AND lease_token = ?3",
-    )?
-    .execute(params![
-        &lease.caller,
-        lease.key.as_ref(),
-        &lease.token[..],
-        error,
-        clock.now,
-    ])?;
+        lease,
+        &[&error, &clock.now],
+    )?;
     Ok(AfterFailure::Released)
 }
 
@@ -82,22 +88,16 @@ pub(super) fn set_aside(
     reason: &str,
     error: Option<&str>,
 ) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_keys
-             SET attention = ?4, attempts = attempts + 1, last_error = coalesce(?5, ?4),
-                 lease_token = NULL, leased_until = NULL
-             WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
-               AND recovery_point <> 'finished'",
-        )?
-        .execute(params![
-            &lease.caller,
-            lease.key.as_ref(),
-            &lease.token[..],
-            reason,
-            error,
-        ])?;
-    Ok(changed == 1)
+    on_held(
+        conn,
+        "UPDATE idempotency_keys
+         SET attention = ?4, attempts = attempts + 1, last_error = coalesce(?5, ?4),
+             lease_token = NULL, leased_until = NULL
+         WHERE caller = ?1 AND key = ?2 AND lease_token = ?3
+           AND recovery_point <> 'finished'",
+        lease,
+        &[&reason, &error],
+    )
 }
 
 /// A duration in milliseconds as people read it (`3h 2m`).

@@ -12,7 +12,7 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse, EXPIRED, FINISHED};
 use crate::store::operator::{
-    self, ActionRecord, Census, Intervention, ListFilter, OperationRecord, OperationState,
+    self, ActionRecord, Audit, Census, ListFilter, OperationRecord, OperationState, OperatorTake,
     OutboxCensus, Settlement, StoredRecord, Taken, Takeover,
 };
 use crate::store::{now_ms, Advanced};
@@ -208,17 +208,14 @@ impl Standing {
 /// Takes the key's operation over for an operator.
 pub(super) fn take(
     conn: &Connection,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    takeover: Takeover,
-    by: Option<&Intervention>,
+    take: &OperatorTake,
     clock: Clock,
 ) -> rusqlite::Result<Taken> {
-    let Some(standing) = standing(conn, caller, key)? else {
+    let Some(standing) = standing(conn, &take.caller, &take.key)? else {
         return Ok(Taken::Missing);
     };
     let state = standing.state(clock.now);
-    if !takeover.takes(state) {
+    if !take.takeover.takes(state) {
         return Ok(Taken::Refused(state));
     }
     let token = Lease::new_token();
@@ -229,47 +226,25 @@ pub(super) fn take(
          WHERE caller = ?1 AND key = ?2",
     )?
     .execute(params![
-        caller,
-        key.as_ref(),
+        &take.caller,
+        take.key.as_ref(),
         &token[..],
         clock.now.saturating_add(clock.lease),
-        takeover == Takeover::Retry,
+        take.takeover == Takeover::Retry,
     ])?;
-    if let Some(by) = by {
-        let action = Audit {
-            action: "retry",
-            outcome: None,
-            status: None,
-            by,
-        };
-        audit(conn, caller, key, &standing, &action)?;
+    if let Some(by) = &take.by {
+        audit(conn, &standing, &Audit::retry(take, by))?;
     }
-    Ok(Taken::Lease(Lease {
-        caller: *caller,
-        key: key.clone(),
+    Ok(Taken::Lease(take.lease(
         token,
-        point: standing.point,
-        state: standing.state.unwrap_or_default(),
-        fingerprint: Fingerprint::from_bytes(standing.fingerprint),
-        generation: standing.generation.unsigned_abs(),
-    }))
+        standing.point,
+        standing.state,
+        Fingerprint::from_bytes(standing.fingerprint),
+        standing.generation,
+    )))
 }
 
-/// An audit row's own part.
-struct Audit<'a> {
-    action: &'static str,
-    outcome: Option<&'a str>,
-    status: Option<u16>,
-    by: &'a Intervention,
-}
-
-fn audit(
-    conn: &Connection,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    standing: &Standing,
-    action: &Audit<'_>,
-) -> rusqlite::Result<()> {
+fn audit(conn: &Connection, standing: &Standing, action: &Audit<'_>) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO operator_actions (at, action, operation, caller, key, generation,
                                        recovery_point, attention, last_error, outcome, status,
@@ -279,9 +254,9 @@ fn audit(
     .execute(params![
         now_ms(),
         action.action,
-        hex::encode(OperationId::new(caller, key).as_bytes()),
-        caller,
-        key.as_ref(),
+        hex::encode(OperationId::new(action.caller, action.key).as_bytes()),
+        action.caller,
+        action.key.as_ref(),
         standing.generation,
         standing.point,
         standing.attention,
@@ -323,13 +298,8 @@ pub(super) fn settle(
         "UPDATE idempotency_keys SET attention = NULL WHERE caller = ?1 AND key = ?2",
     )?
     .execute(params![&lease.caller, lease.key.as_ref()])?;
-    let action = Audit {
-        action: "settle",
-        outcome: Some(&settlement.outcome),
-        status: Some(response.status),
-        by: &settlement.by,
-    };
-    audit(conn, &lease.caller, &lease.key, &standing, &action)?;
+    let action = Audit::settle(lease, settlement, response.status);
+    audit(conn, &standing, &action)?;
     Ok(Some(response))
 }
 

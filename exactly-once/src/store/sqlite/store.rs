@@ -16,14 +16,14 @@ use crate::key::IdempotencyKey;
 use crate::operation_id::OperationId;
 use crate::record::{Lease, StoredResponse};
 use crate::store::operator::{
-    ActionRecord, Census, Intervention, ListFilter, OperationRecord, OutboxCensus, Settlement,
-    Taken, Takeover,
+    ActionRecord, Census, ListFilter, OperationRecord, OperatorTake, OutboxCensus, Settlement,
+    Taken,
 };
 use crate::store::schema::Migrations;
 use crate::store::Result;
 use crate::store::{
-    millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Execution,
-    FirstPhase, LiveRecord, OutboxItem, Store, StoreError, StoreOptions, TimeLimits,
+    millis, now_ms, stored_abandoned, Abandoned, Advanced, AfterFailure, ClaimToken, Delivery,
+    Execution, FirstPhase, LiveRecord, OutboxItem, Store, StoreError, StoreOptions, TimeLimits,
     TransactionEnd,
 };
 use async_trait::async_trait;
@@ -315,29 +315,23 @@ impl Store<Sqlite> for SqliteStore {
             .collect())
     }
 
-    async fn message_sent(&self, item: &OutboxItem) -> Result<bool> {
+    async fn message_settled(&self, item: &OutboxItem, delivery: Delivery<'_>) -> Result<bool> {
         let (id, claim, now) = (item.id, item.claim, now_ms());
+        let (retry_at, error) = match delivery {
+            Delivery::Sent => (None, None),
+            Delivery::Retry(retry_in, error) => (
+                Some(self.clock.now().saturating_add(millis(retry_in))),
+                Some(error.to_owned()),
+            ),
+            Delivery::Refused(error) => (None, Some(error.to_owned())),
+        };
         self.write(Kind::Other, move |conn| {
-            outbox::settle_message(conn, id, claim.0, Settled::Sent(now))
-        })
-        .await
-    }
-
-    async fn message_failed(
-        &self,
-        item: &OutboxItem,
-        retry_in: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        let (id, claim) = (item.id, item.claim);
-        let retry_at = retry_in.map(|retry_in| self.clock.now().saturating_add(millis(retry_in)));
-        let (error, now) = (error.to_owned(), now_ms());
-        self.write(Kind::Other, move |conn| {
-            let outcome = match retry_at {
-                Some(at) => Settled::Retry(at, &error),
-                None => Settled::Dead(now, &error),
+            let settled = match (retry_at, error.as_deref()) {
+                (_, None) => Settled::Sent(now),
+                (Some(at), Some(error)) => Settled::Retry(at, error),
+                (None, Some(error)) => Settled::Dead(now, error),
             };
-            outbox::settle_message(conn, id, claim.0, outcome)
+            outbox::settle_message(conn, id, claim.0, settled)
         })
         .await
     }
@@ -380,18 +374,10 @@ impl Store<Sqlite> for SqliteStore {
         self.readers.with(|conn| operator::outbox_census(conn, now))
     }
 
-    async fn operator_take(
-        &self,
-        caller: &Caller,
-        key: &IdempotencyKey,
-        takeover: Takeover,
-        by: Option<&Intervention>,
-    ) -> Result<Taken> {
-        let (caller, key, clock, by) = (*caller, key.clone(), self.clock(), by.cloned());
-        self.write(Kind::Other, move |conn| {
-            operator::take(conn, &caller, &key, takeover, by.as_ref(), clock)
-        })
-        .await
+    async fn operator_take(&self, take: OperatorTake) -> Result<Taken> {
+        let clock = self.clock();
+        self.write(Kind::Other, move |conn| operator::take(conn, &take, clock))
+            .await
     }
 
     async fn settle(
