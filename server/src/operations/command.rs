@@ -1,5 +1,6 @@
 //! The words of `server operations …`: its subcommands and their flags.
 
+use super::act::Asked;
 use super::confirm;
 use crate::domain::{caller_of, SessionToken};
 use clap::{Args, Subcommand};
@@ -60,14 +61,8 @@ pub enum OperationsCommand {
         /// checked.
         #[arg(long)]
         force: bool,
-        /// Go ahead without asking (needed when stdin is not a terminal).
-        #[arg(long)]
-        yes: bool,
         #[command(flatten)]
-        by: By,
-        /// JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        acting: Acting,
     },
     /// Records the final answer of an operation set aside: what the
     /// provider's ledger holds under its downstream key is shown first and
@@ -97,15 +92,8 @@ pub enum OperationsCommand {
         /// change nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Go ahead without asking (needed for --unverified when stdin is
-        /// not a terminal).
-        #[arg(long)]
-        yes: bool,
         #[command(flatten)]
-        by: By,
-        /// JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        acting: Acting,
     },
 }
 
@@ -131,14 +119,30 @@ pub struct Which {
 
 /// Who acts.
 #[derive(Debug, Clone, Args)]
-pub struct By {
+pub struct Acting {
+    /// Go ahead without asking (needed when stdin is not a terminal; a
+    /// settlement asks only with --unverified).
+    #[arg(long)]
+    yes: bool,
     /// Who you are, for the audit table (default: $USER); the
     /// operating-system user running the command is recorded beside it.
     #[arg(long, env = "USER", default_value = "operator", value_name = "NAME")]
     operator: String,
+    /// JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
-impl By {
+impl Acting {
+    /// What the operator said of asking, with `force` (`--force`).
+    pub(super) fn asked(&self, force: bool) -> Asked {
+        Asked {
+            force,
+            yes: self.yes,
+            json: self.json,
+        }
+    }
+
     /// The audit table's who and why.
     pub(super) fn intervention(self, reason: Option<String>) -> Intervention {
         Intervention {

@@ -33,12 +33,11 @@ mod command;
 mod confirm;
 mod render;
 
-pub use command::{By, Operations, OperationsCommand, Which};
+pub use command::{Acting, Operations, OperationsCommand, Which};
 pub use render::{record_json, table};
 
 use crate::config::Config;
 use crate::startup::{open_database, provider, state};
-use act::Asked;
 use clap::Parser;
 use exactly_once::operator::{ListFilter, Settlement};
 use exactly_once::{Any, Engine};
@@ -133,13 +132,11 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
             which,
             reason,
             force,
-            yes,
-            by,
-            json,
+            acting,
         } => {
-            let asked = Asked { force, yes, json };
+            let asked = acting.asked(force);
             let which = which.resolve()?;
-            act::retry(config, &app, &which, by.intervention(reason), asked).await
+            act::retry(config, &app, &which, acting.intervention(reason), asked).await
         }
         OperationsCommand::Settle {
             which,
@@ -148,20 +145,14 @@ pub async fn run(config: &Config, command: OperationsCommand) -> Result<ExitCode
             provider_charge,
             unverified,
             dry_run,
-            yes,
-            by,
-            json,
+            acting,
         } => {
+            let asked = acting.asked(false);
             let settlement = Settlement {
                 outcome,
-                by: by.intervention(Some(reason)),
+                by: acting.intervention(Some(reason)),
                 reference: provider_charge,
                 unverified,
-            };
-            let asked = Asked {
-                force: false,
-                yes,
-                json,
             };
             let which = which.resolve()?;
             act::settle(&app, &which, &settlement, dry_run, asked).await
