@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -316,52 +317,34 @@ async fn create(State(app): State<App>, headers: HeaderMap, Json(body): Json<Val
 /// product's are); a keyed duplicate then reads the existing row.
 async fn insert_postgres(pool: &Pool, row: Row) -> Option<Stored> {
     let client = pool.get().await.ok()?;
+    let insert = match row.key {
+        None => {
+            "INSERT INTO charges (id, caller, amount, currency, description, created)
+             VALUES ($1, $2, $3, $4, $5, $6)"
+        }
+        Some(_) => {
+            "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (caller, key) DO NOTHING"
+        }
+    };
+    let insert = client.prepare_cached(insert).await.ok()?;
+    let values: [&(dyn ToSql + Sync); 7] = [
+        &row.id,
+        &row.caller,
+        &row.key,
+        &row.amount,
+        &row.currency,
+        &row.description,
+        &row.created,
+    ];
+    let params = match row.key {
+        None => [&values[..2], &values[3..]].concat(),
+        Some(_) => values.to_vec(),
+    };
+    let inserted = client.execute(&insert, &params).await.ok()?;
     let Some(key) = &row.key else {
-        let insert = client
-            .prepare_cached(
-                "INSERT INTO charges (id, caller, amount, currency, description, created)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .await
-            .ok()?;
-        client
-            .execute(
-                &insert,
-                &[
-                    &row.id,
-                    &row.caller,
-                    &row.amount,
-                    &row.currency,
-                    &row.description,
-                    &row.created,
-                ],
-            )
-            .await
-            .ok()?;
         return Some(Stored::New);
     };
-    let insert = client
-        .prepare_cached(
-            "INSERT INTO keyed_charges (id, caller, key, amount, currency, description, created)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (caller, key) DO NOTHING",
-        )
-        .await
-        .ok()?;
-    let inserted = client
-        .execute(
-            &insert,
-            &[
-                &row.id,
-                &row.caller,
-                key,
-                &row.amount,
-                &row.currency,
-                &row.description,
-                &row.created,
-            ],
-        )
-        .await
-        .ok()?;
     if inserted == 1 {
         return Some(Stored::New);
     }

@@ -9,90 +9,66 @@
 use super::*;
 
 #[wasm_bindgen(inline_js = r#"
-// Opens two windows of this origin (blob: pages, "noopener": each in its
-// own browsing context group, so the browser may give each a process),
-// removes Web Locks in each, and has both post each of `operations` at
-// the same instant, one operation every 100 ms. Resolves with both
-// windows' results: `{ keys: [...] }` or `{ error }`.
+// Removes Web Locks in two windows of this origin and has both post each
+// of `operations` at the same instant, one operation every 100 ms.
+// Resolves with both windows' results: `{ keys: [...] }` or `{ error }`.
 export function race_in_windows(server, options, operations, body) {
-  const name = "race-" + crypto.randomUUID();
-  const page = `<!doctype html><script type="module">
-    delete Navigator.prototype.locks;
-    const channel = new BroadcastChannel(${JSON.stringify(name)});
-    try {
-      const { default: init, IdempotentClient } = await import(${JSON.stringify(server + "/pkg/client_wasm.js")});
-      await init();
-      const client = new IdempotentClient(${JSON.stringify(options)});
-      const go = new Promise((resolve) => { channel.onmessage = (e) => { if (e.data.go) resolve(e.data.go); }; });
-      channel.postMessage({ ready: true });
-      const at = await go;
-      const calls = ${JSON.stringify(operations)}.map(async (operation, i) => {
+  return inTwoWindows("race-", server, options, {
+    before: "delete Navigator.prototype.locks;",
+    run: `const calls = ${JSON.stringify(operations)}.map(async (operation, i) => {
         await new Promise((resolve) => setTimeout(resolve, at + 100 * i - Date.now()));
         return (await client.post("/charges", ${JSON.stringify(body)}, operation)).key;
       });
-      channel.postMessage({ keys: await Promise.all(calls) });
-    } catch (e) {
-      channel.postMessage({ error: String(e && e.stack || e) });
-    }
-    window.close();
-  </script>`;
-  const url = URL.createObjectURL(new Blob([page], { type: "text/html" }));
-  const channel = new BroadcastChannel(name);
-  return new Promise((resolve, reject) => {
-    let ready = 0;
-    const results = [];
-    const timer = setTimeout(() => {
-      channel.close();
-      reject(new Error(`the windows did not report (${ready} ready): ${JSON.stringify(results)}`));
-    }, 30000);
-    channel.onmessage = (e) => {
-      if (e.data.ready) {
-        if (++ready === 2) channel.postMessage({ go: Date.now() + 300 });
-        return;
-      }
-      results.push(e.data);
-      if (results.length === 2) {
-        clearTimeout(timer);
-        channel.close();
-        URL.revokeObjectURL(url);
-        resolve(results);
-      }
-    };
-    for (let i = 0; i < 2; i++) window.open(url, "_blank", "noopener");
+      channel.postMessage({ keys: await Promise.all(calls) });`,
+    after: "window.close();",
   });
 }
 
-// Opens two windows of this origin (as `race_in_windows`, Web Locks
-// left in place) that each count the console's warnings, load the client
-// and post `operation` at the same instant, and stay open until both
-// reported. Resolves with both windows'
-// results: `{ key, status, replayed, persistent, warnings }` or `{ error }`.
+// Has two windows of this origin (Web Locks left in place) count the
+// console's warnings and post `operation` at the same instant; they stay
+// open until both reported. Resolves with both windows' results:
+// `{ key, status, replayed, persistent, warnings }` or `{ error }`.
 export function pay_in_windows(server, options, operation, body) {
-  const name = "pay-" + crypto.randomUUID();
-  const page = `<!doctype html><script type="module">
-    let warnings = 0;
+  return inTwoWindows("pay-", server, options, {
+    before: `let warnings = 0;
     const warn = console.warn;
-    console.warn = (...args) => { warnings += 1; warn(...args); };
-    const channel = new BroadcastChannel(${JSON.stringify(name)});
-    try {
-      const { default: init, IdempotentClient } = await import(${JSON.stringify(server + "/pkg/client_wasm.js")});
-      await init();
-      const client = new IdempotentClient(${JSON.stringify(options)});
-      const go = new Promise((resolve) => { channel.onmessage = (e) => { if (e.data.go) resolve(e.data.go); }; });
-      channel.postMessage({ ready: true });
-      const at = await go;
-      await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
+    console.warn = (...args) => { warnings += 1; warn(...args); };`,
+    run: `await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
       const outcome = await client.post("/charges", ${JSON.stringify(body)}, ${JSON.stringify(operation)});
       channel.postMessage({
         key: outcome.key, status: outcome.status, replayed: outcome.replayed,
         persistent: client.persistent, warnings,
-      });
+      });`,
+    // Open until both windows reported: a tab that is still open is asked
+    // for what it keeps in memory.
+    after: "channel.onmessage = (e) => { if (e.data.done) window.close(); };",
+  });
+}
+
+// Opens two windows of this origin (blob: pages, "noopener": each in its
+// own browsing context group, so the browser may give each a process).
+// Each runs `before`, loads the client from `server` with `options`, says
+// it is ready on a BroadcastChannel, is sent the same instant (`at`, 300
+// ms after both are ready), runs `run` (which posts its result; an
+// exception posts `{ error }`) and then `after`. Resolves with both
+// results, and then sends `{ done }` to both.
+function inTwoWindows(prefix, server, options, { before, run, after }) {
+  const name = prefix + crypto.randomUUID();
+  const page = `<!doctype html><script type="module">
+    ${before}
+    const channel = new BroadcastChannel(${JSON.stringify(name)});
+    try {
+      const { default: init, IdempotentClient } = await import(${JSON.stringify(server + "/pkg/client_wasm.js")});
+      await init();
+      const client = new IdempotentClient(${JSON.stringify(options)});
+      const go = new Promise((resolve) => { channel.onmessage = (e) => { if (e.data.go) resolve(e.data.go); }; });
+      channel.postMessage({ ready: true });
+      const at = await go;
+      ${run}
     } catch (e) {
       channel.postMessage({ error: String(e && e.stack || e) });
     }
-    // Open until both windows reported: a tab that is still open is asked
-    // for what it keeps in memory.
-    channel.onmessage = (e) => { if (e.data.done) window.close(); };
+    ${after}
   </script>`;
   const url = URL.createObjectURL(new Blob([page], { type: "text/html" }));
   const channel = new BroadcastChannel(name);

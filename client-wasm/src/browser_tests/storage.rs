@@ -134,33 +134,9 @@ async fn two_tabs_on_a_full_storage_send_the_key_stored_before_it_filled() {
         frames::pay_in_windows(server(), &setup.options(None), "filled", &charge(1100)).await;
     drop(full);
     for i in 0..2 {
-        let tab = results.get(i);
-        assert!(get(&tab, "error").is_undefined(), "tab {i}: {tab:?}");
-        assert_eq!(
-            get(&tab, "status").as_f64(),
-            Some(201.0),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "key").as_string().as_deref(),
-            Some(key.as_str()),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "replayed").as_bool(),
-            Some(true),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "persistent").as_bool(),
-            Some(false),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "warnings").as_f64(),
-            Some(1.0),
-            "tab {i}: {tab:?}"
-        );
+        let (tab_key, replayed) = paid_in_memory(&results.get(i), i);
+        assert_eq!(tab_key, key, "tab {i}: {results:?}");
+        assert!(replayed, "tab {i}: {results:?}");
     }
     assert_eq!(setup.charges().await, 1);
 }
@@ -182,25 +158,9 @@ async fn two_tabs_on_a_storage_full_from_the_start_share_one_key() {
     let mut keys = Vec::new();
     let mut replayed = 0;
     for i in 0..2 {
-        let tab = results.get(i);
-        assert!(get(&tab, "error").is_undefined(), "tab {i}: {tab:?}");
-        assert_eq!(
-            get(&tab, "status").as_f64(),
-            Some(201.0),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "persistent").as_bool(),
-            Some(false),
-            "tab {i}: {tab:?}"
-        );
-        assert_eq!(
-            get(&tab, "warnings").as_f64(),
-            Some(1.0),
-            "tab {i}: {tab:?}"
-        );
-        replayed += u32::from(get(&tab, "replayed").as_bool() == Some(true));
-        keys.push(get(&tab, "key").as_string().unwrap());
+        let (key, was_replayed) = paid_in_memory(&results.get(i), i);
+        replayed += u32::from(was_replayed);
+        keys.push(key);
     }
     assert_eq!(keys[0], keys[1], "one key for both tabs: {results:?}");
     assert_eq!(
@@ -208,4 +168,17 @@ async fn two_tabs_on_a_storage_full_from_the_start_share_one_key() {
         "the second tab's answer is a replay: {results:?}"
     );
     assert_eq!(setup.charges().await, 1);
+}
+
+/// One window's report from `pay_in_windows`, which must say: paid (201),
+/// its keys in page memory only, said once on its console. Its key, and
+/// whether its answer was a replay.
+fn paid_in_memory(tab: &JsValue, i: u32) -> (String, bool) {
+    assert!(get(tab, "error").is_undefined(), "tab {i}: {tab:?}");
+    assert_eq!(get(tab, "status").as_f64(), Some(201.0), "tab {i}: {tab:?}");
+    let persistent = get(tab, "persistent").as_bool();
+    assert_eq!(persistent, Some(false), "tab {i}: {tab:?}");
+    assert_eq!(get(tab, "warnings").as_f64(), Some(1.0), "tab {i}: {tab:?}");
+    let key = get(tab, "key").as_string().expect("a key");
+    (key, get(tab, "replayed").as_bool() == Some(true))
 }

@@ -11,6 +11,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +26,18 @@ pub(super) struct Lazy {
 }
 
 impl Lazy {
+    /// Runs `f` on the state, with the path of `parent`'s child `name`.
+    fn in_child<T>(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        f: impl FnOnce(&mut State, PathBuf) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let mut state = self.state();
+        let path = state.child(parent, name)?;
+        f(&mut state, path)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -93,13 +106,11 @@ impl Filesystem for Lazy {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mut state = self.state();
-        let result = (|| {
-            let path = state.child(parent, name)?;
+        let result = self.in_child(parent, name, |state, path| {
             std::fs::create_dir(&path)?;
             own(&path, req, mode & !umask)?;
             state.entry(path)
-        })();
+        });
         match result {
             Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -107,13 +118,11 @@ impl Filesystem for Lazy {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.state();
-        let result = (|| {
-            let path = state.child(parent, name)?;
+        let result = self.in_child(parent, name, |state, path| {
             state.forget_backing(&path);
             std::fs::remove_file(&path)?;
             Ok::<_, Errno>(())
-        })();
+        });
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -121,13 +130,11 @@ impl Filesystem for Lazy {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut state = self.state();
-        let result = (|| {
-            let path = state.child(parent, name)?;
+        let result = self.in_child(parent, name, |state, path| {
             std::fs::remove_dir(&path)?;
             state.forget_backing(&path);
             Ok::<_, Errno>(())
-        })();
+        });
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -201,9 +208,7 @@ impl Filesystem for Lazy {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let mut state = self.state();
-        let result = (|| {
-            let path = state.child(parent, name)?;
+        let result = self.in_child(parent, name, |state, path| {
             let created = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -233,7 +238,7 @@ impl Filesystem for Lazy {
             }
             node.opens += 1;
             state.attr(INodeNo(ino))
-        })();
+        });
         match result {
             Ok(attr) => reply.created(
                 &TTL,
