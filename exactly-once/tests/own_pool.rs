@@ -8,6 +8,8 @@
 //! and the engine's settings never stay on a connection their handlers
 //! get back from the pool.
 
+mod common;
+
 use exactly_once::postgres::PostgresOperation;
 use exactly_once::postgres::Transaction;
 use exactly_once::IdempotentRequest;
@@ -98,20 +100,11 @@ async fn the_engine_runs_on_the_applications_own_pool() {
     assert_eq!(reused.response.status, 422);
 
     let engine = Arc::new(engine);
-    let duplicates: Vec<_> = (0..16)
-        .map(|_| {
-            let engine = Arc::clone(&engine);
-            tokio::spawn(async move { add(&engine, "n-2", "once").await })
-        })
-        .collect();
-    for duplicate in duplicates {
-        let answer = duplicate.await.unwrap();
-        assert!(
-            [201, 409].contains(&answer.response.status),
-            "a concurrent duplicate got {}",
-            answer.response.status
-        );
-    }
+    common::duplicates_at_once(16, || {
+        let engine = Arc::clone(&engine);
+        async move { add(&engine, "n-2", "once").await }
+    })
+    .await;
 
     // The engine's transactions carry their own lock_timeout on the pool's
     // connections: a request that meets a lock held elsewhere answers

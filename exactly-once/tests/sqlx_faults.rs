@@ -4,11 +4,13 @@
 //! `--include-ignored`).
 
 use exactly_once::postgres::sqlx::SqlxOperation;
+use exactly_once::postgres::Result;
 use exactly_once::{
     Caller, Engine, Error, Fingerprint, IdempotencyKey, IdempotentRequest, Migration, NoFaults,
     PhaseEnd, Refused, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
+use sqlx::PgConnection;
 use std::sync::Arc;
 use std::time::Duration;
 use testkit::Database;
@@ -24,11 +26,7 @@ const MIGRATIONS: &[Migration] = &[Migration::contract(
 struct AddNote;
 
 impl SqlxOperation for AddNote {
-    async fn run(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        at: &RunContext<'_>,
-    ) -> exactly_once::postgres::Result<PhaseEnd> {
+    async fn run(&self, conn: &mut PgConnection, at: &RunContext<'_>) -> Result<PhaseEnd> {
         let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (key) VALUES ($1) RETURNING id")
             .bind(at.key.as_ref())
             .fetch_one(&mut *conn)

@@ -9,14 +9,18 @@
 //! `lock_timeout`, and none of the engine's settings stays on a connection
 //! of their pool.
 
+mod common;
+
 use exactly_once::outbox::{enqueue, Message};
 use exactly_once::postgres::sqlx::SqlxOperation;
+use exactly_once::postgres::Result;
 use exactly_once::IdempotentRequest;
 use exactly_once::{
     Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
     RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
 };
 use http::StatusCode;
+use sqlx::PgConnection;
 use std::sync::Arc;
 use std::time::Duration;
 use testkit::Database;
@@ -37,11 +41,7 @@ struct AddNote {
 }
 
 impl SqlxOperation for AddNote {
-    async fn run(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        at: &RunContext<'_>,
-    ) -> exactly_once::postgres::Result<PhaseEnd> {
+    async fn run(&self, conn: &mut PgConnection, at: &RunContext<'_>) -> Result<PhaseEnd> {
         let (id,): (i64,) =
             sqlx::query_as("INSERT INTO notes (key, text) VALUES ($1, $2) RETURNING id")
                 .bind(at.key.as_ref())
@@ -73,11 +73,7 @@ fn created(id: i64, text: &str) -> StoredResponse {
 struct MarkSent(i64);
 
 impl SqlxOperation for MarkSent {
-    async fn run(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        _at: &RunContext<'_>,
-    ) -> exactly_once::postgres::Result<PhaseEnd> {
+    async fn run(&self, conn: &mut PgConnection, _at: &RunContext<'_>) -> Result<PhaseEnd> {
         let (text,): (String,) =
             sqlx::query_as("UPDATE notes SET sent = true WHERE id = $1 RETURNING text")
                 .bind(self.0)
@@ -158,20 +154,11 @@ async fn the_engine_runs_on_the_applications_sqlx_pool() {
     assert_eq!(reused.response.status, 422);
 
     let engine = Arc::new(engine);
-    let duplicates: Vec<_> = (0..16)
-        .map(|_| {
-            let engine = Arc::clone(&engine);
-            tokio::spawn(async move { add(&engine, "n-2", "once", false).await })
-        })
-        .collect();
-    for duplicate in duplicates {
-        let answer = duplicate.await.unwrap();
-        assert!(
-            [201, 409].contains(&answer.response.status),
-            "a concurrent duplicate got {}",
-            answer.response.status
-        );
-    }
+    common::duplicates_at_once(16, || {
+        let engine = Arc::clone(&engine);
+        async move { add(&engine, "n-2", "once", false).await }
+    })
+    .await;
     assert_eq!(
         notes(&pool).await,
         [
@@ -249,11 +236,7 @@ async fn a_step_left_by_its_request_is_finished_by_the_completer() {
 struct ShowLockTimeout;
 
 impl SqlxOperation for ShowLockTimeout {
-    async fn run(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        _at: &RunContext<'_>,
-    ) -> exactly_once::postgres::Result<PhaseEnd> {
+    async fn run(&self, conn: &mut PgConnection, _at: &RunContext<'_>) -> Result<PhaseEnd> {
         let (timeout,): (String,) = sqlx::query_as("SHOW lock_timeout")
             .fetch_one(&mut *conn)
             .await?;

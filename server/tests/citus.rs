@@ -102,10 +102,7 @@ async fn tables_are_placed_by_caller_and_every_checkout_statement_is_single_shar
     // are on every node (four multi-shard executions, seen here): a
     // first checkout before the count.
     let first = server.caller();
-    let paid = first
-        .post_keyed("/charges", &new_key(), &charge(0))
-        .await
-        .unwrap();
+    let paid = first.charge(&charge(0)).await.unwrap();
     assert_eq!(paid.status(), 201);
     let tee = json!({"item_id": "sku-tee", "quantity": 1});
     let reserved = first

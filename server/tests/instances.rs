@@ -160,10 +160,7 @@ async fn instances_starting_together_migrate_once() {
         for instance in &instances {
             let caller = instance.caller();
             let body = json!({"amount": 100, "currency": "usd"});
-            let r = caller
-                .post_keyed("/charges", &testkit::new_key(), &body)
-                .await
-                .unwrap();
+            let r = caller.charge(&body).await.unwrap();
             assert_eq!(r.status(), 201);
         }
     }

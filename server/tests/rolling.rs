@@ -423,14 +423,7 @@ async fn a_contract_migration_makes_the_earlier_release_refuse_to_start_naming_i
         .unwrap();
     let alice = old.caller();
     let body = json!({"amount": 500, "currency": "usd", "description": "before"});
-    assert_eq!(
-        alice
-            .post_keyed("/charges", &testkit::new_key(), &body)
-            .await
-            .unwrap()
-            .status(),
-        201
-    );
+    assert_eq!(alice.charge(&body).await.unwrap().status(), 201);
     // The same on both backends: each is at version 3 of its ledger.
     let (version, name) = (4, "0004_rename_description");
     // A later release's job gives a ledger that lacks them the columns it
@@ -464,14 +457,7 @@ async fn a_contract_migration_makes_the_earlier_release_refuse_to_start_naming_i
     let url = database.url();
     let www_dir = www.path().to_str().unwrap();
     for args in [
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--www",
-            www_dir,
-            "--database",
-            &url,
-        ][..],
+        &serving(www_dir, &url)[..],
         &["migrate", "--database", &url][..],
     ] {
         let ran = run(&this, args);
@@ -512,14 +498,7 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
     let www = tempfile::tempdir().unwrap();
     let www_dir = www.path().to_str().unwrap();
     let (next_version, missing) = (4, "from 4 (0004_charge_note)");
-    let serve = [
-        "--listen",
-        "127.0.0.1:0",
-        "--www",
-        www_dir,
-        "--database",
-        &url,
-    ];
+    let serve = serving(www_dir, &url);
     let ran = run(&next, &[&serve[..], &["--no-migrate"]].concat());
     assert_eq!(ran.code, Some(1), "{}{}", ran.stdout, ran.stderr);
     let line = last_line(&ran);
@@ -552,4 +531,9 @@ async fn a_release_that_does_not_migrate_refuses_a_database_behind_it_naming_wha
         .await
         .unwrap();
     assert_eq!(server.health().await.unwrap(), 200);
+}
+
+/// The flags that serve `www` from the database at `url`, on any port.
+fn serving<'a>(www: &'a str, url: &'a str) -> [&'a str; 6] {
+    ["--listen", "127.0.0.1:0", "--www", www, "--database", url]
 }

@@ -110,11 +110,7 @@ async fn sslmode_require_and_prefer_connect_and_disable_is_refused_by_a_tls_only
             .unwrap_or_else(|e| panic!("{params}: {e:#}"));
         let answer = server
             .caller()
-            .post_keyed(
-                "/charges",
-                &testkit::new_key(),
-                &json!({"amount": 1, "currency": "usd"}),
-            )
+            .charge(&json!({"amount": 1, "currency": "usd"}))
             .await
             .unwrap();
         assert_eq!(answer.status(), 201, "{params}");
@@ -206,11 +202,7 @@ async fn off_loopback_a_database_without_sslmode_is_verified_in_full_and_a_downg
         .unwrap();
     let answer = server
         .caller()
-        .post_keyed(
-            "/charges",
-            &testkit::new_key(),
-            &json!({"amount": 1, "currency": "usd"}),
-        )
+        .charge(&json!({"amount": 1, "currency": "usd"}))
         .await
         .unwrap();
     assert_eq!(answer.status(), 201);
@@ -267,11 +259,7 @@ async fn a_provider_or_mail_server_certificate_from_another_ca_is_refused_with_a
         .unwrap();
     let answer = server
         .caller()
-        .post_keyed(
-            "/charges",
-            &testkit::new_key(),
-            &json!({"amount": 100, "currency": "usd", "payment_method": "pm_card_visa"}),
-        )
+        .charge(&json!({"amount": 100, "currency": "usd", "payment_method": "pm_card_visa"}))
         .await
         .unwrap();
     assert_eq!(answer.status(), 503);
@@ -303,11 +291,7 @@ async fn a_provider_or_mail_server_certificate_from_another_ca_is_refused_with_a
         .unwrap();
     let answer = mailing
         .caller()
-        .post_keyed(
-            "/charges",
-            &testkit::new_key(),
-            &json!({"amount": 100, "currency": "usd", "receipt_email": "a@example.com"}),
-        )
+        .charge(&json!({"amount": 100, "currency": "usd", "receipt_email": "a@example.com"}))
         .await
         .unwrap();
     assert_eq!(answer.status(), 201);

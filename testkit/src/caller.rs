@@ -78,6 +78,11 @@ impl Caller {
         self.post_keyed_with(path, key, body, &[]).await
     }
 
+    /// `POST /charges` with a new key and the JSON `body`.
+    pub async fn charge(&self, body: &Value) -> reqwest::Result<Response> {
+        self.post_keyed("/charges", &crate::new_key(), body).await
+    }
+
     /// `POST path` with `key`, the JSON `body` and extra headers
     /// (`X-Chaos`, say).
     pub async fn post_keyed_with(

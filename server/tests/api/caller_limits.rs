@@ -75,7 +75,7 @@ async fn the_unfinished_cap_holds_across_instances_on_one_database() {
         let app = if i % 2 == 0 { &shop.app } else { &second };
         let caller = app.server.bearer(&token);
         sends.spawn(async move {
-            let sent = caller.post_keyed("/charges", &new_key(), &visa(100)).await;
+            let sent = caller.charge(&visa(100)).await;
             Reply::read(sent.expect("an answer")).await
         });
     }

@@ -35,14 +35,7 @@ async fn metric_until(app: &TestApp, name: &str, want: f64) {
 #[tokio::test]
 async fn a_charge_the_provider_refuses_for_good_is_set_aside_with_a_final_answer() {
     let psp = Psp::start().unwrap();
-    let wrong = psp.url("/wrong-path");
-    let app = TestApp::start(Server::builder().chaos().flags([
-        "--psp-url",
-        &wrong,
-        "--complete-interval",
-        "1s",
-    ]))
-    .await;
+    let app = TestApp::with_wrong_provider_path(&psp).await;
     let key = new_key();
     let first = Reply::read(app.post("/charges", &key, &visa(1234)).await).await;
     assert_refused(&first, 424, "operation-needs-attention");

@@ -30,6 +30,24 @@ impl TestApp {
         Self::start(Server::builder().flags(extra)).await
     }
 
+    /// The app with `--chaos`, its completer every second, charging
+    /// `psp` at a path it does not serve: every charge is refused for
+    /// good (404) and set aside for an operator.
+    pub(crate) async fn with_wrong_provider_path(psp: &Psp) -> Self {
+        Self::start(Server::builder().chaos().flags([
+            "--psp-url",
+            &psp.url("/wrong-path"),
+            "--complete-interval",
+            "1s",
+        ]))
+        .await
+    }
+
+    /// Its SQLite database file; `None` on PostgreSQL.
+    pub(crate) fn sqlite_file(&self) -> Option<std::path::PathBuf> {
+        self.server.database().sqlite_path().map(|p| p.to_owned())
+    }
+
     /// The app `builder` describes.
     pub(crate) async fn start(builder: ServerBuilder) -> Self {
         let server = builder.start().await.expect("the server starts");

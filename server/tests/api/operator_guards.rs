@@ -10,7 +10,7 @@
 use crate::helpers::{assert_refused, new_key, visa, Checkout, Reply, TestApp};
 use crate::operators::{listed, operations, operations_with, the_one, Ran};
 use serde_json::{json, Value};
-use testkit::{Binary, Psp, Server};
+use testkit::{Binary, Psp};
 
 /// The name of the real user running the tests: what the audit table
 /// must record as the operating-system user.
@@ -157,13 +157,7 @@ async fn retry_refuses_what_it_cannot_do_or_could_charge_twice_and_asks_first() 
 #[tokio::test]
 async fn settle_checks_the_amount_previews_with_dry_run_and_asks_more_of_an_unverified_word() {
     let psp = Psp::start().unwrap();
-    let app = TestApp::start(Server::builder().chaos().flags([
-        "--psp-url",
-        &psp.url("/wrong-path"),
-        "--complete-interval",
-        "1s",
-    ]))
-    .await;
+    let app = TestApp::with_wrong_provider_path(&psp).await;
     let right = psp.base_url();
     let (wrong_amount, agreed, unknown) = (new_key(), new_key(), new_key());
     for (key, amount) in [(&wrong_amount, 800), (&agreed, 900), (&unknown, 700)] {

@@ -10,7 +10,7 @@
 use crate::helpers::{assert_charged, assert_refused, new_key, visa, Checkout, Reply, TestApp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use testkit::{Binary, Fault, Psp, Server};
+use testkit::{Binary, Fault, Psp};
 
 /// What one `server operations …` run printed, and how it ended.
 pub(crate) struct Ran {
@@ -284,13 +284,7 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
 async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the_shopper_gets_that_answer(
 ) {
     let psp = Psp::start().unwrap();
-    let app = TestApp::start(Server::builder().chaos().flags([
-        "--psp-url",
-        &psp.url("/wrong-path"),
-        "--complete-interval",
-        "1s",
-    ]))
-    .await;
+    let app = TestApp::with_wrong_provider_path(&psp).await;
     let right = ["--psp-url", &psp.base_url()];
     let (cancelled, found, fixed) = (new_key(), new_key(), new_key());
     for (key, amount) in [(&cancelled, 700), (&found, 800), (&fixed, 900)] {
@@ -317,13 +311,7 @@ async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the
 
     // Nothing was charged: "charged" is refused, "not-charged" recorded.
     let (cancelled_op, _) = op(&cancelled);
-    let mut settle = vec![
-        "settle",
-        cancelled_op.as_str(),
-        "--reason",
-        "the provider URL was wrong",
-    ];
-    settle.extend_from_slice(&right);
+    let mut settle = settle_args(&cancelled_op, "the provider URL was wrong", &right);
     let mut refused = settle.clone();
     refused.extend_from_slice(&["--outcome", "charged"]);
     let ran = operations(&app, &refused).await;
@@ -367,13 +355,7 @@ async fn operations_the_provider_refuses_for_good_are_settled_or_retried_and_the
         .await
         .unwrap();
     assert_eq!(made.status(), 201);
-    let mut settle = vec![
-        "settle",
-        found_op.as_str(),
-        "--reason",
-        "charged, answer lost",
-    ];
-    settle.extend_from_slice(&right);
+    let mut settle = settle_args(&found_op, "charged, answer lost", &right);
     let mut refused = settle.clone();
     refused.extend_from_slice(&["--outcome", "not-charged"]);
     operations(&app, &refused)
@@ -524,4 +506,12 @@ async fn the_gauges_count_unfinished_operations_and_age_the_oldest_and_the_outbo
         s >= 1.0
     })
     .await;
+}
+
+/// `settle OP --reason REASON` and the provider's flags `right`, to which
+/// a test adds an outcome.
+fn settle_args<'a>(op: &'a str, reason: &'a str, right: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["settle", op, "--reason", reason];
+    args.extend_from_slice(right);
+    args
 }

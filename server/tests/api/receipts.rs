@@ -211,10 +211,7 @@ async fn two_relays_behind_a_slow_smtp_server_send_each_receipt_once() {
     let mut ids = Vec::new();
     for i in 0..RECEIPTS {
         let email = format!("shopper{i}@shop.example");
-        let paid = caller
-            .post_keyed("/charges", &new_key(), &with_receipt(100, &email))
-            .await
-            .unwrap();
+        let paid = caller.charge(&with_receipt(100, &email)).await.unwrap();
         assert_eq!(paid.status(), 201);
         ids.push(message_id(&paid.json().await.unwrap()));
     }

@@ -118,13 +118,7 @@ async fn a_key_sent_again_after_its_record_expired_is_a_new_charge_and_its_retry
 #[tokio::test]
 async fn the_documented_sqlite_restore_restores_the_backup_and_charges_nothing_twice() {
     let mut shop = Checkout::start(&[]).await;
-    let Some(path) = shop
-        .app
-        .server
-        .database()
-        .sqlite_path()
-        .map(|p| p.to_owned())
-    else {
+    let Some(path) = shop.app.sqlite_file() else {
         // PostgreSQL restores are pg_basebackup's and PITR's: the tests above.
         testkit::skipped("SQLite only: a copy of the database file");
         return;
@@ -174,7 +168,7 @@ async fn the_documented_sqlite_restore_restores_the_backup_and_charges_nothing_t
 #[tokio::test]
 async fn a_backup_renamed_over_the_live_file_is_served_as_it_is() {
     let app = TestApp::spawn().await;
-    let Some(path) = app.server.database().sqlite_path().map(|p| p.to_owned()) else {
+    let Some(path) = app.sqlite_file() else {
         testkit::skipped("SQLite only: a file renamed over the live one");
         return;
     };

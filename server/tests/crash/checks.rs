@@ -5,45 +5,6 @@
 use crate::sender::{Answer, Mode, Operation};
 use crate::SENDERS_PER_OPERATION;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-use testkit::Caller;
-
-/// Every caller's charges by description, once none is `pending` (polled
-/// for at most `timeout`).
-pub(crate) async fn settled_charges(
-    callers: &[&Caller],
-    timeout: Duration,
-) -> HashMap<String, Vec<Value>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let mut by_op: HashMap<String, Vec<Value>> = HashMap::new();
-        for caller in callers {
-            let charges = caller
-                .charges()
-                .await
-                .unwrap_or_else(|e| panic!("listing the charges: {e:#}"));
-            for charge in charges {
-                let description = charge["description"].as_str().unwrap().to_owned();
-                by_op.entry(description).or_default().push(charge);
-            }
-        }
-        let pending: Vec<&Value> = by_op
-            .values()
-            .flatten()
-            .filter(|c| c["status"] == "pending")
-            .collect();
-        if pending.is_empty() {
-            return by_op;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} charges still pending after {timeout:?}: {pending:#?}",
-            pending.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// One operation's charge is its outcome, every sender got the same
 /// answer, and its record replays that answer.

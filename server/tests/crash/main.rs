@@ -69,14 +69,15 @@
 //! the senders and the killer, then every check and the report); the
 //! modules below hold its parts.
 
+#[path = "harness.rs"]
+mod harness;
+
 mod checks;
 mod fleet;
-mod knobs;
-mod provider;
-mod sender;
 mod startup;
-mod stock;
-mod tally;
+
+use harness::{charges, knobs, provider, sender, stock, tally};
+use harness::{CALLERS, IN_FLIGHT, ONE_AT_A_TIME, SENDERS_PER_OPERATION};
 
 use fleet::{Fleet, Plan};
 use knobs::{knob, Seed};
@@ -89,13 +90,6 @@ use std::time::{Duration, Instant};
 use stock::Reserve;
 use tally::Tally;
 use testkit::{Database, MailDev, Psp, Server};
-
-const CALLERS: usize = 4;
-const IN_FLIGHT: usize = 16;
-const SENDERS_PER_OPERATION: usize = 2;
-
-/// Each harness loads the whole machine: they run one after the other.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_operation_charges_exactly_once_through_kills_and_duplicates() {
@@ -262,7 +256,7 @@ async fn run(mode: Mode, mix: Mix) {
     // The completer finishes what nobody retries: wait until nothing is
     // pending, then read every charge.
     let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
-    let charges_by_op = checks::settled_charges(&observer, Duration::from_secs(60)).await;
+    let charges_by_op = charges::settled(&observer, Duration::from_secs(60)).await;
 
     // Every operation: exactly one charge, and one answer for everyone.
     let answers = answers.lock().unwrap().clone();

@@ -50,6 +50,27 @@ pub(crate) enum Kind {
 }
 
 impl Operation {
+    /// Operation `id`: a new key, a charge of a random amount that the
+    /// provider accepts, no receipt; `abandoned` or not.
+    pub(crate) fn charge(
+        id: usize,
+        callers: Vec<Caller>,
+        rng: &mut StdRng,
+        abandoned: bool,
+    ) -> Self {
+        Self {
+            id,
+            callers,
+            key: testkit::new_key(),
+            kind: Kind::Charge {
+                amount: rng.random_range(1..100_000),
+                declined: false,
+                receipt_email: None,
+            },
+            abandoned,
+        }
+    }
+
     /// The description that finds its charge in `GET /charges`.
     pub(crate) fn description(&self) -> String {
         format!("op-{}", self.id)
@@ -292,6 +313,11 @@ pub(crate) async fn send_and_walk_away(op: &Operation, cx: &Context<'_>, rng: &m
 pub(crate) type Answers =
     std::sync::Arc<std::sync::Mutex<std::collections::HashMap<usize, Vec<Answer>>>>;
 
+/// Adds `answer` to operation `id`'s.
+pub(crate) fn record(answers: &Answers, id: usize, answer: Answer) {
+    answers.lock().unwrap().entry(id).or_default().push(answer);
+}
+
 /// Starts `senders` senders of `op` at once, each with its own random
 /// schedule from `seed` (each sends until answered; an abandoned
 /// operation's sender sends once and walks away), their answers into
@@ -321,12 +347,7 @@ pub(crate) fn spawn_senders(
                     return;
                 }
                 let answer = send_until_answered(&op, &cx, &mut rng).await;
-                answers
-                    .lock()
-                    .unwrap()
-                    .entry(op.id)
-                    .or_default()
-                    .push(answer);
+                record(&answers, op.id, answer);
             })
         })
         .collect();

@@ -137,11 +137,7 @@ async fn assert_whole(server: &Server, round: usize) {
         .unwrap();
     assert_eq!(reserved.status(), 201, "round {round}");
     let charged = caller
-        .post_keyed(
-            "/charges",
-            &testkit::new_key(),
-            &json!({"amount": 100, "currency": "usd"}),
-        )
+        .charge(&json!({"amount": 100, "currency": "usd"}))
         .await
         .unwrap();
     assert_eq!(charged.status(), 201, "round {round}");

@@ -15,12 +15,12 @@
 //! second within [`START_BOUND`].
 
 use crate::load;
-use crate::postgres::wait_for_replication;
+use crate::postgres::cluster;
 use crate::{Standby, ONE_AT_A_TIME};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testkit::{Database, Postgres, Psp, Server};
+use testkit::{Psp, Server};
 
 /// No request waits longer than this for its answer.
 const WAIT_BOUND: Duration = Duration::from_secs(10);
@@ -41,7 +41,7 @@ const AFTER: Duration = Duration::from_secs(16);
 async fn a_hung_primary_bounds_every_wait_and_the_promoted_standby_takes_new_keys() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let seed: u64 = crate::knobs::knob("FAILOVER_SEED", rand::random);
-    let (primary, replica, database) = cluster().await;
+    let (primary, replica, database) = cluster(Standby::Synchronous).await;
     let psp = Arc::new(Psp::with_latency(Duration::from_millis(20)).unwrap());
     let servers = crate::two_instances(&database, &psp).await;
     let token = format!("hang-{seed:016x}");
@@ -135,7 +135,7 @@ async fn a_hung_primary_bounds_every_wait_and_the_promoted_standby_takes_new_key
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn an_instance_started_while_the_first_host_hangs_reaches_the_second() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let (primary, replica, database) = cluster().await;
+    let (primary, replica, database) = cluster(Standby::Synchronous).await;
     primary.freeze().unwrap();
     replica.promote().unwrap();
     let mut servers = Vec::new();
@@ -151,11 +151,7 @@ async fn an_instance_started_while_the_first_host_hangs_reaches_the_second() {
         let sent = Instant::now();
         let response = server
             .caller()
-            .post_keyed(
-                "/charges",
-                &testkit::new_key(),
-                &serde_json::json!({"amount": 100, "currency": "usd"}),
-            )
+            .charge(&serde_json::json!({"amount": 100, "currency": "usd"}))
             .await
             .unwrap();
         answered.push((response.status().as_u16(), sent.elapsed()));
@@ -178,22 +174,4 @@ async fn an_instance_started_while_the_first_host_hangs_reaches_the_second() {
         assert_eq!(status, 201);
         assert!(waited <= WAIT_BOUND, "a charge waited {waited:?}");
     }
-}
-
-/// A primary with a synchronous standby, a fresh database on it, and the
-/// URL that names both hosts.
-async fn cluster() -> (Postgres, Postgres, Database) {
-    let primary = Postgres::start_with(&["synchronous_standby_names=*"]).unwrap();
-    let replica = primary
-        .standby(&["wal_retrieve_retry_interval=100ms"])
-        .unwrap();
-    wait_for_replication(&primary, Standby::Synchronous).await;
-    let made = Database::postgres_on(&primary.url()).await.unwrap();
-    let url = format!(
-        "postgres://postgres@{},{}/{}?target_session_attrs=read-write",
-        primary.addr(),
-        replica.addr(),
-        made.postgres_name().unwrap()
-    );
-    (primary, replica, Database::postgres_url(url))
 }

@@ -6,7 +6,7 @@
 //! charge per operation, no lie.
 
 use crate::observe::{settle, Ledger};
-use crate::sender::{Answer, Kind, Mode, Operation};
+use crate::sender::{Answer, Mode, Operation};
 use crate::{verdict, Standby};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::{Caller, Psp};
 
-const IN_FLIGHT: usize = 16;
+use crate::IN_FLIGHT;
 const ONE_SHOT_EVERY: usize = 5;
 /// A sender gives its operation up after this (the run then fails: a
 /// retried operation must end with a 201).
@@ -69,17 +69,7 @@ pub(crate) async fn run(
     while sending.load(Ordering::Acquire) {
         let slot = slots.clone().acquire_owned().await.unwrap();
         let id = operations.len();
-        let op = Operation {
-            id,
-            callers: callers.to_vec(),
-            key: testkit::new_key(),
-            kind: Kind::Charge {
-                amount: rng.random_range(1..100_000),
-                declined: false,
-                receipt_email: None,
-            },
-            abandoned: id % ONE_SHOT_EVERY == 0,
-        };
+        let op = Operation::charge(id, callers.to_vec(), &mut rng, id % ONE_SHOT_EVERY == 0);
         operations.push(op.clone());
         let (attempts, answers, told_nothing) =
             (attempts.clone(), answers.clone(), told_nothing.clone());
@@ -98,12 +88,7 @@ pub(crate) async fn run(
                 if attempt.status == Some(201) {
                     let body = attempt.detail.into_bytes();
                     let answer = Answer { status: 201, body };
-                    answers
-                        .lock()
-                        .unwrap()
-                        .entry(op.id)
-                        .or_default()
-                        .push(answer);
+                    crate::sender::record(&answers, op.id, answer);
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(rng.random_range(20..120))).await;

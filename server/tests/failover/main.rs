@@ -51,18 +51,10 @@
 //! `scripts/test.sh` runs it in its PostgreSQL step with
 //! `--include-ignored`.
 
-#[allow(dead_code)] // shared with the crash harness; a part is used here
-#[path = "../crash/knobs.rs"]
-mod knobs;
-#[allow(dead_code)]
-#[path = "../crash/sender.rs"]
-mod sender;
-#[allow(dead_code)]
-#[path = "../crash/stock.rs"]
-mod stock;
-#[allow(dead_code)]
-#[path = "../crash/tally.rs"]
-mod tally;
+#[path = "../crash/harness.rs"]
+mod harness;
+use harness::{knobs, sender, stock, tally};
+use harness::{CALLERS, IN_FLIGHT, ONE_AT_A_TIME, SENDERS_PER_OPERATION};
 #[allow(dead_code)] // shared with the power-cut harness
 #[path = "../powercut/verdict.rs"]
 mod verdict;
@@ -75,12 +67,10 @@ mod postgres;
 mod senders;
 
 use observe::{healthy_again, settle, writes_to, Ledger};
-use postgres::{
-    cancel_sync_waiters, signal, terminate_sync_waiters, wait_for_replication, walsender,
-};
+use postgres::{cancel_sync_waiters, signal, terminate_sync_waiters, walsender};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sender::{Context, Kind, Mode, Operation};
+use sender::{Context, Mode, Operation};
 use senders::{send_measuring, send_once};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,9 +79,6 @@ use std::time::{Duration, Instant};
 use tally::Tally;
 use testkit::{Database, Postgres, Psp, Server};
 
-const CALLERS: usize = 4;
-const IN_FLIGHT: usize = 16;
-const SENDERS_PER_OPERATION: usize = 2;
 const ONE_SHOT_EVERY: usize = 5;
 /// The documented bound: each instance writes to the new primary within
 /// this of its promotion (how long the promotion takes is the
@@ -102,9 +89,6 @@ const BEFORE: Duration = Duration::from_secs(3);
 const AFTER: Duration = Duration::from_secs(3);
 /// How far the standby falls behind just before the primary dies.
 const LAG: Duration = Duration::from_millis(300);
-
-/// Each run loads the whole machine: they run one after the other.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
@@ -250,24 +234,7 @@ async fn two_instances(database: &Database, psp: &Psp) -> [Server; 2] {
 async fn run(standby: Standby, ending: Ending) -> Run {
     let seed: u64 = knobs::knob("FAILOVER_SEED", rand::random);
     println!("failover ({standby:?} standby): FAILOVER_SEED={seed}");
-    let settings: &[&str] = match standby {
-        Standby::Synchronous => &["synchronous_standby_names=*"],
-        Standby::Asynchronous => &[],
-    };
-    let primary = Postgres::start_with(settings).unwrap();
-    // A standby that looks for new WAL often: its promotion is quick.
-    let replica = primary
-        .standby(&["wal_retrieve_retry_interval=100ms"])
-        .unwrap();
-    wait_for_replication(&primary, standby).await;
-    let made = Database::postgres_on(&primary.url()).await.unwrap();
-    let url = format!(
-        "postgres://postgres@{},{}/{}?target_session_attrs=read-write",
-        primary.addr(),
-        replica.addr(),
-        made.postgres_name().unwrap()
-    );
-    let database = Database::postgres_url(url);
+    let (primary, replica, database) = postgres::cluster(standby).await;
     let psp = Arc::new(Psp::with_latency(Duration::from_millis(20)).unwrap());
     let servers = two_instances(&database, &psp).await;
     let (old_host, new_host) = (primary.addr().to_string(), replica.addr().to_string());
@@ -385,16 +352,13 @@ async fn run(standby: Standby, ending: Ending) -> Run {
         &sending,
         IN_FLIGHT,
         seed,
-        |id, rng| Operation {
-            id,
-            callers: callers[rng.random_range(0..CALLERS)].clone(),
-            key: testkit::new_key(),
-            kind: Kind::Charge {
-                amount: rng.random_range(1..100_000),
-                declined: false,
-                receipt_email: None,
-            },
-            abandoned: id % ONE_SHOT_EVERY == 0,
+        |id, rng| {
+            Operation::charge(
+                id,
+                callers[rng.random_range(0..CALLERS)].clone(),
+                rng,
+                id % ONE_SHOT_EVERY == 0,
+            )
         },
         |op, slot| {
             let senders = if op.abandoned {

@@ -4,7 +4,7 @@
 
 use crate::Standby;
 use std::time::{Duration, Instant};
-use testkit::Postgres;
+use testkit::{Database, Postgres};
 
 /// `pg_terminate_backend` for every session whose COMMIT waits for the
 /// synchronous standby; the statements they waited in (the start of each),
@@ -87,4 +87,27 @@ pub(crate) async fn wait_for_replication(primary: &Postgres, standby: Standby) {
         assert!(Instant::now() < deadline, "the standby never streamed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A primary with a standby (`standby`: its commits wait for it, or not),
+/// a fresh database on it, and the URL that names both hosts.
+pub(crate) async fn cluster(standby: Standby) -> (Postgres, Postgres, Database) {
+    let settings: &[&str] = match standby {
+        Standby::Synchronous => &["synchronous_standby_names=*"],
+        Standby::Asynchronous => &[],
+    };
+    let primary = Postgres::start_with(settings).unwrap();
+    // A standby that looks for new WAL often: its promotion is quick.
+    let replica = primary
+        .standby(&["wal_retrieve_retry_interval=100ms"])
+        .unwrap();
+    wait_for_replication(&primary, standby).await;
+    let made = Database::postgres_on(&primary.url()).await.unwrap();
+    let url = format!(
+        "postgres://postgres@{},{}/{}?target_session_attrs=read-write",
+        primary.addr(),
+        replica.addr(),
+        made.postgres_name().unwrap()
+    );
+    (primary, replica, Database::postgres_url(url))
 }

@@ -23,21 +23,10 @@
 //! ([`postgres`]) need PostgreSQL installed and are `#[ignore]`d;
 //! `scripts/test.sh` runs them in its PostgreSQL step.
 
-#[allow(dead_code)] // shared with the crash harness; a part is used here
-#[path = "../crash/knobs.rs"]
-mod knobs;
-#[allow(dead_code)]
-#[path = "../crash/provider.rs"]
-mod provider;
-#[allow(dead_code)]
-#[path = "../crash/sender.rs"]
-mod sender;
-#[allow(dead_code)]
-#[path = "../crash/stock.rs"]
-mod stock;
-#[allow(dead_code)]
-#[path = "../crash/tally.rs"]
-mod tally;
+#[path = "../crash/harness.rs"]
+mod harness;
+use harness::{charges, knobs, provider, sender, stock, tally};
+use harness::{CALLERS, IN_FLIGHT, ONE_AT_A_TIME, SENDERS_PER_OPERATION};
 
 mod fsync;
 mod postgres;
@@ -52,13 +41,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tally::Tally;
 use testkit::{Database, LazyFs, MailDev, Psp, Server};
-
-const CALLERS: usize = 4;
-const IN_FLIGHT: usize = 16;
-const SENDERS_PER_OPERATION: usize = 2;
-
-/// Each run loads the whole machine: they run one after the other.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn power_cuts_lose_no_answered_operation_with_full_durability() {
@@ -244,7 +226,7 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
     let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
     if mode == Mode::Provider {
         // The completer finishes what the cuts interrupted.
-        verdict::settle(&observer, Duration::from_secs(60)).await;
+        charges::settled(&observer, Duration::from_secs(60)).await;
     }
     let report = verdict::judge(&operations, &answers, &observer, mode).await;
     let (ledger, receipts) = match &outside {

@@ -7,7 +7,7 @@
 //! Nothing answered may be lost.
 
 use crate::knobs::knob;
-use crate::sender::{self, Kind, Mode, Operation};
+use crate::sender::{self, Mode, Operation};
 use crate::tally::Tally;
 use crate::verdict;
 use crate::Cuts;
@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, LazyFs, Postgres, Server};
 
-const CALLERS: usize = 4;
-const IN_FLIGHT: usize = 16;
+use crate::{CALLERS, IN_FLIGHT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
@@ -68,16 +67,13 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         &cutting,
         IN_FLIGHT,
         seed,
-        |id, rng| Operation {
-            id,
-            callers: callers[rng.random_range(0..CALLERS)].clone(),
-            key: testkit::new_key(),
-            kind: Kind::Charge {
-                amount: rng.random_range(1..100_000),
-                declined: false,
-                receipt_email: None,
-            },
-            abandoned: false,
+        |id, rng| {
+            Operation::charge(
+                id,
+                callers[rng.random_range(0..CALLERS)].clone(),
+                rng,
+                false,
+            )
         },
         |op, slot| {
             let senders = crate::SENDERS_PER_OPERATION;

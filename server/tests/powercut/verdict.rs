@@ -1,10 +1,10 @@
 //! The judgement after the cuts: each operation's answers against the
 //! charges the database kept, then a last retry of each.
 
+pub(crate) use crate::harness::charges::by_description as charges;
 use crate::sender::{Answer, Mode, Operation};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 use testkit::Caller;
 
 /// What the judgement found, one line per operation that went wrong.
@@ -30,19 +30,12 @@ pub(crate) struct Report {
 impl Report {
     /// `--durability full`: every answer survived every cut.
     pub(crate) fn assert_nothing_answered_was_lost(&self) {
-        for (what, problems) in [
+        none_of(&[
             ("operations lost answered work", &self.lost),
             ("operations charged more than once", &self.duplicates),
             ("last retries did not replay the answer", &self.retries),
             ("operations without exactly one charge", &self.not_one),
-        ] {
-            assert!(
-                problems.is_empty(),
-                "{} {what}, first ones:\n{}",
-                problems.len(),
-                problems[..problems.len().min(10)].join("\n")
-            );
-        }
+        ]);
         assert!(self.answered > 0, "nothing was answered");
     }
 
@@ -55,54 +48,23 @@ impl Report {
             "no answered operation was lost with relaxed durability: the harness \
              cannot tell an answer sent before its commit is durable"
         );
-        for (what, problems) in [
+        none_of(&[
             ("operations charged more than once", &self.duplicates),
             ("operations without exactly one charge", &self.not_one),
-        ] {
-            assert!(
-                problems.is_empty(),
-                "{} {what}, first ones:\n{}",
-                problems.len(),
-                problems[..problems.len().min(10)].join("\n")
-            );
-        }
+        ]);
     }
 }
 
-/// Every charge of `callers`, by description.
-pub(crate) async fn charges(callers: &[&Caller]) -> HashMap<String, Vec<Value>> {
-    let mut by_op: HashMap<String, Vec<Value>> = HashMap::new();
-    for caller in callers {
-        let charges = caller
-            .charges()
-            .await
-            .unwrap_or_else(|e| panic!("listing the charges: {e:#}"));
-        for charge in charges {
-            let description = charge["description"].as_str().unwrap().to_owned();
-            by_op.entry(description).or_default().push(charge);
-        }
-    }
-    by_op
-}
-
-/// Waits until no charge is `pending` (the completer's work), for at
-/// most `timeout`.
-pub(crate) async fn settle(callers: &[&Caller], timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let charges = charges(callers).await;
-        let pending: Vec<&Value> = (charges.values().flatten())
-            .filter(|c| c["status"] == "pending")
-            .collect();
-        if pending.is_empty() {
-            return;
-        }
+/// Fails, with the first ten of each, when any list of problems is not
+/// empty.
+fn none_of(lists: &[(&str, &Vec<String>)]) {
+    for (what, problems) in lists {
         assert!(
-            Instant::now() < deadline,
-            "{} charges still pending after {timeout:?}: {pending:?}",
-            pending.len()
+            problems.is_empty(),
+            "{} {what}, first ones:\n{}",
+            problems.len(),
+            problems[..problems.len().min(10)].join("\n")
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

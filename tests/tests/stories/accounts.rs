@@ -2,7 +2,7 @@
 //! the strict Content-Security-Policy it is served with, and what axe-core
 //! finds on it.
 
-use super::privacy::{b_token, storage};
+use super::privacy::{b_token, storage, token_not_in_local_storage};
 use anyhow::{ensure, Context, Result};
 use e2e::paths;
 use e2e::steps::{fill_cart, pay_with_chaos, wait_for_kill};
@@ -79,15 +79,7 @@ async fn a_second_shopper_on_the_same_browser_is_never_charged_for_the_first_sho
     );
 
     let token = b_token(&page).await?;
-    let in_local: Vec<_> = storage(&page, "localStorage")
-        .await?
-        .into_iter()
-        .filter(|(_, value)| value.contains(&token))
-        .collect();
-    ensure!(
-        in_local.is_empty(),
-        "Shopper B's token is in localStorage: {in_local:?}"
-    );
+    token_not_in_local_storage(&page, &token).await?;
     let charges_b = scene.server.bearer(&token).charges().await?;
     ensure!(
         descriptions(&charges_b) == [format!("cart {cart_b}")],

@@ -47,6 +47,16 @@ async fn page_entries_holding(page: &Page, text: &str) -> Result<Vec<(String, St
 }
 
 /// Types `address` into the receipt e-mail field, as the shopper would.
+/// A new shopper's page with a cart filled, paying with [`ADDRESS`] for
+/// its receipt.
+async fn paying_with_an_address(scene: &mut Scene) -> Result<Page> {
+    let page = scene.shopper().await?;
+    fill_cart(&page).await?;
+    give_address(&page, ADDRESS).await?;
+    page.pay().await?;
+    Ok(page)
+}
+
 async fn give_address(page: &Page, address: &str) -> Result<()> {
     let address = serde_json::to_string(address)?;
     page.eval::<bool>(&format!(
@@ -64,10 +74,7 @@ async fn give_address(page: &Page, address: &str) -> Result<()> {
 async fn the_receipt_address_is_forgotten_once_the_receipt_is_shown(
     scene: &mut Scene,
 ) -> Result<()> {
-    let page = scene.shopper().await?;
-    fill_cart(&page).await?;
-    give_address(&page, ADDRESS).await?;
-    page.pay().await?;
+    let page = paying_with_an_address(scene).await?;
     let receipt = page.wait_for_receipt().await?;
     ensure!(
         receipt.mail != "none",
@@ -114,10 +121,7 @@ async fn the_receipt_address_is_forgotten_once_the_receipt_is_shown(
 async fn signing_out_forgets_the_shoppers_keys_requests_cart_and_token(
     scene: &mut Scene,
 ) -> Result<()> {
-    let page = scene.shopper().await?;
-    fill_cart(&page).await?;
-    give_address(&page, ADDRESS).await?;
-    page.pay().await?;
+    let page = paying_with_an_address(scene).await?;
     page.wait_for_receipt().await?;
     let cart_a = page.cart_id().await?;
     page.click("#reserve").await?;
@@ -160,15 +164,7 @@ async fn signing_out_forgets_the_shoppers_keys_requests_cart_and_token(
     page.pay().await?;
     page.wait_for_receipt().await?;
     let token = b_token(&page).await?;
-    let in_local: Vec<_> = storage(&page, "localStorage")
-        .await?
-        .into_iter()
-        .filter(|(_, value)| value.contains(&token))
-        .collect();
-    ensure!(
-        in_local.is_empty(),
-        "Shopper B's token is in localStorage: {in_local:?}"
-    );
+    token_not_in_local_storage(&page, &token).await?;
     let charges = scene.server.bearer(&token).charges().await?;
     ensure!(charges.len() == 1, "Shopper B holds {charges:?}");
     page.reload().await?;
@@ -193,6 +189,21 @@ async fn signing_out_forgets_the_shoppers_keys_requests_cart_and_token(
             "after B signed out, {area} still holds {left:?}"
         );
     }
+    Ok(())
+}
+
+/// No entry of the page's localStorage holds Shopper B's bearer `token`
+/// (it belongs in sessionStorage only).
+pub(crate) async fn token_not_in_local_storage(page: &Page, token: &str) -> Result<()> {
+    let in_local: Vec<_> = storage(page, "localStorage")
+        .await?
+        .into_iter()
+        .filter(|(_, value)| value.contains(token))
+        .collect();
+    ensure!(
+        in_local.is_empty(),
+        "Shopper B's token is in localStorage: {in_local:?}"
+    );
     Ok(())
 }
 
