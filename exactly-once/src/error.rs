@@ -126,6 +126,7 @@ pub enum Error {
 /// A step that could not reach what it calls (a partner's API): answered 503 with `Retry-After` and the problem type
 /// the application names, and the operation is kept at its recovery point.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StepUnavailable {
     /// The problem type's slug: `/problems/<slug>`.
     pub slug: &'static str,
@@ -135,6 +136,24 @@ pub struct StepUnavailable {
     pub detail: String,
     /// Why, for the log.
     pub reason: String,
+}
+
+impl StepUnavailable {
+    /// The problem `/problems/<slug>` titled `title`, telling the caller
+    /// `detail`; `reason` goes to the log.
+    pub fn new(
+        slug: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            slug,
+            title,
+            detail: detail.into(),
+            reason: reason.into(),
+        }
+    }
 }
 
 impl fmt::Display for StepUnavailable {

@@ -12,10 +12,9 @@ mod common;
 
 use exactly_once::postgres::PostgresOperation;
 use exactly_once::postgres::Transaction;
-use exactly_once::IdempotentRequest;
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Migration, NoFaults, PhaseEnd, Postgres,
-    PostgresStore, RunContext, StoreOptions, StoredResponse,
+    Engine, Migration, NoFaults, PhaseEnd, Postgres, PostgresStore, RunContext, StoreOptions,
+    StoredResponse,
 };
 use http::StatusCode;
 use std::sync::Arc;
@@ -54,21 +53,12 @@ impl PostgresOperation for AddNote {
     }
 }
 
-fn request(key: &str, text: &str) -> IdempotentRequest {
-    let body = serde_json::json!({ "text": text });
-    IdempotentRequest {
-        caller: Caller::of(b"their-session"),
-        key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
-        fingerprint: Fingerprint::new(&http::Method::POST, "/notes", &body),
-    }
-}
-
 async fn add(engine: &Engine<Postgres>, key: &str, text: &str) -> exactly_once::Answer {
     let body = serde_json::json!({ "text": text });
     let parse =
         |body: &serde_json::Value| Ok::<_, ()>(AddNote(body["text"].as_str().unwrap().to_owned()));
     engine
-        .execute(request(key, text), &body, &NoFaults, parse)
+        .execute(common::request(key, text), &body, &NoFaults, parse)
         .await
         .or_else(exactly_once::Refused::into_answer)
         .expect("the body parses")

@@ -14,10 +14,9 @@ mod common;
 use exactly_once::outbox::{enqueue, Message};
 use exactly_once::postgres::sqlx::SqlxOperation;
 use exactly_once::postgres::Result;
-use exactly_once::IdempotentRequest;
 use exactly_once::{
-    Caller, Engine, Fingerprint, IdempotencyKey, Lease, Migration, NoFaults, Operation, PhaseEnd,
-    RunContext, Sqlx, SqlxStore, Steps, StoreOptions, StoredResponse,
+    Engine, Lease, Migration, NoFaults, Operation, PhaseEnd, RunContext, Sqlx, SqlxStore, Steps,
+    StoreOptions, StoredResponse,
 };
 use http::StatusCode;
 use sqlx::PgConnection;
@@ -95,15 +94,6 @@ impl Steps<Sqlx> for Send {
     }
 }
 
-fn request(key: &str, text: &str) -> IdempotentRequest {
-    let body = serde_json::json!({ "text": text });
-    IdempotentRequest {
-        caller: Caller::of(b"their-session"),
-        key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
-        fingerprint: Fingerprint::new(&http::Method::POST, "/notes", &body),
-    }
-}
-
 async fn add(
     engine: &Engine<Sqlx>,
     key: &str,
@@ -118,7 +108,7 @@ async fn add(
         })
     };
     engine
-        .execute(request(key, text), &body, &NoFaults, parse)
+        .execute(common::request(key, text), &body, &NoFaults, parse)
         .await
         .or_else(exactly_once::Refused::into_answer)
         .expect("the body parses")
@@ -265,7 +255,7 @@ async fn an_operation_runs_under_the_engines_lock_timeout_and_the_pool_gets_none
     let engine = Engine::new(SqlxStore::open(pool.clone(), options).await.unwrap());
     let answer = engine
         .execute(
-            request("lock-1", "show"),
+            common::request("lock-1", "show"),
             &serde_json::json!({ "text": "show" }),
             &NoFaults,
             |_| Ok::<_, ()>(ShowLockTimeout),

@@ -18,14 +18,13 @@ use std::sync::Arc;
 /// The payment provider gave no final answer: the operation waits at its
 /// recovery point; a retry resumes it (503 `provider-unavailable`).
 pub fn provider_unavailable(reason: impl Into<String>) -> Error {
-    Error::StepUnavailable(StepUnavailable {
-        slug: "provider-unavailable",
-        title: "Payment provider unavailable",
-        detail: "the payment provider did not answer; the payment is kept and a retry with \
-                 the same Idempotency-Key resumes it"
-            .into(),
-        reason: reason.into(),
-    })
+    Error::StepUnavailable(StepUnavailable::new(
+        "provider-unavailable",
+        "Payment provider unavailable",
+        "the payment provider did not answer; the payment is kept and a retry with the same \
+         Idempotency-Key resumes it",
+        reason,
+    ))
 }
 
 /// What the shop's steps need: the provider, and whether receipts are sent.

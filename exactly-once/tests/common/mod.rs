@@ -1,7 +1,17 @@
 //! What the engine's tests on an application's own pool share.
 
-use exactly_once::Answer;
+use exactly_once::{Answer, Caller, Fingerprint, IdempotencyKey, IdempotentRequest};
 use std::future::Future;
+
+/// `POST /notes` of `{"text": text}` with `key`, by one session.
+pub(crate) fn request(key: &str, text: &str) -> IdempotentRequest {
+    let body = serde_json::json!({ "text": text });
+    IdempotentRequest {
+        caller: Caller::of(b"their-session"),
+        key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
+        fingerprint: Fingerprint::new(&http::Method::POST, "/notes", &body),
+    }
+}
 
 /// Sends `n` copies of one keyed request at once, each through `send`.
 /// Each must be answered as the one run (201) or as in use by another

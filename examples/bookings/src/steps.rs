@@ -74,14 +74,13 @@ impl PartnerSteps {
 
 fn unavailable(reason: String) -> Error {
     tracing::warn!(%reason, "no final answer from the partner; the booking waits at seat_held");
-    Error::StepUnavailable(StepUnavailable {
-        slug: "partner-unavailable",
-        title: "Partner unavailable",
-        detail: "the seat is held and the partner has not confirmed it yet; send the same \
-                 request with the same Idempotency-Key again to get the outcome"
-            .into(),
+    Error::StepUnavailable(StepUnavailable::new(
+        "partner-unavailable",
+        "Partner unavailable",
+        "the seat is held and the partner has not confirmed it yet; send the same request with \
+         the same Idempotency-Key again to get the outcome",
         reason,
-    })
+    ))
 }
 
 #[async_trait]

@@ -31,7 +31,8 @@ struct Config {
     /// The PostgreSQL database (`postgres://…`).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     database_url: SecretUrl,
-    /// The payment provider (`http://…`, docs/PSP.md).
+    /// The payment provider (`http://…`, or `https://…` trusting the
+    /// platform's roots and `SSL_CERT_FILE`; docs/PSP.md).
     #[arg(long, env = "ORDERS_PROVIDER_URL", hide_env_values = true)]
     provider_url: SecretUrl,
     /// How long a call to the provider may take.
@@ -131,7 +132,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     // What the engine adds: its tables beside theirs, on the same pool.
     let options = StoreOptions::new().lease(config.operation_lease);
     let store = SqlxStore::open(pool.clone(), options).await?;
-    let steps = ProviderSteps::new(&config.provider_url, config.provider_timeout);
+    let steps = ProviderSteps::new(&config.provider_url, config.provider_timeout)?;
     let engine = Engine::builder(std::sync::Arc::new(store))
         .steps(steps)
         .build();

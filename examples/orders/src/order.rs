@@ -193,6 +193,17 @@ pub(crate) async fn list(
     Ok(rows.into_iter().map(OrderRow::from).collect())
 }
 
+/// Why the provider's client could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProviderSetupError {
+    /// The trusted roots could not be read (`SSL_CERT_FILE`).
+    #[error("cannot read the trusted certificates: {0}")]
+    Roots(#[from] exactly_once::tls::TlsError),
+    /// The HTTP client could not be built.
+    #[error("cannot build the provider's HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
 /// The step at [`ORDER_PLACED`]: the charge at the provider.
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderSteps {
@@ -201,15 +212,17 @@ pub(crate) struct ProviderSteps {
 }
 
 impl ProviderSteps {
-    /// The provider at `url`, each call bounded by `timeout`.
-    pub(crate) fn new(url: &str, timeout: Duration) -> Self {
-        Self {
-            http: reqwest::Client::builder()
-                .timeout(timeout)
-                .build()
-                .expect("an HTTP client with a timeout builds"),
-            url: url.trim_end_matches('/').to_owned(),
-        }
+    /// The provider at `url` (`http://`, or `https://` trusting what the
+    /// machine trusts: the platform's roots and `SSL_CERT_FILE`, through
+    /// the engine's `tls`), each call bounded by `timeout`.
+    pub(crate) fn new(url: &str, timeout: Duration) -> Result<Self, ProviderSetupError> {
+        let roots = exactly_once::tls::trusted_roots()?;
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(exactly_once::tls::client_config(roots))
+            .timeout(timeout)
+            .build()?;
+        let url = url.trim_end_matches('/').to_owned();
+        Ok(Self { http, url })
     }
 
     /// Charges `placed` under `key`: the verdict, or why there is none yet.
@@ -253,14 +266,13 @@ impl ProviderSteps {
 
 fn unavailable(reason: String) -> Error {
     tracing::warn!(%reason, "no final answer from the provider; the order waits at order_placed");
-    Error::StepUnavailable(StepUnavailable {
-        slug: "provider-unavailable",
-        title: "Payment provider unavailable",
-        detail: "the order is placed and the provider has not answered yet; send the same \
-                 request with the same Idempotency-Key again to get the outcome"
-            .into(),
+    Error::StepUnavailable(StepUnavailable::new(
+        "provider-unavailable",
+        "Payment provider unavailable",
+        "the order is placed and the provider has not answered yet; send the same request with \
+         the same Idempotency-Key again to get the outcome",
         reason,
-    })
+    ))
 }
 
 #[async_trait]

@@ -32,9 +32,15 @@ impl Shop {
 
     /// [`Shop::start`], the provider taking `latency` over each charge.
     async fn with_provider_latency(latency: Duration, flags: &[&str]) -> Result<Self> {
-        let database = Database::postgres().await?;
         let psp = tokio::task::spawn_blocking(move || Psp::with_latency(latency)).await??;
-        let launch = Launch::new(ORDERS)
+        Self::on(psp, Launch::new(ORDERS), flags).await
+    }
+
+    /// A fresh database, and the service `launch` starts on it charging
+    /// at `psp`, with `flags`.
+    async fn on(psp: Psp, launch: Launch, flags: &[&str]) -> Result<Self> {
+        let database = Database::postgres().await?;
+        let launch = launch
             .env_remove("DATABASE_URL")
             .args(["--database-url", &database.url()])
             .args(["--provider-url", &psp.base_url()])
@@ -189,6 +195,43 @@ async fn a_retry_is_the_first_answer_byte_for_byte_and_another_body_is_a_422() -
     let charges = shop.charges().await?;
     assert_eq!(charges.len(), 1, "one charge at the provider: {charges:?}");
     assert_eq!(charges.values().next().unwrap()[0].amount, 4200);
+    Ok(())
+}
+
+/// A provider over TLS is charged when its certificate's CA is trusted
+/// (`SSL_CERT_FILE` beside the platform's roots); with the platform's
+/// roots alone it is never charged, and the order waits for a retry (503
+/// `provider-unavailable`).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: TEST_POSTGRES_URL, --include-ignored"]
+async fn a_provider_over_tls_is_charged_only_when_its_certificate_is_trusted() -> Result<()> {
+    let ca = testkit::TestCa::new("orders-provider")?;
+    let psp = Psp::start_tls(&ca)?;
+    assert!(psp.base_url().starts_with("https://"), "{}", psp.base_url());
+    let trusting = Launch::new(ORDERS).env("SSL_CERT_FILE", ca.ca_pem());
+    let shop = Shop::on(psp, trusting, &[]).await?;
+    let (status, _, answer) = shop.order("tls-1", &body("lamp", 4200)).await?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    assert_eq!(shop.psp.ledger().await?.len(), 1);
+
+    let psp = Psp::start_tls(&ca)?;
+    let untrusting = Launch::new(ORDERS).env_remove("SSL_CERT_FILE");
+    let shop = Shop::on(psp, untrusting, &[]).await?;
+    let (status, _, answer) = shop.order("tls-2", &body("lamp", 4200)).await?;
+    let problem: Value = serde_json::from_slice(&answer)?;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{problem}");
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("provider-unavailable"),
+        "{problem}"
+    );
+    assert!(
+        shop.psp.ledger().await?.is_empty(),
+        "an untrusted provider was charged"
+    );
     Ok(())
 }
 

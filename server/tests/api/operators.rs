@@ -184,22 +184,7 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
         .await
         .failed_saying("no operation");
 
-    let retried = operations(
-        &shop.app,
-        &[
-            "retry",
-            op,
-            "--psp-url",
-            &shop.psp.base_url(),
-            "--reason",
-            "killed mid-charge",
-            "--yes",
-            "--json",
-        ],
-    )
-    .await
-    .succeeded()
-    .json();
+    let retried = retry_confirmed(&shop, op, &["--reason", "killed mid-charge"]).await;
     assert_eq!(retried["finished"], true, "{retried}");
     assert_eq!(retried["outcome"]["status"], 201);
     assert_eq!(
@@ -235,20 +220,7 @@ async fn a_charge_killed_mid_way_is_listed_shown_and_finished_by_retry_with_no_s
     let stalled = the_one(&shop.app, "stalled").await;
     assert_eq!(stalled["key"], asked.as_str());
     let op = stalled["op"].as_str().unwrap();
-    let retried = operations(
-        &shop.app,
-        &[
-            "retry",
-            op,
-            "--psp-url",
-            &shop.psp.base_url(),
-            "--yes",
-            "--json",
-        ],
-    )
-    .await
-    .succeeded()
-    .json();
+    let retried = retry_confirmed(&shop, op, &[]).await;
     assert_eq!(retried["outcome"]["status"], 201);
     let ledger = shop.ledger().await;
     assert_eq!(ledger.len(), 2, "charged now, once");
@@ -514,4 +486,13 @@ fn settle_args<'a>(op: &'a str, reason: &'a str, right: &[&'a str]) -> Vec<&'a s
     let mut args = vec!["settle", op, "--reason", reason];
     args.extend_from_slice(right);
     args
+}
+
+/// `retry OP --yes --json` with the shop's provider and `more`: its
+/// report, once it succeeded.
+async fn retry_confirmed(shop: &Checkout, op: &str, more: &[&str]) -> Value {
+    let psp = shop.psp.base_url();
+    let mut args = vec!["retry", op, "--psp-url", &psp, "--yes", "--json"];
+    args.extend_from_slice(more);
+    operations(&shop.app, &args).await.succeeded().json()
 }

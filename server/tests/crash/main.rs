@@ -81,13 +81,11 @@ use harness::{CALLERS, IN_FLIGHT, ONE_AT_A_TIME, SENDERS_PER_OPERATION};
 
 use fleet::{Fleet, Plan};
 use knobs::{knob, Seed};
-use rand::Rng;
-use sender::{Kind, Mode, Operation};
+use sender::{Draw, Kind, Mode, Operation};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stock::Reserve;
 use tally::Tally;
 use testkit::{Database, MailDev, Psp, Server};
 
@@ -214,26 +212,16 @@ async fn run(mode: Mode, mix: Mix) {
     // The senders: operations keep coming while the killer works.
     let answers: sender::Answers = Arc::default();
     let provider = mode == Mode::Provider;
+    let draw = Draw {
+        provider,
+        reservations: mix == Mix::ChargesAndReservations,
+        abandon: if provider { 0.05 } else { 0.0 },
+    };
     let operations = sender::while_running(
         &killing,
         IN_FLIGHT,
         seed,
-        |id, rng| Operation {
-            id,
-            callers: callers[rng.random_range(0..CALLERS)].clone(),
-            key: testkit::new_key(),
-            kind: if mix == Mix::ChargesAndReservations && rng.random_bool(1.0 / 8.0) {
-                Kind::Reserve(Reserve::random(rng))
-            } else {
-                Kind::Charge {
-                    amount: rng.random_range(1..100_000),
-                    declined: provider && rng.random_bool(0.15),
-                    receipt_email: (provider && rng.random_bool(0.4))
-                        .then(|| format!("op-{id}@shop.example")),
-                }
-            },
-            abandoned: provider && rng.random_bool(0.05),
-        },
+        |id, rng| Operation::drawn(id, &callers, rng, draw),
         |op, slot| {
             let senders = if op.abandoned {
                 1

@@ -34,6 +34,17 @@ pub(crate) struct Operation {
     pub(crate) abandoned: bool,
 }
 
+/// What a harness's load is made of ([`Operation::drawn`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Draw {
+    /// Charges go to the provider: some cards decline, some receipts.
+    pub(crate) provider: bool,
+    /// Some operations reserve stock instead.
+    pub(crate) reservations: bool,
+    /// The odds that an operation is abandoned.
+    pub(crate) abandon: f64,
+}
+
 /// What an operation asks for.
 #[derive(Clone)]
 pub(crate) enum Kind {
@@ -50,17 +61,18 @@ pub(crate) enum Kind {
 }
 
 impl Operation {
-    /// Operation `id`: a new key, a charge of a random amount that the
-    /// provider accepts, no receipt; `abandoned` or not.
+    /// Operation `id`: one of `customers` (drawn by `rng`), a new key, a
+    /// charge of a random amount that the provider accepts, no receipt;
+    /// `abandoned` or not.
     pub(crate) fn charge(
         id: usize,
-        callers: Vec<Caller>,
+        customers: &[Vec<Caller>],
         rng: &mut StdRng,
         abandoned: bool,
     ) -> Self {
         Self {
             id,
-            callers,
+            callers: customers[rng.random_range(0..customers.len())].clone(),
             key: testkit::new_key(),
             kind: Kind::Charge {
                 amount: rng.random_range(1..100_000),
@@ -68,6 +80,37 @@ impl Operation {
                 receipt_email: None,
             },
             abandoned,
+        }
+    }
+
+    /// Operation `id` as a harness's load draws it (by `rng`): one of
+    /// `customers`, a new key, a charge of a random amount; with the
+    /// provider (`draw.provider`) some declined cards and receipts by
+    /// mail; some reservations of stock among the charges
+    /// (`draw.reservations`); and abandoned at `draw.abandon`'s odds.
+    pub(crate) fn drawn(
+        id: usize,
+        customers: &[Vec<Caller>],
+        rng: &mut StdRng,
+        draw: Draw,
+    ) -> Self {
+        let callers = customers[rng.random_range(0..customers.len())].clone();
+        let kind = if draw.reservations && rng.random_bool(1.0 / 8.0) {
+            Kind::Reserve(Reserve::random(rng))
+        } else {
+            Kind::Charge {
+                amount: rng.random_range(1..100_000),
+                declined: draw.provider && rng.random_bool(0.15),
+                receipt_email: (draw.provider && rng.random_bool(0.4))
+                    .then(|| format!("op-{id}@shop.example")),
+            }
+        };
+        Self {
+            id,
+            callers,
+            key: testkit::new_key(),
+            kind,
+            abandoned: draw.abandon > 0.0 && rng.random_bool(draw.abandon),
         }
     }
 

@@ -69,7 +69,7 @@ pub(crate) async fn run(
     while sending.load(Ordering::Acquire) {
         let slot = slots.clone().acquire_owned().await.unwrap();
         let id = operations.len();
-        let op = Operation::charge(id, callers.to_vec(), &mut rng, id % ONE_SHOT_EVERY == 0);
+        let op = Operation::charge(id, &[callers.to_vec()], &mut rng, id % ONE_SHOT_EVERY == 0);
         operations.push(op.clone());
         let (attempts, answers, told_nothing) =
             (attempts.clone(), answers.clone(), told_nothing.clone());

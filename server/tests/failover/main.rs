@@ -69,7 +69,7 @@ mod senders;
 use observe::{healthy_again, settle, writes_to, Ledger};
 use postgres::{cancel_sync_waiters, signal, terminate_sync_waiters, walsender};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use sender::{Context, Mode, Operation};
 use senders::{send_measuring, send_once};
 use std::collections::HashMap;
@@ -352,14 +352,7 @@ async fn run(standby: Standby, ending: Ending) -> Run {
         &sending,
         IN_FLIGHT,
         seed,
-        |id, rng| {
-            Operation::charge(
-                id,
-                callers[rng.random_range(0..CALLERS)].clone(),
-                rng,
-                id % ONE_SHOT_EVERY == 0,
-            )
-        },
+        |id, rng| Operation::charge(id, &callers, rng, id % ONE_SHOT_EVERY == 0),
         |op, slot| {
             let senders = if op.abandoned {
                 1

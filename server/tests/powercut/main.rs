@@ -35,7 +35,7 @@ mod verdict;
 use knobs::{knob, Seed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sender::{Kind, Mode, Operation};
+use sender::{Draw, Mode, Operation};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,10 +110,41 @@ impl Cuts {
         cuts
     }
 
+    /// [`run`](Self::run) on a thread of its own, cutting the power of
+    /// `machine` (the file system and what runs on it, handed back with
+    /// the cuts) with `cut`.
+    pub(crate) fn spawn<M: Send + 'static>(
+        (rounds, pause_ms, seed): (usize, std::ops::Range<u64>, u64),
+        tally: &Arc<Tally>,
+        cutting: &Arc<AtomicBool>,
+        mut machine: M,
+        mut cut: impl FnMut(&mut M) -> (u64, u64) + Send + 'static,
+    ) -> tokio::task::JoinHandle<(M, Self)> {
+        let (tally, cutting) = (tally.clone(), cutting.clone());
+        tokio::task::spawn_blocking(move || {
+            let cuts = Self::run(rounds, pause_ms, seed, &tally, &cutting, || {
+                cut(&mut machine)
+            });
+            (machine, cuts)
+        })
+    }
+
     /// How many cuts found a request in flight.
     pub(crate) fn landed(&self) -> usize {
         self.each.iter().filter(|c| c.0 > 0).count()
     }
+}
+
+/// The harness's callers of the one `server` (see [`sender::callers`]).
+pub(crate) fn callers_of(
+    server: &Server,
+    prefix: &str,
+    seed: u64,
+    timeout: Duration,
+) -> Vec<Vec<testkit::Caller>> {
+    sender::callers(prefix, seed, CALLERS, timeout, |token, http| {
+        vec![server.bearer(token).with_http(http.clone())]
+    })
 }
 
 /// What lives beside the server in provider mode, on disks no cut reaches.
@@ -160,51 +191,33 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
         Mode::Local => 2,
         Mode::Provider => 5,
     };
-    let callers = sender::callers(
-        "powercut",
-        seed,
-        CALLERS,
-        Duration::from_secs(timeout),
-        |token, http| vec![server.bearer(token).with_http(http.clone())],
-    );
+    let callers = callers_of(&server, "powercut", seed, Duration::from_secs(timeout));
     let tally = Arc::new(Tally::new(1));
     let cutting = Arc::new(AtomicBool::new(true));
     let started = Instant::now();
 
-    let cutter = {
-        let (tally, cutting) = (tally.clone(), cutting.clone());
-        tokio::task::spawn_blocking(move || {
-            let (mut fs, mut server) = (fs, server);
-            let cuts = Cuts::run(rounds, 300..1500, seed, &tally, &cutting, || {
-                // The power goes: the disk first (nothing more becomes
-                // durable), then every process.
-                let dropped = fs.cut();
-                server.kill().expect("SIGKILL");
-                fs.remount().expect("remounting after the cut");
-                server.restart().expect("a restart after a power cut");
-                dropped
-            });
-            (fs, server, cuts)
-        })
-    };
+    let schedule = (rounds, 300..1500, seed);
+    let cutter = Cuts::spawn(schedule, &tally, &cutting, (fs, server), |(fs, server)| {
+        // The power goes: the disk first (nothing more becomes durable),
+        // then every process.
+        let dropped = fs.cut();
+        server.kill().expect("SIGKILL");
+        fs.remount().expect("remounting after the cut");
+        server.restart().expect("a restart after a power cut");
+        dropped
+    });
 
     let answers: sender::Answers = Arc::default();
+    let draw = Draw {
+        provider: mode == Mode::Provider,
+        reservations: false,
+        abandon: 0.0,
+    };
     let operations = sender::while_running(
         &cutting,
         IN_FLIGHT,
         seed,
-        |id, rng| Operation {
-            id,
-            callers: callers[rng.random_range(0..CALLERS)].clone(),
-            key: testkit::new_key(),
-            kind: Kind::Charge {
-                amount: rng.random_range(1..100_000),
-                declined: mode == Mode::Provider && rng.random_bool(0.15),
-                receipt_email: (mode == Mode::Provider && rng.random_bool(0.4))
-                    .then(|| format!("op-{id}@shop.example")),
-            },
-            abandoned: false,
-        },
+        |id, rng| Operation::drawn(id, &callers, rng, draw),
         |op, slot| {
             let mode = (mode, false);
             sender::spawn_senders(
@@ -219,7 +232,7 @@ async fn run(durability: Durability, mode: Mode) -> verdict::Report {
         },
     )
     .await;
-    let (fs, server, cuts) = cutter.await.unwrap();
+    let ((fs, server), cuts) = cutter.await.unwrap();
     let senders_done = started.elapsed();
 
     let answers = answers.lock().unwrap().clone();

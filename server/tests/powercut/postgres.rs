@@ -11,13 +11,12 @@ use crate::sender::{self, Mode, Operation};
 use crate::tally::Tally;
 use crate::verdict;
 use crate::Cuts;
-use rand::Rng;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::{Database, LazyFs, Postgres, Server};
 
-use crate::{CALLERS, IN_FLIGHT};
+use crate::IN_FLIGHT;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
@@ -35,46 +34,34 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         .start()
         .await
         .unwrap();
-    let callers = sender::callers(
-        "powercut-pg",
-        seed,
-        CALLERS,
-        Duration::from_secs(5),
-        |token, http| vec![server.bearer(token).with_http(http.clone())],
-    );
+    let callers = crate::callers_of(&server, "powercut-pg", seed, Duration::from_secs(5));
     let tally = Arc::new(Tally::new(1));
     let cutting = Arc::new(AtomicBool::new(true));
     let started = Instant::now();
-    let cutter = {
-        let (tally, cutting) = (tally.clone(), cutting.clone());
-        tokio::task::spawn_blocking(move || {
-            let (mut fs, mut server) = (fs, server);
-            let cuts = Cuts::run(rounds, 500..2000, seed, &tally, &cutting, || {
-                let dropped = fs.cut();
-                server.kill().expect("SIGKILL to the server");
-                cluster.kill_machine().expect("SIGKILL to PostgreSQL");
-                fs.remount().expect("remounting after the cut");
-                cluster.restart().expect("PostgreSQL after a power cut");
-                server.restart().expect("the server after a power cut");
-                dropped
-            });
-            (fs, cluster, server, cuts)
-        })
-    };
+    let machine = (fs, cluster, server);
+    let schedule = (rounds, 500..2000, seed);
+    let cutter = Cuts::spawn(
+        schedule,
+        &tally,
+        &cutting,
+        machine,
+        |(fs, cluster, server)| {
+            let dropped = fs.cut();
+            server.kill().expect("SIGKILL to the server");
+            cluster.kill_machine().expect("SIGKILL to PostgreSQL");
+            fs.remount().expect("remounting after the cut");
+            cluster.restart().expect("PostgreSQL after a power cut");
+            server.restart().expect("the server after a power cut");
+            dropped
+        },
+    );
 
     let answers: sender::Answers = Arc::default();
     let operations = sender::while_running(
         &cutting,
         IN_FLIGHT,
         seed,
-        |id, rng| {
-            Operation::charge(
-                id,
-                callers[rng.random_range(0..CALLERS)].clone(),
-                rng,
-                false,
-            )
-        },
+        |id, rng| Operation::charge(id, &callers, rng, false),
         |op, slot| {
             let senders = crate::SENDERS_PER_OPERATION;
             let mode = (Mode::Local, true);
@@ -82,7 +69,7 @@ async fn power_cuts_under_postgres_lose_no_answered_operation_with_synchronous_c
         },
     )
     .await;
-    let (fs, cluster, server, Cuts { each, down_ms }) = cutter.await.unwrap();
+    let ((fs, cluster, server), Cuts { each, down_ms }) = cutter.await.unwrap();
     let answers = answers.lock().unwrap().clone();
     let observer: Vec<&testkit::Caller> = callers.iter().map(|c| &c[0]).collect();
     let report = verdict::judge(&operations, &answers, &observer, Mode::Local).await;
