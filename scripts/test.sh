@@ -115,9 +115,11 @@ TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --test tower_laye
 # the third user, the orders service on sqlx: its binary against the
 # provider simulator, SIGKILLed amid duplicate senders, and its completer.
 # On sqlx, the faults the shop's failover suite puts tokio-postgres
-# through, with the same answers (sqlx_faults: clusters of its own).
+# through, with the same answers (sqlx_faults), and the outage harness's
+# kills, cuts, refusals and blackholes (sqlx_outage, about 40 s): each on
+# a cluster of its own.
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p exactly-once --features sqlx --test sqlx_pool \
-  --test sqlx_faults -- --include-ignored
+  --test sqlx_faults --test sqlx_outage -- --include-ignored
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p orders -- --include-ignored
 
 # Each binary starts when built beside the others in one cargo invocation

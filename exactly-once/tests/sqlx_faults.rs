@@ -3,65 +3,19 @@
 //! cluster of its own (testkit's, PostgreSQL installed; run with
 //! `--include-ignored`).
 
-use exactly_once::postgres::sqlx::SqlxOperation;
-use exactly_once::postgres::Result;
-use exactly_once::{
-    Caller, Engine, Error, Fingerprint, IdempotencyKey, IdempotentRequest, Migration, NoFaults,
-    PhaseEnd, Refused, RunContext, Sqlx, SqlxStore, StoreOptions, StoredResponse,
-};
-use http::StatusCode;
-use sqlx::PgConnection;
+mod common;
+
+use common::notes::{add_note, sqlx_engine, MIGRATIONS};
+use exactly_once::{Engine, Error, Refused, Sqlx, SqlxStore, StoreOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use testkit::Database;
 
-const MIGRATIONS: &[Migration] = &[Migration::contract(
-    1,
-    "0001_notes",
-    "CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL)",
-)];
-
-/// One row in the application's table, written with sqlx.
-#[derive(Debug)]
-struct AddNote;
-
-impl SqlxOperation for AddNote {
-    async fn run(&self, conn: &mut PgConnection, at: &RunContext<'_>) -> Result<PhaseEnd> {
-        let (id,): (i64,) = sqlx::query_as("INSERT INTO notes (key) VALUES ($1) RETURNING id")
-            .bind(at.key.as_ref())
-            .fetch_one(&mut *conn)
-            .await?;
-        let body = serde_json::json!({ "note": id });
-        Ok(PhaseEnd::Finished(StoredResponse::json(
-            StatusCode::CREATED,
-            &body,
-        )))
-    }
-}
-
-async fn add(engine: &Engine<Sqlx>, key: &str) -> Result<exactly_once::Answer, Refused<()>> {
-    let body = serde_json::json!({ "note": key });
-    let request = IdempotentRequest {
-        caller: Caller::of(b"a-session"),
-        key: IdempotencyKey::parse(key.as_bytes()).unwrap(),
-        fingerprint: Fingerprint::new(&http::Method::POST, "/notes", &body),
-    };
-    engine
-        .execute(request, &body, &NoFaults, |_| Ok::<_, ()>(AddNote))
-        .await
-}
-
 /// A fresh database on `cluster`, the engine on a sqlx pool of it.
 async fn engine_on(cluster: &testkit::Postgres) -> (Database, Arc<Engine<Sqlx>>) {
     let db = Database::postgres_on(&cluster.url()).await.unwrap();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&db.url())
-        .await
-        .unwrap();
-    let options = StoreOptions::new().migrations(MIGRATIONS);
-    let store = SqlxStore::open(pool, options).await.unwrap();
-    (db, Arc::new(Engine::new(store)))
+    let engine = sqlx_engine(&db.url(), 4).await;
+    (db, engine)
 }
 
 /// With `synchronous_standby_names` naming a standby that never confirms,
@@ -87,7 +41,7 @@ async fn a_commit_whose_wait_for_the_standby_is_cancelled_is_an_unknown_outcome(
     for key in ["k-1", "k-2"] {
         let request = tokio::spawn({
             let engine = Arc::clone(&engine);
-            async move { add(&engine, key).await }
+            async move { add_note(&engine, key).await }
         });
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let cancelled = loop {
@@ -131,7 +85,7 @@ async fn a_commit_whose_wait_for_the_standby_is_cancelled_is_an_unknown_outcome(
         admin.batch_execute(sql).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let retry = add(&engine, "k-1").await.unwrap();
+    let retry = add_note(&engine, "k-1").await.unwrap();
     assert_eq!(retry.response.status, 201);
     assert!(retry.replayed);
     assert_eq!(db.count("notes").await.unwrap(), 2);
@@ -207,9 +161,9 @@ async fn after_a_failover_records_in_memory_are_not_served() {
     let options = StoreOptions::new().migrations(MIGRATIONS);
     let store = SqlxStore::open(pool, options).await.unwrap();
     let engine = Engine::new(store);
-    let first = add(&engine, "k-1").await.unwrap();
+    let first = add_note(&engine, "k-1").await.unwrap();
     assert_eq!(first.response.status, 201);
-    assert!(add(&engine, "k-1").await.unwrap().replayed);
+    assert!(add_note(&engine, "k-1").await.unwrap().replayed);
 
     // The failover: the old primary is gone, the address leads to the new.
     forwarder.switch(new.addr());
@@ -217,7 +171,7 @@ async fn after_a_failover_records_in_memory_are_not_served() {
     // Other traffic reaches the new primary first (a new key)...
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        match add(&engine, "k-2").await {
+        match add_note(&engine, "k-2").await {
             Ok(answer) => break assert_eq!(answer.response.status, 201),
             Err(_) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await
@@ -226,7 +180,7 @@ async fn after_a_failover_records_in_memory_are_not_served() {
         }
     }
     // ... then the retry of the key the old primary answered.
-    let after = add(&engine, "k-1").await.unwrap();
+    let after = add_note(&engine, "k-1").await.unwrap();
     assert!(
         !after.replayed,
         "the record of the old primary was served from memory after the failover"
@@ -245,13 +199,13 @@ async fn after_a_failover_records_in_memory_are_not_served() {
 async fn a_hung_primary_leaves_no_request_waiting_more_than_ten_seconds() {
     let cluster = testkit::Postgres::start().unwrap();
     let (_db, engine) = engine_on(&cluster).await;
-    assert_eq!(add(&engine, "k-0").await.unwrap().response.status, 201);
+    assert_eq!(add_note(&engine, "k-0").await.unwrap().response.status, 201);
 
     cluster.freeze().unwrap();
     let mut answers = Vec::new();
     for key in ["k-1", "k-2", "k-3"] {
         let started = std::time::Instant::now();
-        let answer = tokio::time::timeout(Duration::from_secs(30), add(&engine, key)).await;
+        let answer = tokio::time::timeout(Duration::from_secs(30), add_note(&engine, key)).await;
         let status = answer.map(|a| a.or_else(Refused::into_answer).unwrap().response.status);
         answers.push((key, started.elapsed(), status));
     }

@@ -1,5 +1,11 @@
 //! What the engine's tests on an application's own pool share.
 
+// Each test binary uses a part.
+#![allow(dead_code)]
+
+#[cfg(feature = "sqlx")]
+pub(crate) mod notes;
+
 use exactly_once::{Answer, Caller, Fingerprint, IdempotencyKey, IdempotentRequest};
 use std::future::Future;
 
