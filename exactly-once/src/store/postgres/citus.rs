@@ -23,8 +23,20 @@ const ANCHOR: &str = "idempotency_keys";
 /// (two phases).
 const ENGINE: &[Placement] = &[Placement::by_caller(ANCHOR, "caller")];
 
+/// Whether a store's database is a Citus coordinator's, asked once (the
+/// extension is there before the store's migrations place its tables).
+#[derive(Debug, Default)]
+pub(super) struct OnCitus(tokio::sync::OnceCell<bool>);
+
+impl OnCitus {
+    /// The answer, asked on `client` the first time.
+    pub(super) async fn ask(&self, client: &impl Exec) -> Result<bool> {
+        self.0.get_or_try_init(|| present(client)).await.copied()
+    }
+}
+
 /// Whether the database is a Citus coordinator's.
-pub(super) async fn present(client: &impl Exec) -> Result<bool> {
+async fn present(client: &impl Exec) -> Result<bool> {
     const PRESENT: Statement = Statement::new(
         "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
         &[],
@@ -38,6 +50,7 @@ pub(super) async fn present(client: &impl Exec) -> Result<bool> {
 /// engine's records, then the application's tables co-located with them.
 /// Nothing on plain PostgreSQL.
 pub(super) async fn place(client: &impl Exec, app: Migrations) -> Result<()> {
+    // Asked anew: the schema's first migration may have made it Citus's.
     if !present(client).await? {
         return Ok(());
     }

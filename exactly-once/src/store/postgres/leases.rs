@@ -114,6 +114,7 @@ pub(super) async fn step_failed(
     lease: &Lease,
     error: &str,
     clock: Clock,
+    on_citus: bool,
 ) -> Result<AfterFailure> {
     const FAILED: Statement = Statement::new(
         "UPDATE idempotency_keys SET
@@ -130,7 +131,7 @@ pub(super) async fn step_failed(
                  RETURNING attention IS NOT NULL",
         &[Kind::Bytea, Kind::Text, Kind::Bytea, Kind::Text, Kind::Float8],
     );
-    if super::citus::present(client).await? {
+    if on_citus {
         let after = super::citus::step_failed(client, lease, error, clock.attention_after_secs);
         return Ok(match after.await? {
             None => AfterFailure::NotHeld,

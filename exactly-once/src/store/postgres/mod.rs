@@ -49,8 +49,8 @@
 
 /// The [`Store`] of a PostgreSQL driver: the calls given, and every call
 /// that is a statement or two on a connection of the pool, the same on
-/// every driver (each store has `conn()`, a pooled [`Conn`], and
-/// `lifetimes`).
+/// every driver (each store has `conn()`, a pooled [`Conn`],
+/// `lifetimes` and `citus`).
 macro_rules! store_on_a_pool {
     (impl Store<$backend:ty> for $store:ty { $($calls:tt)* }) => {
         #[async_trait::async_trait]
@@ -98,7 +98,9 @@ macro_rules! store_on_a_pool {
                 lease: &$crate::record::Lease,
                 error: &str,
             ) -> $crate::store::Result<$crate::store::AfterFailure> {
-                leases::step_failed(&self.conn().await?, lease, error, self.clock()).await
+                let conn = self.conn().await?;
+                let on_citus = self.citus.ask(&conn).await?;
+                leases::step_failed(&conn, lease, error, self.clock(), on_citus).await
             }
 
             async fn set_aside(
@@ -132,7 +134,9 @@ macro_rules! store_on_a_pool {
 
             async fn sweep(&self, limit: u32) -> $crate::store::Result<u64> {
                 let (clock, retention) = (self.clock(), self.lifetimes.outbox_retention);
-                records::sweep(&self.conn().await?, clock, limit, retention).await
+                let conn = self.conn().await?;
+                let on_citus = self.citus.ask(&conn).await?;
+                records::sweep(&conn, clock, limit, retention, on_citus).await
             }
 
             async fn due_messages(

@@ -44,6 +44,7 @@
 //! # let _ = engine; Ok(()) }
 //! ```
 
+use super::citus::OnCitus;
 use super::clock::Clock;
 use super::error::{classify, DbError};
 use super::leases;
@@ -239,6 +240,8 @@ pub struct SqlxStore {
     committer: Committer,
     /// The server its transactions reach, and how often it changed.
     host: ServerSeen,
+    /// Whether the database is a Citus coordinator's, once asked.
+    citus: OnCitus,
 }
 
 impl SqlxStore {
@@ -258,6 +261,7 @@ impl SqlxStore {
             session: Session::new(true, options.durability),
             committer: Committer::new(),
             host: ServerSeen::default(),
+            citus: OnCitus::default(),
         };
         let mut tx = store.begin(store.clock()).await?;
         let conn = SqlxConn::new(&mut tx);

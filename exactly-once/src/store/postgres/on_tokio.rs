@@ -87,7 +87,7 @@ pub struct PostgresStore {
     /// The server this instance writes to, and how often it changed.
     host: Arc<ServerSeen>,
     /// Whether the database is a Citus coordinator's, once asked.
-    citus: tokio::sync::OnceCell<bool>,
+    citus: citus::OnCitus,
 }
 
 impl PostgresStore {
@@ -218,7 +218,7 @@ impl PostgresStore {
             app: options.migrations,
             host,
             session,
-            citus: tokio::sync::OnceCell::new(),
+            citus: citus::OnCitus::default(),
         }
     }
 
@@ -228,10 +228,7 @@ impl PostgresStore {
     /// (its rows from `unnest`) is planned through intermediate results
     /// sent to every worker.
     async fn on_citus(&self) -> Result<bool> {
-        let asked = self
-            .citus
-            .get_or_try_init(|| async { citus::present(&self.client().await?).await });
-        asked.await.copied()
+        self.citus.ask(&self.client().await?).await
     }
 
     /// The clock of a phase of `operation`: its records live for its own

@@ -16,9 +16,10 @@ pub(super) async fn sweep(
     clock: Clock,
     limit: u32,
     retention: Duration,
+    on_citus: bool,
 ) -> Result<u64> {
     super::outbox::prune_sent(client, retention, limit).await?;
-    if super::citus::present(client).await? {
+    if on_citus {
         return super::citus::sweep_records(client, limit, clock.tombstone_secs).await;
     }
     sweep_records(client, clock, limit).await
