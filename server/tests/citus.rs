@@ -1,13 +1,18 @@
 //! The shop on a Citus cluster (`scripts/citus.sh start DIR`, then
 //! `TEST_CITUS_DIR=DIR`): its tables and the engine's placed by the
 //! caller, every statement of a checkout a single-shard one (Citus's own
-//! counters say so), and a stopped worker failing only the callers whose
-//! shards live on it, with nothing lost when it returns.
+//! counters say so), a stopped worker failing only the callers whose
+//! shards live on it, with nothing lost when it returns, and a worker
+//! added under load taking shards (`citus_rebalance_start()`) with nothing
+//! lost.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use testkit::{new_key, Caller, Database, Server};
 
 const NEEDS: &str = "needs a Citus cluster: scripts/citus.sh start DIR, then TEST_CITUS_DIR=DIR";
@@ -315,4 +320,125 @@ async fn a_stopped_worker_fails_only_its_callers_and_loses_nothing() {
         assert_eq!(charges.len(), expected, "one charge per key, none lost");
     }
     assert_eq!(database.count("charges").await.unwrap(), keys.len() as i64);
+}
+
+/// A third worker joins under load and `citus_rebalance_start()` moves
+/// shard groups onto it while eight callers keep paying, each key sent
+/// until it is answered 201: some shards move there, every answer is a
+/// 201 or a 409 or 503 with `Retry-After` (writes to a moving shard wait,
+/// then give up), never a 500, and each key is charged exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a Citus cluster: scripts/citus.sh start DIR, then TEST_CITUS_DIR=DIR"]
+async fn a_worker_added_under_load_takes_shards_and_loses_nothing() {
+    let database = fresh_database().await;
+    let server = shop(&database).await;
+    let client = database.postgres_client().await.unwrap();
+
+    let sending = Arc::new(AtomicBool::new(true));
+    let senders: Vec<_> = (0..8)
+        .map(|s| {
+            let (caller, sending) = (server.caller(), sending.clone());
+            tokio::spawn(async move {
+                let (mut keys, mut refused) = (Vec::new(), Vec::new());
+                let mut n = 0;
+                while sending.load(Ordering::SeqCst) {
+                    n += 1;
+                    let (key, amount) = (new_key(), s * 100_000 + n);
+                    loop {
+                        let answer = caller
+                            .post_keyed("/charges", &key, &charge(amount))
+                            .await
+                            .unwrap();
+                        let status = answer.status().as_u16();
+                        if status == 201 {
+                            break;
+                        }
+                        let retry_after = answer.headers().contains_key("retry-after");
+                        refused.push((status, retry_after));
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    keys.push(key);
+                }
+                (caller, keys, refused)
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let worker = add_worker(&database).await;
+    let on_new = |client: &tokio_postgres::Client| shards_on(client, worker);
+    assert_eq!(on_new(&client).await, 0, "a new worker holds no shard");
+    client
+        .batch_execute("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')")
+        .await
+        .unwrap();
+    client
+        .batch_execute("SELECT citus_rebalance_wait()")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    sending.store(false, Ordering::SeqCst);
+
+    let moved = on_new(&client).await;
+    assert!(moved > 0, "the rebalance moved no shard to the new worker");
+    let (mut keys, mut refusals) = (0, Vec::new());
+    for sender in senders {
+        let (caller, sent, refused) = sender.await.unwrap();
+        let charges = server.bearer(caller.token()).charges().await.unwrap();
+        assert_eq!(charges.len(), sent.len(), "one charge per key, none lost");
+        keys += sent.len();
+        refusals.extend(refused);
+    }
+    println!(
+        "rebalance: {keys} keys charged, {moved} shards moved, refusals (status, Retry-After): \
+         {refusals:?}"
+    );
+    let wrong: Vec<_> = (refusals.iter())
+        .filter(|(status, retry_after)| ![409, 503].contains(status) || !retry_after)
+        .collect();
+    assert!(wrong.is_empty(), "answers that are not a retryable refusal: {wrong:?}");
+    assert_eq!(database.count("charges").await.unwrap(), keys as i64);
+}
+
+/// Starts one more worker (`scripts/citus.sh add-worker`: it joins the
+/// cluster's first database, and the coordinator creates every database
+/// on it) and registers it in `database`, with the extension there: its
+/// port.
+async fn add_worker(database: &Database) -> u16 {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/citus.sh");
+    let added = Command::new(script)
+        .args(["add-worker", cluster().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "citus.sh add-worker");
+    let url = String::from_utf8(added.stdout).unwrap();
+    let (base, _) = url.trim().rsplit_once('/').unwrap();
+    let port: u16 = base.rsplit_once(':').unwrap().1.parse().unwrap();
+    let name = database.postgres_name().unwrap();
+    let worker = Database::postgres_url(format!("{base}/{name}"));
+    worker
+        .sql("", "CREATE EXTENSION IF NOT EXISTS citus")
+        .await
+        .unwrap();
+    let client = database.postgres_client().await.unwrap();
+    client
+        .execute(
+            "SELECT citus_add_node('127.0.0.1', $1)",
+            &[&i32::from(port)],
+        )
+        .await
+        .unwrap();
+    port
+}
+
+/// How many shards of the database live on the worker at `port`.
+async fn shards_on(client: &tokio_postgres::Client, port: u16) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM citus_shards WHERE nodeport = $1",
+            &[&i32::from(port)],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
