@@ -366,8 +366,11 @@ async fn a_worker_added_under_load_takes_shards_and_loses_nothing() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     let worker = add_worker(&database).await;
-    let on_new = |client: &tokio_postgres::Client| shards_on(client, worker);
-    assert_eq!(on_new(&client).await, 0, "a new worker holds no shard");
+    assert_eq!(
+        shards_on(&client, worker).await,
+        0,
+        "a new worker holds no shard"
+    );
     client
         .batch_execute("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')")
         .await
@@ -379,7 +382,7 @@ async fn a_worker_added_under_load_takes_shards_and_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     sending.store(false, Ordering::SeqCst);
 
-    let moved = on_new(&client).await;
+    let moved = shards_on(&client, worker).await;
     assert!(moved > 0, "the rebalance moved no shard to the new worker");
     let (mut keys, mut refusals) = (0, Vec::new());
     for sender in senders {
@@ -396,7 +399,10 @@ async fn a_worker_added_under_load_takes_shards_and_loses_nothing() {
     let wrong: Vec<_> = (refusals.iter())
         .filter(|(status, retry_after)| ![409, 503].contains(status) || !retry_after)
         .collect();
-    assert!(wrong.is_empty(), "answers that are not a retryable refusal: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "answers that are not a retryable refusal: {wrong:?}"
+    );
     assert_eq!(database.count("charges").await.unwrap(), keys as i64);
 }
 
