@@ -45,6 +45,12 @@ struct Args {
     /// backlog for `receipts drain`.
     #[arg(long)]
     receipts: bool,
+    /// New keys from this many callers (bearer tokens), connection `i`
+    /// sending as caller `i % callers`: on Citus, where records are
+    /// sharded by the caller, one caller is one shard. Replays and storms
+    /// stay one caller's.
+    #[arg(long, default_value_t = 1)]
+    callers: usize,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -99,7 +105,7 @@ async fn main() {
     let storm_key = format!("storm-{run_id}");
     if args.scenario == Scenario::Replay {
         let mut conn = connect(&args.addr).await;
-        let status = send(&mut conn, &args.addr, args.scenario, "replay-key", BODY)
+        let status = send(&mut conn, &args.addr, args.scenario, TOKEN, "replay-key", BODY)
             .await
             .expect("priming request");
         assert!(status < 300, "priming request answered {status}");
@@ -113,8 +119,14 @@ async fn main() {
     let started = Instant::now();
     let deadline = started + args.duration;
     let mut workers = Vec::new();
-    for _ in 0..args.connections {
+    for connection in 0..args.connections {
         let addr = args.addr.clone();
+        let token = match args.scenario {
+            Scenario::NewKey if args.callers > 1 => {
+                format!("{TOKEN}-{}", connection % args.callers)
+            }
+            _ => TOKEN.to_owned(),
+        };
         let storm_key = storm_key.clone();
         let remaining = remaining.clone();
         let scenario = args.scenario;
@@ -144,7 +156,7 @@ async fn main() {
                     _ => uuid::Uuid::new_v4().to_string(),
                 };
                 let t = Instant::now();
-                match send(&mut conn, &addr, scenario, &key, body).await {
+                match send(&mut conn, &addr, scenario, &token, &key, body).await {
                     Ok(status) => {
                         sample.latencies.push(t.elapsed());
                         if !(200..300).contains(&status) {
@@ -194,6 +206,7 @@ async fn send(
     conn: &mut Sender,
     addr: &str,
     scenario: Scenario,
+    token: &str,
     key: &str,
     body: &'static str,
 ) -> Result<u16, hyper::Error> {
@@ -203,7 +216,7 @@ async fn send(
             .body(Full::new(Bytes::new())),
         _ => Request::post("/charges")
             .header("host", addr)
-            .header("authorization", TOKEN)
+            .header("authorization", token)
             .header("content-type", "application/json")
             .header("idempotency-key", key)
             .body(Full::new(Bytes::from_static(body.as_bytes()))),
