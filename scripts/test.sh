@@ -144,8 +144,11 @@ TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test postgres
 # and installs Citus once when it is missing), then the Citus tests: the
 # tables placed by caller, every checkout statement single-shard (Citus's
 # own counters), a worker stopped under load (only its callers get 503s,
-# nothing lost when it returns). docs/CITUS.md.
-step "server: the API suite and the Citus tests on a Citus coordinator and two workers"
+# nothing lost when it returns), a third worker added under load and the
+# shards rebalanced onto it (nothing lost). Then the crash harness (fewer
+# kills and killed starts than on PostgreSQL: about 2 minutes) and the
+# many-instance tests on the cluster. docs/CITUS.md.
+step "server: the API suite, the Citus tests, the crash harness and many instances on a Citus coordinator and two workers"
 if scripts/citus.sh available; then
 citus_url="$(scripts/citus.sh start "$pgdir/citus" 2)"
 trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
@@ -163,6 +166,8 @@ TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --inc
   --skip listener:: --skip rate_limits:: \
   --skip provider::a_waiting_operation_reused_with_another_payment_method_is_422_and_still_resumes
 TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
+TEST_POSTGRES_URL="$citus_url" CRASH_KILLS=30 CRASH_STARTS=10 cargo test --locked -p server \
+  --test crash --test instances -- --include-ignored
 scripts/citus.sh stop "$pgdir/citus" 2>/dev/null
 else
   # Counted as one skipped test (scripts/test-total.sh), not as a pass.
