@@ -6,6 +6,7 @@
 #   scripts/citus.sh stop DIR
 #   scripts/citus.sh stop-node DIR NODE   # NODE: coordinator, worker1, worker2…
 #   scripts/citus.sh start-node DIR NODE  # starts a stopped node again
+#   scripts/citus.sh kill-node DIR NODE   # SIGKILL to every process of the node at once
 #   scripts/citus.sh add-worker DIR       # one more worker, registered; prints its URL
 #   scripts/citus.sh install              # only makes sure Citus is installed
 #   scripts/citus.sh available            # exit 0 when Citus is installed or a source to build it is
@@ -214,8 +215,17 @@ start-node)
   dir=${2:?the cluster folder}; name=${3:?coordinator, worker1, worker2...}
   restart_node "$dir" "$name"
   ;;
+kill-node)
+  # As when the node's machine loses power: the postmaster and every
+  # backend at once; start-node then runs crash recovery.
+  dir=${2:?the cluster folder}; name=${3:?coordinator, worker1, worker2...}
+  postmaster=$(head -1 "$dir/$name/data/postmaster.pid")
+  processes="$postmaster $(pgrep -P "$postmaster" | tr '\n' ' ')"
+  kill -9 $processes 2>/dev/null || true
+  for pid in $processes; do while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; done
+  ;;
 add-worker)
   add_worker "${2:?the cluster folder}"
   ;;
-*) echo "usage: $0 start DIR [WORKERS] | stop DIR | stop-node DIR NODE | start-node DIR NODE | add-worker DIR | install" >&2; exit 2 ;;
+*) echo "usage: $0 start DIR [WORKERS] | stop DIR | stop-node DIR NODE | start-node DIR NODE | kill-node DIR NODE | add-worker DIR | install" >&2; exit 2 ;;
 esac

@@ -105,9 +105,16 @@ async fn main() {
     let storm_key = format!("storm-{run_id}");
     if args.scenario == Scenario::Replay {
         let mut conn = connect(&args.addr).await;
-        let status = send(&mut conn, &args.addr, args.scenario, TOKEN, "replay-key", BODY)
-            .await
-            .expect("priming request");
+        let status = send(
+            &mut conn,
+            &args.addr,
+            args.scenario,
+            TOKEN,
+            "replay-key",
+            BODY,
+        )
+        .await
+        .expect("priming request");
         assert!(status < 300, "priming request answered {status}");
     }
     let body = if args.receipts {

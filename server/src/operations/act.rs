@@ -1,6 +1,7 @@
 //! `retry` and `settle`: the two subcommands that change an operation,
 //! each refusing, with nothing changed, what could make things worse.
 
+use super::command::Asked;
 use super::confirm;
 use super::render::{self, print_json, said};
 use crate::config::Config;
@@ -13,14 +14,6 @@ use exactly_once::operator::{
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// What the operator said of asking: `--force`, `--yes`, `--json`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Asked {
-    pub(super) force: bool,
-    pub(super) yes: bool,
-    pub(super) json: bool,
-}
 
 /// `retry`: refused, with nothing changed, for an operation set aside or
 /// past `--attention-after` (without `--force`), for one that needs the

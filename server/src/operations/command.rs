@@ -1,6 +1,5 @@
 //! The words of `server operations …`: its subcommands and their flags.
 
-use super::act::Asked;
 use super::confirm;
 use crate::domain::{caller_of, SessionToken};
 use clap::{Args, Subcommand};
@@ -95,6 +94,14 @@ pub enum OperationsCommand {
         #[command(flatten)]
         acting: Acting,
     },
+}
+
+/// What the operator said of asking: `--force`, `--yes`, `--json`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asked {
+    pub(super) force: bool,
+    pub(super) yes: bool,
+    pub(super) json: bool,
 }
 
 /// Which operation: its `op`, or a caller's token and a key.

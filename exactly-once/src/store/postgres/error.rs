@@ -84,13 +84,17 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
 /// SQLSTATE: the connection broke; class 08, connection exception; class
 /// 57, operator intervention), the commit may have happened: a backend
 /// killed while its COMMIT waits for a synchronous standby has committed
-/// locally and answers 57P01. That is outcome unknown. Any other error is
-/// the server's refusal, and nothing was committed.
+/// locally and answers 57P01. That is outcome unknown. So is a Citus
+/// coordinator's word that a worker's connection failed during the commit
+/// ([`citus_commit_failed`]): the worker may have committed. Any other
+/// error is the server's refusal, and nothing was committed.
 pub(crate) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
     let e = e.into();
     if backend_lost(&e) {
         StoreError::outcome_unknown(format!("the database backend was lost during {what}"))
             .caused_by(e)
+    } else if citus_commit_failed(&e) {
+        StoreError::outcome_unknown(format!("a Citus worker was lost during {what}")).caused_by(e)
     } else {
         classify(e)
     }
@@ -121,15 +125,31 @@ pub(crate) fn in_use_or<T>(result: Result<T, DbError>) -> crate::store::Result<O
 /// request is answered 503 with `Retry-After`, not 500. Citus reports it
 /// as an internal error, with these words.
 fn citus_node_unreachable(e: &DbError) -> bool {
-    let message = match e {
+    server_message(e).is_some_and(|message| {
+        message.starts_with("failure on connection marked as essential")
+            || message.starts_with("connection to the remote node")
+    })
+}
+
+/// A Citus coordinator's COMMIT whose worker connection failed while the
+/// worker was committing (`ErrorIfPostCommitFailedShardPlacements`, an
+/// internal error with these words): the worker may have committed
+/// before it was lost, as a backend lost during COMMIT may have.
+fn citus_commit_failed(e: &DbError) -> bool {
+    server_message(e).is_some_and(|message| {
+        message.starts_with("could not commit transaction for shard")
+            || message.starts_with("failure on connection marked as essential")
+            || message.starts_with("connection to the remote node")
+    })
+}
+
+/// The server's own message of `e`, when the server sent one.
+fn server_message(e: &DbError) -> Option<String> {
+    match e {
         #[cfg(feature = "postgres")]
         DbError::Tokio(e) => e.as_db_error().map(|db| db.message().to_owned()),
         #[cfg(feature = "sqlx")]
         DbError::Sqlx(e) => e.as_database_error().map(|db| db.message().to_owned()),
         DbError::Value(_) => None,
-    };
-    message.is_some_and(|message| {
-        message.starts_with("failure on connection marked as essential")
-            || message.starts_with("connection to the remote node")
-    })
+    }
 }
