@@ -145,7 +145,8 @@ TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test postgres
 # tables placed by caller, every checkout statement single-shard (Citus's
 # own counters), a worker stopped under load (only its callers get 503s,
 # nothing lost when it returns), a third worker added under load and the
-# shards rebalanced onto it (nothing lost). Then the crash harness (fewer
+# shards rebalanced onto it, a worker SIGKILLed three times under load
+# (nothing lost, no 500). Then the crash harness (fewer
 # kills and killed starts than on PostgreSQL: about 2 minutes) and the
 # many-instance tests on the cluster. docs/CITUS.md.
 step "server: the API suite, the Citus tests, the crash harness and many instances on a Citus coordinator and two workers"
