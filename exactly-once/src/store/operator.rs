@@ -315,9 +315,8 @@ impl Takeover {
     }
 }
 
-/// What [`Store::operator_take`](crate::store::Store::operator_take) is
-/// asked: whose operation, why, and who acts (for the audit table; `None`
-/// writes no row).
+/// What `Store::operator_take` is asked: whose operation, why, and who
+/// acts (for the audit table; `None` writes no row).
 #[derive(Debug, Clone)]
 pub struct OperatorTake {
     pub(crate) caller: Caller,
