@@ -217,12 +217,20 @@ start-node)
   ;;
 kill-node)
   # As when the node's machine loses power: the postmaster and every
-  # backend at once; start-node then runs crash recovery.
+  # process of it at once (each works in the node's data folder, a
+  # background worker forked meanwhile included), until none is left;
+  # start-node then runs crash recovery.
   dir=${2:?the cluster folder}; name=${3:?coordinator, worker1, worker2...}
-  postmaster=$(head -1 "$dir/$name/data/postmaster.pid")
-  processes="$postmaster $(pgrep -P "$postmaster" | tr '\n' ' ')"
-  kill -9 $processes 2>/dev/null || true
-  for pid in $processes; do while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; done
+  data=$(cd "$dir/$name/data" && pwd -P)
+  for _ in $(seq 400); do
+    pids=$(for p in /proc/[0-9]*; do
+      if [ "$(readlink "$p/cwd" 2>/dev/null)" = "$data" ]; then echo "${p#/proc/}"; fi
+    done)
+    [ -z "$pids" ] && break
+    kill -9 $pids 2>/dev/null || true
+    sleep 0.05
+  done
+  [ -z "$pids" ] || { say "kill-node: processes of $name left: $pids"; exit 1; }
   ;;
 add-worker)
   add_worker "${2:?the cluster folder}"
