@@ -8,6 +8,7 @@
 #   scripts/citus.sh start-node DIR NODE  # starts a stopped node again
 #   scripts/citus.sh kill-node DIR NODE   # SIGKILL to every process of the node at once
 #   scripts/citus.sh add-worker DIR       # one more worker, registered; prints its URL
+#   scripts/citus.sh errors DIR           # each node's last errors from its log (after a failed test)
 #   scripts/citus.sh install              # only makes sure Citus is installed
 #   scripts/citus.sh available            # exit 0 when Citus is installed or a source to build it is
 #
@@ -207,6 +208,14 @@ stop)
     [ -d "$node/data" ] && "$here/postgres.sh" stop "$node"
   done
   ;;
+errors)
+  dir=${2:?the cluster folder}
+  for node in "$dir"/coordinator "$dir"/worker*; do
+    [ -f "$node/server.log" ] || continue
+    echo "-- the last errors in ${node##*/}'s log ($node/server.log)"
+    grep -E 'ERROR|FATAL|PANIC|terminated by signal' "$node/server.log" | tail -n 25 || true
+  done
+  ;;
 stop-node)
   dir=${2:?the cluster folder}; name=${3:?coordinator, worker1, worker2...}
   "$here/postgres.sh" stop "$dir/$name"
@@ -235,5 +244,5 @@ kill-node)
 add-worker)
   add_worker "${2:?the cluster folder}"
   ;;
-*) echo "usage: $0 start DIR [WORKERS] | stop DIR | stop-node DIR NODE | start-node DIR NODE | kill-node DIR NODE | add-worker DIR | install" >&2; exit 2 ;;
+*) echo "usage: $0 start DIR [WORKERS] | stop DIR | stop-node DIR NODE | start-node DIR NODE | kill-node DIR NODE | add-worker DIR | errors DIR | install" >&2; exit 2 ;;
 esac

@@ -20,15 +20,19 @@ pub(crate) async fn is_coordinator(admin: &tokio_postgres::Client) -> Result<boo
     Ok(answer.as_deref() == Some("t"))
 }
 
-/// Makes `database` (just created through the coordinator `admin` is
-/// connected to, at `server`: `postgres://USER@HOST:PORT`) a Citus
-/// database: the extension on every node, the coordinator and the
-/// workers registered as in the first database.
-pub(crate) async fn prepare(
+/// Creates `database` through the coordinator `admin` is connected to (at
+/// `server`: `postgres://USER@HOST:PORT`) and makes it a Citus database:
+/// the extension on every node, the coordinator and the workers
+/// registered as in the first database.
+pub(crate) async fn create(
     admin: &tokio_postgres::Client,
     server: &str,
     database: &str,
 ) -> Result<()> {
+    admin
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .await
+        .with_context(|| format!("CREATE DATABASE {database}"))?;
     let nodes = admin
         .query(
             "SELECT nodename, nodeport, groupid = 0 FROM pg_dist_node
@@ -53,7 +57,41 @@ pub(crate) async fn prepare(
     }
     let (base, _) = server.split_once('?').unwrap_or((server, ""));
     let coordinator = crate::pg_client::connect(&format!("{base}/{database}")).await?;
-    for node in &nodes {
+    // Registering a worker copies the roles to it (`worker_create_or_alter_role`
+    // updates `pg_authid`, which all its databases share): two tests
+    // registering at once failed one of them with "tuple concurrently
+    // updated", seen as "failure on connection marked as essential" on the
+    // coordinator. A session advisory lock on the coordinator's first
+    // database (released with the session, should this process die)
+    // orders them, across the test processes too.
+    admin
+        .batch_execute(&format!(
+            "SELECT pg_advisory_lock({ONE_REGISTRATION_AT_A_TIME})"
+        ))
+        .await
+        .context("waiting for the other tests' registrations")?;
+    let registered = register(&coordinator, &nodes, database).await;
+    admin
+        .batch_execute(&format!(
+            "SELECT pg_advisory_unlock({ONE_REGISTRATION_AT_A_TIME})"
+        ))
+        .await
+        .context("letting the next test register its nodes")?;
+    registered
+}
+
+/// The advisory lock that lets one test process register nodes at a time:
+/// any number no other user of the cluster's first database takes.
+const ONE_REGISTRATION_AT_A_TIME: i64 = 0x0063_6974_7573;
+
+/// Registers `nodes` (rows of the first database's `pg_dist_node`) in
+/// `database`, through `coordinator`, a client on it.
+async fn register(
+    coordinator: &tokio_postgres::Client,
+    nodes: &[tokio_postgres::Row],
+    database: &str,
+) -> Result<()> {
+    for node in nodes {
         let (host, port, is_coordinator): (String, i32, bool) =
             (node.get(0), node.get(1), node.get(2));
         let register = if is_coordinator {

@@ -78,16 +78,17 @@ impl Database {
     pub async fn postgres_on(admin: &str) -> Result<Self> {
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
         let client = connect(admin).await?;
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .with_context(|| format!("CREATE DATABASE {name}"))?;
         let (base, query) = admin.split_once('?').unwrap_or((admin, ""));
         let (server, _) = base
             .rsplit_once('/')
             .ok_or_else(|| anyhow!("{admin} has no database name"))?;
         if crate::citus::is_coordinator(&client).await? {
-            crate::citus::prepare(&client, server, &name).await?;
+            crate::citus::create(&client, server, &name).await?;
+        } else {
+            client
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+                .with_context(|| format!("CREATE DATABASE {name}"))?;
         }
         let query = match query {
             "" => String::new(),
