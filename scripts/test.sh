@@ -146,7 +146,8 @@ TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test postgres
 # own counters), a worker stopped under load (only its callers get 503s,
 # nothing lost when it returns), a third worker added under load and the
 # shards rebalanced onto it, a worker SIGKILLed three times under load
-# (nothing lost, no 500). Then the crash harness (fewer
+# (nothing lost, no 500), a worker's primary failed over by Patroni under
+# load (nothing lost, no 500). Then the crash harness (fewer
 # kills and killed starts than on PostgreSQL: about 2 minutes) and the
 # many-instance tests on the cluster. docs/CITUS.md.
 step "server: the API suite, the Citus tests, the crash harness and many instances on a Citus coordinator and two workers"
@@ -161,13 +162,19 @@ trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh sto
 # in them. A waiting operation's retry raced the
 # completer's pass on the loaded cluster (the completer finished it first,
 # so the retry was a replay): timing, skipped here, run on PostgreSQL.
-TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored \
+# A failed command here prints the nodes' last errors before the folder goes.
+on_citus() { "$@" || { scripts/citus.sh errors "$pgdir/citus"; return 1; }; }
+on_citus env TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored \
   --skip idempotency::a_charge_never_commits_without_its_record \
   --skip postgres::a_lock_wait_on_an_expired_record_is_409_like_any_other_wait \
   --skip listener:: --skip rate_limits:: \
   --skip provider::a_waiting_operation_reused_with_another_payment_method_is_422_and_still_resumes
-TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
-TEST_POSTGRES_URL="$citus_url" CRASH_KILLS=30 CRASH_STARTS=10 cargo test --locked -p server \
+# The Citus tests end with a worker's primary failed over to its standby
+# by Patroni's Citus support: a Patroni cluster of its own (etcd, a
+# coordinator, a worker of two nodes, a worker of one; about 40 s).
+scripts/patroni.sh
+on_citus env TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
+on_citus env TEST_POSTGRES_URL="$citus_url" CRASH_KILLS=30 CRASH_STARTS=10 cargo test --locked -p server \
   --test crash --test instances -- --include-ignored
 scripts/citus.sh stop "$pgdir/citus" 2>/dev/null
 else

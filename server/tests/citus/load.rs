@@ -54,7 +54,11 @@ impl Load {
             keys += sent.keys.len();
             refusals.extend(sent.refused);
         }
-        println!("{what}: {keys} keys charged, refusals (status, Retry-After): {refusals:?}");
+        let mut counted = std::collections::BTreeMap::new();
+        for refusal in &refusals {
+            *counted.entry(refusal).or_insert(0) += 1;
+        }
+        println!("{what}: {keys} keys charged; refusals by (status, Retry-After): {counted:?}");
         let wrong: Vec<_> = (refusals.iter())
             .filter(|(status, retry_after)| ![409, 503].contains(status) || !retry_after)
             .collect();

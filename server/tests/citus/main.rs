@@ -4,10 +4,12 @@
 //! counters say so), a stopped worker failing only the callers whose
 //! shards live on it, with nothing lost when it returns; under load
 //! ([`load`]), a worker added and taking shards
-//! (`citus_rebalance_start()`), and a worker killed and started again,
-//! each with nothing lost.
+//! (`citus_rebalance_start()`), a worker killed and started again, and
+//! ([`patroni`]) a worker's primary failed over to its standby by
+//! Patroni, each with nothing lost.
 
 mod load;
+mod patroni;
 
 use load::{charge, Load};
 use serde_json::{json, Value};

@@ -23,6 +23,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod citus;
+
 /// Patroni's leader key lives this long without renewal (seconds): a
 /// dead leader's standby takes over after about this.
 pub const TTL: Duration = Duration::from_secs(10);
@@ -34,6 +36,8 @@ const READY: Duration = Duration::from_secs(90);
 #[derive(Debug)]
 struct Node {
     name: String,
+    /// The Citus group (0: the coordinator), on a Citus cluster.
+    group: Option<u32>,
     pg_port: u16,
     api_port: u16,
     patroni: Option<Child>,
@@ -56,6 +60,19 @@ impl Patroni {
     /// the others clone it. Returns once the cluster has a leader and a
     /// synchronous standby that streams.
     pub async fn start(nodes: usize) -> Result<Self> {
+        let mut cluster = Self::etcd().await?;
+        for i in 0..nodes {
+            cluster.add(None, format!("node{}", i + 1))?;
+            if i == 0 {
+                cluster.wait_for_leader(None).await?;
+            }
+        }
+        cluster.wait_until_synchronous().await?;
+        Ok(cluster)
+    }
+
+    /// The folder and etcd, with no node yet.
+    async fn etcd() -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("testkit-patroni-")
             .tempdir()?;
@@ -86,7 +103,7 @@ impl Patroni {
             .process_group(0)
             .spawn()
             .context("starting etcd (scripts/patroni.sh installs etcd-server)")?;
-        let mut cluster = Self {
+        let cluster = Self {
             dir,
             etcd,
             etcd_port,
@@ -98,21 +115,19 @@ impl Patroni {
                 .build()?,
         };
         cluster.wait_for_etcd().await?;
-        for i in 0..nodes {
-            let node = Node {
-                name: format!("node{}", i + 1),
-                pg_port: crate::cluster::steady_port()?,
-                api_port: free_port()?,
-                patroni: None,
-            };
-            cluster.nodes.push(node);
-            cluster.spawn(i)?;
-            if i == 0 {
-                cluster.wait_for_leader().await?;
-            }
-        }
-        cluster.wait_until_synchronous().await?;
         Ok(cluster)
+    }
+
+    /// One more node, `name`, in `group` on a Citus cluster, started.
+    fn add(&mut self, group: Option<u32>, name: String) -> Result<()> {
+        self.nodes.push(Node {
+            name,
+            group,
+            pg_port: crate::cluster::steady_port()?,
+            api_port: free_port()?,
+            patroni: None,
+        });
+        self.spawn(self.nodes.len() - 1)
     }
 
     /// `127.0.0.1:PORT` of each node's PostgreSQL, in order.
@@ -133,7 +148,12 @@ impl Patroni {
 
     /// The index of the node `/cluster` names leader, if any.
     pub async fn leader_now(&self) -> Option<usize> {
-        let cluster = self.cluster().await.ok()?;
+        self.leader_in(None).await
+    }
+
+    /// The index of the node the `/cluster` of `group`'s nodes names leader.
+    async fn leader_in(&self, group: Option<u32>) -> Option<usize> {
+        let cluster = self.cluster(group).await.ok()?;
         let name = member(&cluster, "leader")?;
         self.nodes.iter().position(|n| n.name == name)
     }
@@ -141,9 +161,14 @@ impl Patroni {
     /// Waits until `/cluster` shows a leader and a `sync_standby` and the
     /// leader's `pg_stat_replication` says `sync`.
     pub async fn wait_until_synchronous(&self) -> Result<()> {
+        self.wait_until_synchronous_in(None).await
+    }
+
+    /// [`Patroni::wait_until_synchronous`] for `group`'s nodes.
+    async fn wait_until_synchronous_in(&self, group: Option<u32>) -> Result<()> {
         let deadline = Instant::now() + READY;
         loop {
-            if let Ok(cluster) = self.cluster().await {
+            if let Ok(cluster) = self.cluster(group).await {
                 if let (Some(leader), Some(_)) =
                     (member(&cluster, "leader"), member(&cluster, "sync_standby"))
                 {
@@ -158,7 +183,7 @@ impl Patroni {
             if Instant::now() >= deadline {
                 bail!(
                     "no synchronous standby within {READY:?}; /cluster: {:?}\n{}",
-                    self.cluster().await.ok(),
+                    self.cluster(group).await.ok(),
                     self.logs()
                 );
             }
@@ -205,7 +230,7 @@ impl Patroni {
             std::fs::remove_dir_all(&data)?;
         }
         self.spawn(i)?;
-        self.wait_until_synchronous().await
+        self.wait_until_synchronous_in(self.nodes[i].group).await
     }
 
     /// Every node's Patroni log, last lines.
@@ -288,6 +313,8 @@ postgresql:
   data_dir: {dir}/{name}
   bin_dir: {bin}
   pgpass: {dir}/{name}.pgpass
+  basebackup:
+    checkpoint: fast
   authentication:
     replication:
       username: postgres
@@ -295,7 +322,7 @@ postgresql:
       username: postgres
   parameters:
     unix_socket_directories: '{dir}'
-watchdog:
+{citus_parameters}{citus}watchdog:
   mode: 'off'
 ",
             name = node.name,
@@ -304,6 +331,8 @@ watchdog:
             ttl = TTL.as_secs(),
             pg = node.pg_port,
             bin = self.bin.display(),
+            citus_parameters = node.group.map(citus_parameters).unwrap_or_default(),
+            citus = node.group.map(citus_section).unwrap_or_default(),
         )
     }
 
@@ -329,9 +358,9 @@ watchdog:
         }
     }
 
-    async fn wait_for_leader(&self) -> Result<()> {
+    async fn wait_for_leader(&self, group: Option<u32>) -> Result<()> {
         let deadline = Instant::now() + READY;
-        while self.leader_now().await.is_none() {
+        while self.leader_in(group).await.is_none() {
             if Instant::now() >= deadline {
                 bail!("no leader within {READY:?}\n{}", self.logs());
             }
@@ -340,9 +369,11 @@ watchdog:
         Ok(())
     }
 
-    /// `GET /cluster` of the first node whose Patroni answers.
-    async fn cluster(&self) -> Result<Value> {
-        for node in self.nodes.iter().filter(|n| n.patroni.is_some()) {
+    /// `GET /cluster` of the first node of `group` whose Patroni answers
+    /// (on a Citus cluster, each group is a Patroni cluster of its own).
+    async fn cluster(&self, group: Option<u32>) -> Result<Value> {
+        let running = self.nodes.iter().filter(|n| n.patroni.is_some());
+        for node in running.filter(|n| n.group == group) {
             let url = format!("http://127.0.0.1:{}/cluster", node.api_port);
             if let Ok(answer) = self.http.get(&url).send().await {
                 if let Ok(body) = answer.json::<Value>().await {
@@ -417,4 +448,23 @@ fn kill_group(pid: u32) -> Result<()> {
         .stderr(Stdio::null())
         .status()?;
     Ok(())
+}
+
+/// The database Patroni makes a Citus database on every node.
+const CITUS_DATABASE: &str = "citus";
+
+/// The node's `citus:` section.
+fn citus_section(group: u32) -> String {
+    format!("citus:\n  group: {group}\n  database: {CITUS_DATABASE}\n")
+}
+
+/// The node's own PostgreSQL parameters: on a worker, the bound on a lock
+/// wait the engine sets in its own sessions (Citus does not carry a
+/// session's settings to the workers, where the rows are locked).
+fn citus_parameters(group: u32) -> &'static str {
+    if group > 0 {
+        "    lock_timeout: 5s\n"
+    } else {
+        ""
+    }
 }
