@@ -105,7 +105,7 @@ pgdir="$(mktemp -d)"
 trap 'scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
 pgurl="$(scripts/postgres.sh start "$pgdir/cluster")"
 TEST_POSTGRES_URL="$pgurl" cargo test --locked -p server -p bookings --test api --test crash --test instances \
-  --test rolling --test outage -- --include-ignored
+  --test rolling --test outage -- --include-ignored --skip citus_nodes
 # The engine behind a plain tower service (no axum), on the application's
 # own pool, and its statements and settings: named and per connection on
 # a plain URL, unnamed and per transaction with pgbouncer=true.
@@ -174,6 +174,10 @@ on_citus env TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test
 # coordinator, a worker of two nodes, a worker of one; about 40 s).
 scripts/patroni.sh
 on_citus env TEST_CITUS_DIR="$pgdir/citus" cargo test --locked -p server --test citus -- --ignored --test-threads 1
+# The outage harness on a Citus cluster of its own (about 90 s): the
+# coordinator killed, cut off, refused and blackholed as PostgreSQL is in
+# the step above, and a worker killed and restarted each round.
+on_citus cargo test --locked -p server --test outage citus_nodes -- --ignored
 on_citus env TEST_POSTGRES_URL="$citus_url" CRASH_KILLS=30 CRASH_STARTS=10 cargo test --locked -p server \
   --test crash --test instances -- --include-ignored
 scripts/citus.sh stop "$pgdir/citus" 2>/dev/null

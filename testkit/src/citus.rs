@@ -1,9 +1,78 @@
-//! A fresh database on a Citus cluster (`scripts/citus.sh`): the
-//! coordinator creates it on every node (`citus.enable_create_database_propagation`),
-//! but the extension and the nodes' registration are per database, so
-//! each new database gets them here, as `scripts/citus.sh` gave the first.
+//! Citus for tests: a cluster of the test's own ([`Citus`]: a coordinator
+//! and workers, each a [`Postgres`] to kill and restart like any other),
+//! and a fresh database on any Citus cluster (`scripts/citus.sh`'s too):
+//! the coordinator creates it on every node
+//! (`citus.enable_create_database_propagation`), but the extension and the
+//! nodes' registration are per database, so each new database gets them
+//! here, as the cluster's first got them at its start.
 
+use crate::Postgres;
 use anyhow::{Context, Result};
+use std::sync::Arc;
+
+/// A Citus cluster of the test's own: a coordinator and workers, each a
+/// PostgreSQL cluster with the extension loaded and created in its first
+/// database, the workers registered there. [`Database::postgres_on`](crate::Database::postgres_on)
+/// the coordinator's URL (or a proxy's in front of it) makes a fresh
+/// Citus database on it.
+#[derive(Debug)]
+pub struct Citus {
+    pub coordinator: Arc<Postgres>,
+    pub workers: Vec<Arc<Postgres>>,
+}
+
+impl Citus {
+    /// Starts a coordinator and `workers` workers (Citus installed:
+    /// `scripts/citus.sh install`); returns once they are registered.
+    pub async fn start(workers: usize) -> Result<Self> {
+        // Two-phase commits (a write to the stock, on every node) need
+        // prepared transactions; a worker bounds its lock waits as the
+        // engine's own sessions do (Citus does not carry them there).
+        let node = |worker: bool| {
+            let mut settings = vec![
+                "shared_preload_libraries=citus",
+                "max_prepared_transactions=100",
+            ];
+            if worker {
+                settings.push("lock_timeout=5s");
+            } else {
+                settings.push("citus.enable_create_database_propagation=on");
+            }
+            Postgres::start_with(&settings)
+                .context("starting a Citus node (scripts/citus.sh install)")
+        };
+        let coordinator = Arc::new(node(false)?);
+        let workers = (0..workers)
+            .map(|_| node(true).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        for node in std::iter::once(&coordinator).chain(&workers) {
+            crate::pg_client::connect(&node.url())
+                .await?
+                .batch_execute("CREATE EXTENSION citus")
+                .await
+                .context("CREATE EXTENSION citus")?;
+        }
+        let admin = crate::pg_client::connect(&coordinator.url()).await?;
+        let port = |node: &Postgres| i32::from(node.addr().port());
+        admin
+            .execute(
+                "SELECT citus_set_coordinator_host('127.0.0.1', $1)",
+                &[&port(&coordinator)],
+            )
+            .await
+            .context("registering the coordinator")?;
+        for worker in &workers {
+            admin
+                .execute("SELECT citus_add_node('127.0.0.1', $1)", &[&port(worker)])
+                .await
+                .context("registering a worker")?;
+        }
+        Ok(Self {
+            coordinator,
+            workers,
+        })
+    }
+}
 
 /// Whether the server behind `admin` (a client on its first database) is a
 /// Citus coordinator with workers.

@@ -260,7 +260,13 @@ impl Postgres {
         let mut command = Command::new(self.bin.join(program));
         command.current_dir(self.dir.path()).stdin(Stdio::null());
         if let Some(owner) = self.owner {
-            command.uid(owner.uid).gid(owner.gid);
+            // Run as postgres, with a home of its own: libpq inside the
+            // server (Citus connecting to its workers) would read root's
+            // `~/.postgresql/postgresql.crt`, and be refused.
+            command
+                .uid(owner.uid)
+                .gid(owner.gid)
+                .env("HOME", self.dir.path());
         }
         command
     }

@@ -27,7 +27,10 @@
 //!   on the same port and data.
 //! - [`patroni`]: etcd and Patroni nodes with `synchronous_mode`, whose
 //!   leader's machine can die (SIGKILL to Patroni's group, then the
-//!   postmaster's) and be replaced.
+//!   postmaster's) and be replaced; on a Citus cluster too, a group per
+//!   node.
+//! - [`citus`]: a Citus coordinator and workers of the test's own, each a
+//!   [`cluster`] to kill; a fresh database on any Citus cluster.
 //! - [`proxy`]: a TCP proxy between servers and their database that cuts
 //!   open connections, refuses new ones or leaves them unanswered.
 //! - [`caller`]: one customer's HTTP calls: keyed POSTs, the full charge list.
@@ -69,7 +72,7 @@
 
 pub mod binary;
 pub mod caller;
-mod citus;
+pub mod citus;
 pub mod clock;
 pub mod cluster;
 pub mod concurrent;
@@ -94,6 +97,7 @@ pub mod tls;
 
 pub use binary::Binary;
 pub use caller::{Auth, Caller};
+pub use citus::Citus;
 pub use clock::SteppedClock;
 pub use cluster::Postgres;
 pub use concurrent::{at_once, exactly_one_run, Answer};

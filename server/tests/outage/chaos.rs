@@ -5,7 +5,9 @@
 //! proxy a few times under load; then refuses new connections (and cuts
 //! the open ones) for a while, and times the reconnection again. Once, in
 //! the middle round, new connections also go unanswered for a while (the
-//! instances' connect timeouts answer).
+//! instances' connect timeouts answer). On Citus, each round also kills
+//! a worker (a crash, then SIGKILL of its postmaster, in turn), holds it
+//! down, starts it again and times the first 201s after.
 
 use crate::senders::Tally;
 use rand::rngs::StdRng;
@@ -31,6 +33,8 @@ const OUTAGE: Duration = Duration::from_millis(1200);
 pub(crate) struct Chaos {
     /// How each kill was done, and the requests out at that moment.
     pub(crate) kills: Vec<(&'static str, usize)>,
+    /// The same for each worker's kill, on Citus.
+    pub(crate) worker_kills: Vec<(&'static str, usize)>,
     /// The requests out and the connections reset at each cut.
     pub(crate) cuts: Vec<(usize, usize)>,
     /// How long the last processes of the database outlived each kill.
@@ -47,6 +51,9 @@ pub(crate) struct Chaos {
 /// The database and what stands between it and the instances.
 pub(crate) struct Setup {
     pub(crate) cluster: Arc<Postgres>,
+    /// Citus's workers behind `cluster`, the coordinator (none on
+    /// PostgreSQL).
+    pub(crate) workers: Vec<Arc<Postgres>>,
     pub(crate) proxy: Arc<Proxy>,
     pub(crate) servers: Arc<[Server; 2]>,
 }
@@ -60,6 +67,7 @@ pub(crate) async fn drive(
 ) -> Chaos {
     let Setup {
         cluster,
+        workers,
         proxy,
         servers,
     } = setup;
@@ -90,6 +98,30 @@ pub(crate) async fn drive(
         let back = blocking(move || restarted.restart()).await.unwrap();
         let reconnect = time_reconnect(&tally, back, "after a restart").await;
         chaos.reconnects_ms.push(reconnect);
+
+        if !workers.is_empty() {
+            tokio::time::sleep(pause(&mut rng)).await;
+            let worker = workers[round % workers.len()].clone();
+            let way = round % 2;
+            chaos.worker_kills.push((KILLS[way], in_flight()));
+            let killed = worker.clone();
+            blocking(move || {
+                match way {
+                    0 => killed.kill_immediate(),
+                    _ => killed.sigkill_postmaster(),
+                }?;
+                killed.wait_until_gone(Duration::from_secs(30))
+            })
+            .await
+            .unwrap();
+            // Its callers are refused meanwhile; the others' 201s go on.
+            tokio::time::sleep(OUTAGE).await;
+            let restarted = worker.clone();
+            let back = blocking(move || restarted.restart()).await.unwrap();
+            tally.arm();
+            let reconnect = time_reconnect(&tally, back, "after a worker's restart").await;
+            chaos.reconnects_ms.push(reconnect);
+        }
 
         for _ in 0..CUTS_PER_ROUND {
             tokio::time::sleep(pause(&mut rng)).await;

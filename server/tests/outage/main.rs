@@ -19,10 +19,15 @@
 //! made it (a 201 first run, a 503 "outcome unknown", a lost answer) was
 //! lied about, whether its commit broke with the connection or not.
 //!
+//! On a Citus cluster of the test's own, the coordinator goes through the
+//! same, and each round one worker is killed too (a crash, then SIGKILL
+//! of its postmaster, in turn) and started again: meanwhile only its
+//! callers are refused, and 201s come back within 5 s of its return.
+//!
 //! `OUTAGE_ROUNDS` (default 10) sets the rounds, `OUTAGE_SEED` replays
 //! the schedule (printed, and repeated on failure). Needs PostgreSQL
 //! installed: `scripts/test.sh` runs it in its PostgreSQL step with
-//! `--include-ignored`.
+//! `--include-ignored`, and on Citus in its Citus step.
 
 mod chaos;
 mod senders;
@@ -34,7 +39,7 @@ use rand::SeedableRng;
 use senders::{Tally, OUTCOME_UNKNOWN};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testkit::{Caller, Database, Postgres, Proxy, Server};
+use testkit::{Caller, Citus, Database, Postgres, Proxy, Server};
 
 const CALLERS: usize = 4;
 /// The issue's bound: 201s again within this of the database's return.
@@ -43,12 +48,25 @@ const RECONNECT: Duration = Duration::from_secs(5);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL installed (scripts/test.sh runs it with --include-ignored)"]
 async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
+    let cluster = Arc::new(Postgres::start().unwrap());
+    harness(cluster, Vec::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs Citus installed (scripts/test.sh runs it in its Citus step)"]
+async fn citus_nodes_killed_and_cut_off_lose_duplicates_and_misreport_nothing() {
+    let citus = Citus::start(2).await.unwrap();
+    harness(citus.coordinator.clone(), citus.workers.clone()).await;
+}
+
+/// The harness on `cluster`, the database the servers reach through the
+/// proxy, with `workers` behind it on Citus.
+async fn harness(cluster: Arc<Postgres>, workers: Vec<Arc<Postgres>>) {
     let rounds: usize = env_or("OUTAGE_ROUNDS", 10);
     let seed: u64 = env_or("OUTAGE_SEED", rand::random());
     println!("outage harness: OUTAGE_SEED={seed} OUTAGE_ROUNDS={rounds}");
     let report_seed = SeedOnPanic(seed);
 
-    let cluster = Arc::new(Postgres::start().unwrap());
     let proxy = Arc::new(Proxy::start(cluster.addr()).unwrap());
     let database = Database::postgres_on(&Postgres::url_at(proxy.addr()))
         .await
@@ -76,6 +94,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
 
     let setup = Setup {
         cluster: cluster.clone(),
+        workers,
         proxy: proxy.clone(),
         servers: servers.clone(),
     };
@@ -93,7 +112,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
     let total: usize = after.values().map(Vec::len).sum();
     let landed = |counts: &mut dyn Iterator<Item = usize>| counts.filter(|n| *n > 0).count();
     println!(
-        "outage harness: seed={seed} kills={} (on requests in flight: {}) cuts={} \
+        "outage harness: seed={seed} kills={} (on requests in flight: {}) worker kills={:?} cuts={} \
          (on requests in flight: {}, connections reset: {}) refusals={} blackholes={} operations={} \
          (one-shot: {}) outcome-unknown answers={} charges={total} \
          duplicates={} lost={} lies={} load {:.1}s, total {:.1}s\n\
@@ -102,6 +121,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
          answers by status:\n{}",
         chaos.kills.len(),
         landed(&mut chaos.kills.iter().map(|k| k.1)),
+        chaos.worker_kills,
         chaos.cuts.len(),
         landed(&mut chaos.cuts.iter().map(|c| c.0)),
         chaos.cuts.iter().map(|c| c.1).sum::<usize>(),
@@ -122,6 +142,19 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
         tally.kinds.table(),
     );
 
+    // What the instances logged as errors other than the outages' 503s,
+    // for a failure's message.
+    let errors: Vec<String> = (servers.iter())
+        .flat_map(|server| {
+            server
+                .log_text()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|line| line.contains("ERROR") && !line.contains("status=503"))
+        .collect();
+    let errors = errors[errors.len().saturating_sub(10)..].join("\n");
     for (what, problems) in [
         ("duplicate charges", &verdict.duplicates),
         ("201s whose charge is gone", &verdict.lost),
@@ -131,7 +164,7 @@ async fn postgres_killed_and_cut_off_loses_duplicates_and_misreports_nothing() {
     ] {
         assert!(
             problems.is_empty(),
-            "{} {what}, first ones:\n{}",
+            "{} {what}, first ones:\n{}\nthe instances' last errors:\n{errors}",
             problems.len(),
             problems[..problems.len().min(10)].join("\n")
         );

@@ -74,6 +74,7 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
             matches!(&state[..2], "08" | "53" | "57" | "40")
                 || state == LOCK_NOT_AVAILABLE
                 || citus_node_unreachable(&e)
+                || postmaster_died(&e)
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
@@ -84,7 +85,8 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
 /// SQLSTATE: the connection broke; class 08, connection exception; class
 /// 57, operator intervention), the commit may have happened: a backend
 /// killed while its COMMIT waits for a synchronous standby has committed
-/// locally and answers 57P01. That is outcome unknown. So is a Citus
+/// locally and answers 57P01 (a Citus coordinator whose postmaster died
+/// says so in words: [`postmaster_died`]). That is outcome unknown. So is a Citus
 /// coordinator's word that a worker's connection failed during the commit
 /// ([`citus_commit_failed`]): the worker may have committed. Any other
 /// error is the server's refusal, and nothing was committed.
@@ -101,12 +103,22 @@ pub(crate) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
 }
 
 /// True when `e` says the statement's backend was lost (see
-/// [`classify_commit`]).
+/// [`classify_commit`]), or is about to be ([`postmaster_died`]).
 pub(crate) fn backend_lost(e: &DbError) -> bool {
     match e.code() {
         None => e.connection_lost(),
-        Some(state) => matches!(&state[..2], "08" | "57"),
+        Some(state) => matches!(&state[..2], "08" | "57") || postmaster_died(e),
     }
+}
+
+/// Whether `e` is a Citus coordinator's backend finding its own
+/// postmaster dead while it waited on a worker (the server crashed or was
+/// stopped at once): an internal error with these words, sent just before
+/// the backend exits. The database is going away, as with a 57P01; the
+/// transaction is lost with it, and a COMMIT waiting then may have
+/// reached the worker.
+fn postmaster_died(e: &DbError) -> bool {
+    server_message(e).is_some_and(|message| message == "postmaster was shut down, exiting")
 }
 
 /// `None` when the statement gave up waiting for a lock another
