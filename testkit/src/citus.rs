@@ -25,6 +25,18 @@ impl Citus {
     /// Starts a coordinator and `workers` workers (Citus installed:
     /// `scripts/citus.sh install`); returns once they are registered.
     pub async fn start(workers: usize) -> Result<Self> {
+        Self::start_nodes(workers, Postgres::start_with).await
+    }
+
+    /// [`Citus::start`], each node archiving its WAL
+    /// ([`Postgres::start_archiving`]): a backup of each can be recovered
+    /// to a restore point of the whole cluster
+    /// (`citus_create_restore_point`, [`Postgres::recover_to`]).
+    pub async fn start_archiving(workers: usize) -> Result<Self> {
+        Self::start_nodes(workers, Postgres::start_archiving).await
+    }
+
+    async fn start_nodes(workers: usize, start: fn(&[&str]) -> Result<Postgres>) -> Result<Self> {
         // Two-phase commits (a write to the stock, on every node) need
         // prepared transactions; a worker bounds its lock waits as the
         // engine's own sessions do (Citus does not carry them there).
@@ -38,8 +50,7 @@ impl Citus {
             } else {
                 settings.push("citus.enable_create_database_propagation=on");
             }
-            Postgres::start_with(&settings)
-                .context("starting a Citus node (scripts/citus.sh install)")
+            start(&settings).context("starting a Citus node (scripts/citus.sh install)")
         };
         let coordinator = Arc::new(node(false)?);
         let workers = (0..workers)
@@ -168,10 +179,20 @@ async fn register(
         } else {
             "SELECT citus_add_node($1, $2)"
         };
-        coordinator
-            .execute(register, &[&host, &port])
-            .await
-            .with_context(|| format!("registering {host}:{port} in {database}"))?;
+        // Each registration is idempotent: a failed one is tried twice
+        // more, and said on stderr, so a passing fault of the loaded
+        // cluster fails no test but still shows in the output.
+        let mut attempt = 1;
+        while let Err(error) = coordinator.execute(register, &[&host, &port]).await {
+            let error = anyhow::Error::new(error)
+                .context(format!("registering {host}:{port} in {database}"));
+            if attempt == 3 {
+                return Err(error);
+            }
+            eprintln!("attempt {attempt} failed, trying again in a second: {error:#}");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            attempt += 1;
+        }
     }
     Ok(())
 }
