@@ -147,7 +147,8 @@ TEST_POSTGRES_URL="$bouncer" cargo test --locked -p exactly-once --test postgres
 # nothing lost when it returns), a third worker added under load and the
 # shards rebalanced onto it, a worker SIGKILLed three times under load
 # (nothing lost, no 500), a worker's primary failed over by Patroni under
-# load (nothing lost, no 500). Then the crash harness (fewer
+# load (nothing lost, no 500), and every node of a cluster of its own
+# recovered from its backup to one restore point. Then the crash harness (fewer
 # kills and killed starts than on PostgreSQL: about 2 minutes) and the
 # many-instance tests on the cluster. docs/CITUS.md.
 step "server: the API suite, the Citus tests, the crash harness and many instances on a Citus coordinator and two workers"

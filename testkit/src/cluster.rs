@@ -22,6 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod backup;
 mod faults;
 mod replication;
 

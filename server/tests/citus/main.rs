@@ -6,8 +6,10 @@
 //! ([`load`]), a worker added and taking shards
 //! (`citus_rebalance_start()`), a worker killed and started again, and
 //! ([`patroni`]) a worker's primary failed over to its standby by
-//! Patroni, each with nothing lost.
+//! Patroni, each with nothing lost; and ([`backup`]) every node recovered
+//! from its backup to one restore point.
 
+mod backup;
 mod load;
 mod patroni;
 
