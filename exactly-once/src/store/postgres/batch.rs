@@ -248,10 +248,13 @@ async fn answer(client: &Object, job: Job, claimed: bool) {
     let _ = job.reply.send(execution);
 }
 
-/// Whether the statement's backend was lost: it may have committed.
+/// Whether the statement's backend was lost (or the server panicked): it
+/// may have committed.
 fn backend_lost(e: &tokio_postgres::Error) -> bool {
     e.code()
         .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
+        || e.as_db_error().and_then(|db| db.parsed_severity())
+            == Some(tokio_postgres::error::Severity::Panic)
 }
 
 fn outcome_unknown(e: tokio_postgres::Error) -> StoreError {

@@ -75,6 +75,7 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
                 || state == LOCK_NOT_AVAILABLE
                 || citus_node_unreachable(&e)
                 || postmaster_died(&e)
+                || server_panicked(&e)
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
@@ -107,7 +108,30 @@ pub(crate) fn classify_commit(e: impl Into<DbError>, what: &str) -> StoreError {
 pub(crate) fn backend_lost(e: &DbError) -> bool {
     match e.code() {
         None => e.connection_lost(),
-        Some(state) => matches!(&state[..2], "08" | "57") || postmaster_died(e),
+        Some(state) => {
+            matches!(&state[..2], "08" | "57") || postmaster_died(e) || server_panicked(e)
+        }
+    }
+}
+
+/// Whether the server said PANIC: PostgreSQL is crashing, every backend
+/// with it, and restarts with crash recovery. Seen when a WAL write fails
+/// at a COMMIT ("could not write to log file …: Input/output error", as
+/// the disk goes in a power cut): whether the commit record reached the
+/// disk is unknown, as with a backend lost.
+fn server_panicked(e: &DbError) -> bool {
+    match e {
+        #[cfg(feature = "postgres")]
+        DbError::Tokio(e) => {
+            e.as_db_error().and_then(|db| db.parsed_severity())
+                == Some(tokio_postgres::error::Severity::Panic)
+        }
+        #[cfg(feature = "sqlx")]
+        DbError::Sqlx(e) => e
+            .as_database_error()
+            .and_then(|db| db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>())
+            .is_some_and(|db| db.severity() == sqlx::postgres::PgSeverity::Panic),
+        DbError::Value(_) => false,
     }
 }
 
