@@ -138,9 +138,9 @@ async fn archive_now(node: &Postgres) {
 /// Waits until the node has replayed up to the restore point and
 /// promoted itself (`pg_is_in_recovery()` false).
 async fn until_promoted(node: &Postgres) {
+    let client = connect(node).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let client = connect(node).await;
         let recovering: bool = client
             .query_one("SELECT pg_is_in_recovery()", &[])
             .await
@@ -154,10 +154,10 @@ async fn until_promoted(node: &Postgres) {
     }
 }
 
+/// A client on the node's first database.
 async fn connect(node: &Postgres) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&node.url(), tokio_postgres::NoTls)
+    Database::postgres_url(node.url())
+        .postgres_client()
         .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
+        .unwrap()
 }
