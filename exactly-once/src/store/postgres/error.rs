@@ -74,8 +74,7 @@ pub fn classify(e: impl Into<DbError>) -> StoreError {
             matches!(&state[..2], "08" | "53" | "57" | "40")
                 || state == LOCK_NOT_AVAILABLE
                 || citus_node_unreachable(&e)
-                || postmaster_died(&e)
-                || server_panicked(&e)
+                || backend_lost(&e)
         }
     };
     StoreError::sorted(retryable, "PostgreSQL", e)
