@@ -160,6 +160,10 @@ pub enum Advanced {
 pub struct OutboxItem {
     /// The outbox row.
     pub id: i64,
+    /// The caller whose operation wrote it: with the id, the row's key on
+    /// Citus, where the outbox is sharded by caller. Empty on SQLite, and
+    /// for a message written before PostgreSQL recorded it.
+    pub caller: Vec<u8>,
     /// How many sends failed before.
     pub attempts: u32,
     /// Which claim of the row this is: only its holder may mark it.

@@ -29,8 +29,12 @@ pub enum PlacementKind {
     /// catalogue or a stock): a write to it commits on every node in two
     /// phases.
     Reference,
-    /// Stays on the coordinator only (the default for a table no
-    /// placement names).
+    /// Stays on the coordinator, in Citus's metadata (a Citus local
+    /// table), so that an instance connected to a worker reaches it too. A
+    /// transaction that writes it and a caller's shard on a worker commits
+    /// on both in two phases. A table no placement names stays on the
+    /// coordinator outside the metadata: only instances connected to the
+    /// coordinator reach it.
     Local,
 }
 
@@ -52,7 +56,7 @@ impl Placement {
         }
     }
 
-    /// `table`, on the coordinator only.
+    /// `table`, on the coordinator, reachable from every node.
     pub const fn local(table: &'static str) -> Self {
         Self {
             table,

@@ -353,6 +353,7 @@ mod on_postgres {
                 ("body", "text"),
             ],
         )
+        .caller("caller")
         .now(&["next_attempt_at"])
         .only_with("message_id")
         .ignoring_conflicts_on("message_id"),

@@ -1,7 +1,8 @@
 //! The shop on a Citus cluster (`scripts/citus.sh start DIR`, then
 //! `TEST_CITUS_DIR=DIR`): its tables and the engine's placed by the
 //! caller, every statement of a checkout a single-shard one (Citus's own
-//! counters say so), a stopped worker failing only the callers whose
+//! counters say so), instances connected to the workers serving beside
+//! the coordinator's ([`workers`]), a stopped worker failing only the callers whose
 //! shards live on it, with nothing lost when it returns; under load
 //! ([`load`]), a worker added and taking shards
 //! (`citus_rebalance_start()`), a worker killed and started again, and
@@ -12,6 +13,7 @@
 mod backup;
 mod load;
 mod patroni;
+mod workers;
 
 use load::{charge, Load};
 use serde_json::{json, Value};
@@ -91,7 +93,7 @@ async fn tables_are_placed_by_caller_and_every_checkout_statement_is_single_shar
         .collect();
     let records = placed.get("idempotency_keys").expect("records sharded");
     assert_eq!(records.0, "h", "records hash-sharded: {placed:?}");
-    for table in ["charges", "reservations"] {
+    for table in ["charges", "reservations", "outbox", "operator_actions"] {
         assert_eq!(
             placed.get(table),
             Some(records),
@@ -103,6 +105,20 @@ async fn tables_are_placed_by_caller_and_every_checkout_statement_is_single_shar
         Some("n"),
         "the stock on every node: {placed:?}"
     );
+    // The ledgers stay on the coordinator, in Citus's metadata, where an
+    // instance connected to a worker reads them.
+    for ledger in ["exactly_once_migrations", "schema_migrations"] {
+        let local: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM citus_tables
+                                WHERE table_name = to_regclass($1) AND citus_table_type = 'local')",
+                &[&ledger],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(local, "{ledger} a Citus local table: {placed:?}");
+    }
 
     // The database's first charge and first reservation find Citus
     // checking, once, that the new tables' shards and the stock's copies

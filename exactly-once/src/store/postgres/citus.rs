@@ -10,18 +10,49 @@ use super::error::classify;
 use super::statement::{one_row, Exec, Statement};
 use super::value::{Kind, ToArg};
 use crate::store::placement::{Placement, PlacementKind};
-use crate::store::schema::Migrations;
+use crate::store::schema::{Migrations, APP_LEDGER, ENGINE_LEDGER};
 use crate::store::Result;
 use futures_util::future::try_join_all;
 
 /// The table every caller-sharded table is co-located with.
 const ANCHOR: &str = "idempotency_keys";
 
-/// The engine's own placements. The outbox and the operator's audit rows
-/// have no caller: they stay on the coordinator, so an operation that
-/// writes a message commits on its worker and the coordinator together
-/// (two phases).
-const ENGINE: &[Placement] = &[Placement::by_caller(ANCHOR, "caller")];
+/// The engine's own placements: the records, the outbox and the
+/// operators' audit rows sharded by caller and co-located, so that an
+/// operation with its message, or an operator's action with its record,
+/// commits on one worker; the two migration ledgers on the coordinator, in
+/// Citus's metadata (Citus local tables), so that an instance connected to
+/// a worker reads the schema's version as the coordinator's do.
+const ENGINE: &[Placement] = &[
+    Placement::local(ENGINE_LEDGER),
+    Placement::local(APP_LEDGER),
+    Placement::by_caller(ANCHOR, "caller"),
+    Placement::by_caller("outbox", "caller"),
+    Placement::by_caller("operator_actions", "caller"),
+];
+
+/// What the engine's tables change before Citus shards them, which wants
+/// the shard column in every primary key and unique constraint: a
+/// message is unique per caller (its id names its operation's charge),
+/// a row is keyed by its caller and id. Each can run again after a
+/// placement that failed halfway.
+const BEFORE_SHARDING: &[(&str, &str)] = &[
+    (
+        "outbox",
+        "ALTER TABLE outbox
+           DROP CONSTRAINT IF EXISTS outbox_message_id_key,
+           DROP CONSTRAINT IF EXISTS outbox_caller_message_id_key,
+           DROP CONSTRAINT IF EXISTS outbox_pkey,
+           ADD PRIMARY KEY (caller, id),
+           ADD CONSTRAINT outbox_caller_message_id_key UNIQUE (caller, message_id)",
+    ),
+    (
+        "operator_actions",
+        "ALTER TABLE operator_actions
+           DROP CONSTRAINT IF EXISTS operator_actions_pkey,
+           ADD PRIMARY KEY (caller, id)",
+    ),
+];
 
 /// Whether a store's database is a Citus coordinator's, asked once (the
 /// extension is there before the store's migrations place its tables).
@@ -32,6 +63,12 @@ impl OnCitus {
     /// The answer, asked on `client` the first time.
     pub(super) async fn ask(&self, client: &impl Exec) -> Result<bool> {
         self.0.get_or_try_init(|| present(client)).await.copied()
+    }
+
+    /// The answer, if it was asked already.
+    #[cfg(feature = "postgres")]
+    pub(super) fn known(&self) -> Option<bool> {
+        self.0.get().copied()
     }
 }
 
@@ -44,11 +81,23 @@ async fn present(client: &impl Exec) -> Result<bool> {
     Ok(PRESENT.query_one(client, &[]).await?.get(0))
 }
 
+/// Whether the database is a Citus worker's (its node group is not the
+/// coordinator's 0): an instance connected to it serves, but migrates
+/// through the coordinator only, where DDL runs.
+pub(super) async fn on_worker(client: &impl Exec) -> Result<bool> {
+    const GROUP: Statement = Statement::new("SELECT groupid FROM pg_dist_local_group", &[]);
+    if !present(client).await? {
+        return Ok(false);
+    }
+    let group: Option<i32> = GROUP.query_opt(client, &[]).await?.map(|row| row.get(0));
+    Ok(group.is_some_and(|group| group != 0))
+}
+
 /// On a Citus coordinator, places every table the engine's and the
 /// application's migrations name that is not placed yet: reference tables
-/// first (a sharded table's foreign key may point at one), then the
-/// engine's records, then the application's tables co-located with them.
-/// Nothing on plain PostgreSQL.
+/// first (a sharded table's foreign key may point at one), then the local
+/// ones, then the engine's records, then the application's tables
+/// co-located with them. Nothing on plain PostgreSQL.
 pub(super) async fn place(client: &impl Exec, app: Migrations) -> Result<()> {
     // Asked anew: the schema's first migration may have made it Citus's.
     if !present(client).await? {
@@ -56,13 +105,19 @@ pub(super) async fn place(client: &impl Exec, app: Migrations) -> Result<()> {
     }
     let app = app.0.iter().flat_map(|m| m.placements.iter());
     let all: Vec<&Placement> = ENGINE.iter().chain(app).collect();
-    let references = all.iter().filter(|p| p.kind == PlacementKind::Reference);
-    let by_caller = all
-        .iter()
-        .filter(|p| matches!(p.kind, PlacementKind::ByCaller { .. }));
-    for placement in references.chain(by_caller) {
+    let of_kind = |kind: fn(&PlacementKind) -> bool| all.iter().filter(move |p| kind(&p.kind));
+    let references = of_kind(|kind| *kind == PlacementKind::Reference);
+    let locals = of_kind(|kind| *kind == PlacementKind::Local);
+    let by_caller = of_kind(|kind| matches!(kind, PlacementKind::ByCaller { .. }));
+    for placement in references.chain(locals).chain(by_caller) {
         if placed(client, placement).await? {
             continue;
+        }
+        let before = BEFORE_SHARDING
+            .iter()
+            .filter(|(table, _)| *table == placement.table);
+        for (_, sql) in before {
+            client.batch(sql).await.map_err(classify)?;
         }
         let table = literal(placement.table);
         let sql = match placement.kind {
@@ -78,7 +133,7 @@ pub(super) async fn place(client: &impl Exec, app: Migrations) -> Result<()> {
                 literal(column),
                 literal(ANCHOR)
             ),
-            PlacementKind::Local => unreachable!("a local table is placed already"),
+            PlacementKind::Local => format!("SELECT citus_add_local_table_to_metadata({table})"),
         };
         client.batch(&sql).await.map_err(classify)?;
         tracing::info!(table = placement.table, kind = ?placement.kind, "placed on Citus");
@@ -87,13 +142,13 @@ pub(super) async fn place(client: &impl Exec, app: Migrations) -> Result<()> {
 }
 
 /// Whether the table is placed as asked already. A table with a foreign
-/// key to a reference table has become a Citus "local" table by itself
-/// (`partmethod` 'n', not replicated): that is not placed yet.
+/// key to a reference table has become a Citus local table by itself
+/// (`partmethod` 'n', not replicated): placed if that is what was asked.
 async fn placed(client: &impl Exec, placement: &Placement) -> Result<bool> {
     let (method, model) = match placement.kind {
         PlacementKind::ByCaller { .. } => ("h", "%"),
         PlacementKind::Reference => ("n", "t"),
-        PlacementKind::Local => return Ok(true),
+        PlacementKind::Local => ("n", "s"),
     };
     Ok(one_row(
         client,

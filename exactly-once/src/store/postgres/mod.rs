@@ -144,7 +144,9 @@ macro_rules! store_on_a_pool {
                 limit: u32,
                 claim: std::time::Duration,
             ) -> $crate::store::Result<Vec<$crate::store::OutboxItem>> {
-                outbox::claim(&self.conn().await?, limit, claim).await
+                let conn = self.conn().await?;
+                let on_citus = self.citus.ask(&conn).await?;
+                outbox::claim(&conn, limit, claim, on_citus).await
             }
 
             async fn message_settled(

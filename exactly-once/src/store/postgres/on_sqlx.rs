@@ -330,8 +330,9 @@ impl crate::store::enqueue::sealed::Sealed for &mut PgConnection {}
 impl<'a> Enqueue<'a> for &'a mut PgConnection {
     type Written = BoxFuture<'a, Result<()>>;
 
-    fn enqueue(self, message: &'a Message, _: &RunContext<'_>) -> Self::Written {
-        Box::pin(async move { outbox::enqueue_on(&SqlxConn::new(self), message).await })
+    fn enqueue(self, message: &'a Message, at: &RunContext<'_>) -> Self::Written {
+        let caller = at.caller.as_bytes().to_vec();
+        Box::pin(async move { outbox::enqueue_on(&SqlxConn::new(self), message, &caller).await })
     }
 }
 

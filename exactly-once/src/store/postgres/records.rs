@@ -18,7 +18,7 @@ pub(super) async fn sweep(
     retention: Duration,
     on_citus: bool,
 ) -> Result<u64> {
-    super::outbox::prune_sent(client, retention, limit).await?;
+    super::outbox::prune_sent(client, retention, limit, on_citus).await?;
     if on_citus {
         return super::citus::sweep_records(client, limit, clock.tombstone_secs).await;
     }

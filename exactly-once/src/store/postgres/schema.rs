@@ -48,6 +48,14 @@ pub(super) const MIGRATIONS: Migrations = Migrations(&[
         include_str!("../../../migrations/postgres/0005_unfinished_by_caller.sql"),
     )
     .runs_beside(2),
+    // A column with a default: a release before it writes messages with
+    // the empty caller, and settles them by their id as before.
+    Migration::expand(
+        6,
+        "0006_outbox_caller",
+        include_str!("../../../migrations/postgres/0006_outbox_caller.sql"),
+    )
+    .runs_beside(2),
 ]);
 
 /// The server a connection reached, as `host:port` (NULL over a Unix
@@ -77,6 +85,9 @@ pub(super) async fn migrate(
     app: Migrations,
     pooled: bool,
 ) -> Result<()> {
+    if on_a_citus_worker(&*client).await? {
+        return Ok(());
+    }
     if pooled {
         let tx = client.transaction().await.map_err(classify)?;
         migrate_in(&tx, app).await?;
@@ -111,6 +122,9 @@ pub(super) async fn migrate(
 /// connection of the store's own.
 pub(super) async fn migrate_in(tx: &impl Exec, app: Migrations) -> Result<()> {
     const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
+    if on_a_citus_worker(tx).await? {
+        return Ok(());
+    }
     tx.rows(LOCK, vec![ToArg::arg(&MIGRATION_LOCK)])
         .await
         .map_err(classify)?;
@@ -131,6 +145,18 @@ pub(super) async fn migrate_in(tx: &impl Exec, app: Migrations) -> Result<()> {
         }
     }
     super::citus::place(tx, app).await
+}
+
+/// Whether the database is a Citus worker's, where DDL does not run: an
+/// instance connected to it leaves migrating to the coordinator's and
+/// only checks the schema it finds (the ledgers are the coordinator's,
+/// read through Citus).
+async fn on_a_citus_worker(client: &impl Exec) -> Result<bool> {
+    let on_worker = super::citus::on_worker(client).await?;
+    if on_worker {
+        tracing::info!("a Citus worker's database: migrations run through the coordinator");
+    }
+    Ok(on_worker)
 }
 
 /// The health check inside `tx`: this build serves on the schema, and a

@@ -308,6 +308,7 @@ impl Store<Sqlite> for SqliteStore {
             .into_iter()
             .map(|(id, attempts, message)| OutboxItem {
                 id,
+                caller: Vec::new(),
                 attempts,
                 claim: ClaimToken(until),
                 message,
