@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shop on Citus beside one PostgreSQL, by turns: new keys and replays
-# (loadgen, one server instance through the coordinator), their p99, and
+# (loadgen), with the instances in both of Citus's shapes (one through
+# the coordinator; one on each worker, past the coordinator), their p99, and
 # the CPU per request of the server and of each PostgreSQL node (its
 # postmaster's time, its finished children's and every live backend's,
 # read from /proc around the run); then a capacity model from those
@@ -18,13 +19,17 @@ CONNECTIONS=${CONNECTIONS:-32}
 CALLERS=${CALLERS:-64}
 ROUNDS=${ROUNDS:-3}
 WORKERS=${WORKERS:-2}
+# Which shapes, in turn: one PostgreSQL, Citus through the coordinator,
+# Citus with an instance on each worker.
+TARGETS=${TARGETS:-postgres citus citus-workers}
 if [ "${BUILD:-1}" = 1 ]; then cargo build --release -p server -p bench --bins -q; fi
 BIN=${CARGO_TARGET_DIR:-target}/release
 TICKS=$(getconf CLK_TCK)
 
 dir=$(mktemp -d)
+servers=()
 cleanup() {
-  [ -n "${server:-}" ] && kill "$server" 2>/dev/null || true
+  for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done
   scripts/citus.sh stop "$dir/citus" >/dev/null 2>&1 || true
   scripts/postgres.sh stop "$dir/pg" >/dev/null 2>&1 || true
   rm -rf "$dir"
@@ -78,55 +83,87 @@ fresh_database() {
   echo "${coordinator%/*}/$name"
 }
 
-# measure TARGET SCENARIO: one server on a fresh database of TARGET, one
-# loadgen run; prints a line with req/s, p99 and the CPU per request of
-# the server and of each node.
-measure() {
-  local target=$1 scenario=$2 www; www=$(mktemp -d -p "$dir")
-  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$(fresh_database "$target")" \
+# start_server DATABASE: a server instance on DATABASE, in the
+# background; its pid appended to `servers`, its address to `addrs`.
+start_server() {
+  local www; www=$(mktemp -d -p "$dir")
+  RUST_LOG=warn "$BIN/server" --listen 127.0.0.1:0 --database "$1" \
     --durability full --www "$www" --caller-rate 1000000000 >"$www/out" 2>"$www/err" &
-  server=$!
+  servers+=($!)
   for _ in $(seq 200); do grep -q listening "$www/out" 2>/dev/null && break; sleep 0.05; done
-  local addr; addr=$(sed -n 's#^listening on http://##p' "$www/out")
+  grep -q listening "$www/out" || { cat "$www/err" >&2; exit 1; }
+  addrs+=("$(sed -n 's#^listening on http://##p' "$www/out")")
+}
+
+# on_node NODE URL: the database of URL (made through the coordinator)
+# reached through NODE of the Citus cluster instead.
+on_node() { local node_url; node_url=$(cat "$dir/citus/$1/url"); echo "${node_url%/*}/${2##*/}"; }
+
+# measure TARGET SCENARIO: one loadgen run on a fresh database of TARGET
+# (`postgres`; `citus`: one instance through the coordinator;
+# `citus-workers`: one instance on each worker, each loaded by a loadgen
+# of its own with its share of the connections, after `server migrate`
+# through the coordinator); prints a line with req/s, p99 (the worst
+# loadgen's) and the CPU per request of the servers and of each node.
+measure() {
+  local target=$1 scenario=$2 database node
+  servers=(); addrs=()
+  database=$(fresh_database "${target%-workers}")
+  if [ "$target" = citus-workers ]; then
+    RUST_LOG=warn "$BIN/server" migrate --database "$database" >/dev/null
+    for node in "${nodes[@]:1}"; do start_server "$(on_node "$node" "$database")"; done
+  else
+    start_server "$database"
+  fi
   local data=("$dir/pg/data") names=(postgres)
-  if [ "$target" = citus ]; then
+  if [ "$target" != postgres ]; then
     data=(); names=("${nodes[@]}")
     for node in "${nodes[@]}"; do data+=("$dir/citus/$node/data"); done
   fi
-  local before=() after=() i server_before line
+  local before=() after=() i server_before=0 server_after=0 pid addr
   for i in "${!data[@]}"; do before[i]=$(node_ticks "${data[i]}"); done
-  server_before=$(pid_ticks "$server")
-  line=$("$BIN/loadgen" --addr "$addr" --scenario "$scenario" --connections "$CONNECTIONS" \
-    --duration "$DURATION" --callers "$CALLERS")
+  for pid in "${servers[@]}"; do server_before=$((server_before + $(pid_ticks "$pid"))); done
+  local lines gens=(); lines=$(mktemp -p "$dir")
+  for addr in "${addrs[@]}"; do
+    "$BIN/loadgen" --addr "$addr" --scenario "$scenario" \
+      --connections "$((CONNECTIONS / ${#addrs[@]}))" --duration "$DURATION" \
+      --callers "$CALLERS" >>"$lines" &
+    gens+=($!)
+  done
+  wait "${gens[@]}"
   for i in "${!data[@]}"; do after[i]=$(node_ticks "${data[i]}"); done
-  local requests; requests=$(sed -n 's/.* requests=\([0-9]*\).*/\1/p' <<<"$line")
-  local report
-  report="target=$target scenario=$scenario rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' <<<"$line")"
-  report+=" p99_ms=$(sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' <<<"$line")"
-  report+=" non_2xx=$(sed -n 's/.* non_2xx=\([0-9]*\).*/\1/p' <<<"$line")"
-  report+=" server_us=$(us_per_request "$(($(pid_ticks "$server") - server_before))" "$requests")"
+  for pid in "${servers[@]}"; do server_after=$((server_after + $(pid_ticks "$pid"))); done
+  local requests rps p99 non_2xx
+  requests=$(sed -n 's/.* requests=\([0-9]*\).*/\1/p' "$lines" | awk '{ s += $1 } END { print s }')
+  rps=$(sed -n 's/.* rps=\([0-9]*\).*/\1/p' "$lines" | awk '{ s += $1 } END { print s }')
+  p99=$(sed -n 's/.* p99_ms=\([0-9.]*\).*/\1/p' "$lines" | sort -g | tail -1)
+  non_2xx=$(sed -n 's/.* non_2xx=\([0-9]*\).*/\1/p' "$lines" | awk '{ s += $1 } END { print s }')
+  local report="target=$target scenario=$scenario rps=$rps p99_ms=$p99 non_2xx=$non_2xx"
+  report+=" server_us=$(us_per_request "$((server_after - server_before))" "$requests")"
   for i in "${!data[@]}"; do
     report+=" ${names[i]}_us=$(us_per_request "$((after[i] - before[i]))" "$requests")"
   done
   echo "$report"
-  kill "$server"; wait "$server" 2>/dev/null || true
-  server=
+  for pid in "${servers[@]}"; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
+  servers=()
 }
 
 echo "# the shop on one PostgreSQL and on Citus (a coordinator, $WORKERS workers), by turns;" \
   "connections=$CONNECTIONS callers=$CALLERS (new keys) duration=$DURATION $(nproc) cores"
 for round in $(seq "$ROUNDS"); do
-  for target in postgres citus; do
+  for target in $TARGETS; do
     for scenario in new-key replay; do
       echo "round=$round $(measure "$target" "$scenario")"
     done
   done
 done | tee "$dir/lines"
 
-# The capacity model, from the medians of the Citus new-key rounds: what
-# one core of each role serves, and what N new keys a second would need.
-awk -v workers="$WORKERS" '
-  / target=citus scenario=new-key / {
+# The capacity model of each shape, from the medians of its new-key
+# rounds: what one core of each role serves, and what N new keys a second
+# would need.
+for shape in citus citus-workers; do
+awk -v workers="$WORKERS" -v shape="$shape" '
+  index($0, " target=" shape " scenario=new-key ") {
     n++
     for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1], n] = kv[2] }
   }
@@ -139,11 +176,13 @@ awk -v workers="$WORKERS" '
     if (n == 0) exit
     coord = median("coordinator_us"); srv = median("server_us"); w = 0
     for (k = 1; k <= workers; k++) w += median("worker" k "_us")
-    printf "# capacity (Citus new keys, medians of %d rounds): CPU per request: server %d us, coordinator %d us, the workers %d us in all\n", n, srv, coord, w
-    printf "#   one core serves: %d req/s as the coordinator, %d as a worker (with the requests spread over the workers), %d as a server instance\n", 1e6 / coord, 1e6 / w, 1e6 / srv
+    printf "# capacity (%s, new keys, medians of %d rounds): CPU per request: server %d us, coordinator %d us, the workers %d us in all\n", shape, n, srv, coord, w
+    if (coord * 20 < w) printf "#   the coordinator is out of the path (%d us a request); one core serves %d req/s as a worker (the requests spread over the workers), %d as a server instance\n", coord, 1e6 / w, 1e6 / srv
+    else printf "#   one core serves: %d req/s as the coordinator, %d as a worker (with the requests spread over the workers), %d as a server instance\n", 1e6 / coord, 1e6 / w, 1e6 / srv
     split("10000 50000 100000", targets, " ")
     for (t = 1; t <= 3; t++) {
       r = targets[t]
       printf "#   %d new keys/s: %.1f coordinator cores, %.1f worker cores (%d workers of 8 cores), %.1f server cores\n", r, r * coord / 1e6, r * w / 1e6, int(r * w / 1e6 / 8) + 1, r * srv / 1e6
     }
   }' "$dir/lines"
+done
