@@ -155,9 +155,7 @@ step "server: the API suite, the Citus tests, the crash harness and many instanc
 if scripts/citus.sh available; then
 citus_url="$(scripts/citus.sh start "$pgdir/citus" 2)"
 trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh stop "$pgdir/bouncer" 2>/dev/null; scripts/postgres.sh stop "$pgdir/cluster" 2>/dev/null; rm -rf "$pgdir"' EXIT
-# Skipped here: two tests reach behind the server in ways Citus refuses by
-# design (a trigger on the records: no triggers on sharded tables; a record
-# locked by its key alone: FOR UPDATE needs the caller). The listener's and
+# Skipped here: the listener's and
 # the rate limiter's tests measure the HTTP layer in timings the loaded
 # cluster's hundreds of processes upset, and have nothing of the database
 # in them. A waiting operation's retry raced the
@@ -170,8 +168,6 @@ trap 'scripts/citus.sh stop "$pgdir/citus" 2>/dev/null; scripts/pgbouncer.sh sto
 # A failed command here prints the nodes' last errors before the folder goes.
 on_citus() { "$@" || { scripts/citus.sh errors "$pgdir/citus"; return 1; }; }
 on_citus env TEST_POSTGRES_URL="$citus_url" cargo test --locked -p server --test api -- --include-ignored \
-  --skip idempotency::a_charge_never_commits_without_its_record \
-  --skip postgres::a_lock_wait_on_an_expired_record_is_409_like_any_other_wait \
   --skip listener:: --skip rate_limits:: \
   --skip provider::a_waiting_operation_reused_with_another_payment_method_is_422_and_still_resumes \
   --skip provider::provider_down_is_503_with_the_charge_pending_and_the_retry_resumes_it_once

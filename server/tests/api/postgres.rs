@@ -129,10 +129,12 @@ async fn a_lock_wait_on_an_expired_record_is_409_like_any_other_wait() {
     assert_eq!(app.charge(&key, 100).await.status(), 201);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let tx = other.transaction().await.unwrap();
+    // By caller and key, as the engine finds a record: Citus runs it on
+    // the record's shard (it refuses FOR UPDATE across shards).
     let locked = tx
         .execute(
-            "SELECT 1 FROM idempotency_keys WHERE key = $1 FOR UPDATE",
-            &[&key],
+            "SELECT 1 FROM idempotency_keys WHERE caller = $1 AND key = $2 FOR UPDATE",
+            &[&caller_hash(&app.token), &key],
         )
         .await
         .unwrap();
