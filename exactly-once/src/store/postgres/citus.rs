@@ -1,10 +1,13 @@
-//! The engine on a Citus coordinator (the `citus` extension present in the
-//! database). Migrating places the tables: the engine's records sharded by
-//! the caller, and each application table as its migration says
+//! The engine on Citus (the `citus` extension present in the database).
+//! Migrating on the coordinator places the tables: the engine's records,
+//! outbox and audit sharded by the caller, its ledgers as Citus local
+//! tables, and each application table as its migration says
 //! ([`Placement`]), co-located with the records, so that an operation's
-//! transaction touches one shard. The sweeper's batches become router
+//! transaction touches one shard. An instance connected to a worker
+//! serves but does not migrate. The sweeper's batches become router
 //! statements, one record each, since Citus refuses `FOR UPDATE SKIP
-//! LOCKED` across shards (docs/CITUS.md).
+//! LOCKED` across shards (docs/CITUS.md; the relay's claims, likewise, in
+//! `outbox.rs`).
 
 use super::error::classify;
 use super::statement::{one_row, Exec, Statement};

@@ -227,6 +227,7 @@ impl PostgresStore {
     /// many callers' rows spans shards, and even one request's statement
     /// (its rows from `unnest`) is planned through intermediate results
     /// sent to every worker.
+    ///
     /// Once known, answered without a connection: asked on every first
     /// phase, it must not take one from the pool each time.
     async fn on_citus(&self) -> Result<bool> {
