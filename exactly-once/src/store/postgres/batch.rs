@@ -14,7 +14,7 @@
 
 use super::clock::Clock;
 use super::conn::{cache, Prepared};
-use super::error::{classify, classify_commit, LOCK_NOT_AVAILABLE};
+use super::error::{classify, classify_commit, tokio_panicked, LOCK_NOT_AVAILABLE};
 use super::one_statement::OneStatement;
 use super::one_statement::{CLAIM_COLUMNS, MAX_ROWS};
 use super::protocol::decide;
@@ -253,8 +253,7 @@ async fn answer(client: &Object, job: Job, claimed: bool) {
 fn backend_lost(e: &tokio_postgres::Error) -> bool {
     e.code()
         .is_none_or(|state| matches!(&state.code()[..2], "08" | "57"))
-        || e.as_db_error().and_then(|db| db.parsed_severity())
-            == Some(tokio_postgres::error::Severity::Panic)
+        || tokio_panicked(e)
 }
 
 fn outcome_unknown(e: tokio_postgres::Error) -> StoreError {

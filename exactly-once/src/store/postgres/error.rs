@@ -121,10 +121,7 @@ pub(crate) fn backend_lost(e: &DbError) -> bool {
 fn server_panicked(e: &DbError) -> bool {
     match e {
         #[cfg(feature = "postgres")]
-        DbError::Tokio(e) => {
-            e.as_db_error().and_then(|db| db.parsed_severity())
-                == Some(tokio_postgres::error::Severity::Panic)
-        }
+        DbError::Tokio(e) => tokio_panicked(e),
         #[cfg(feature = "sqlx")]
         DbError::Sqlx(e) => e
             .as_database_error()
@@ -132,6 +129,14 @@ fn server_panicked(e: &DbError) -> bool {
             .is_some_and(|db| db.severity() == sqlx::postgres::PgSeverity::Panic),
         DbError::Value(_) => false,
     }
+}
+
+/// [`server_panicked`] on tokio-postgres' own error (group commit's
+/// statements have no [`DbError`]).
+#[cfg(feature = "postgres")]
+pub(crate) fn tokio_panicked(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().and_then(|db| db.parsed_severity())
+        == Some(tokio_postgres::error::Severity::Panic)
 }
 
 /// Whether `e` is a Citus coordinator's backend finding its own

@@ -85,13 +85,13 @@ pub(super) async fn migrate(
     app: Migrations,
     pooled: bool,
 ) -> Result<()> {
-    if on_a_citus_worker(&*client).await? {
-        return Ok(());
-    }
     if pooled {
         let tx = client.transaction().await.map_err(classify)?;
         migrate_in(&tx, app).await?;
         return tx.commit().await.map_err(classify);
+    }
+    if on_a_citus_worker(&*client).await? {
+        return Ok(());
     }
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
